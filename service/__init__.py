@@ -1,0 +1,1 @@
+"""Durable event-log replay service for AI agent runs."""
