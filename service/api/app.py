@@ -1,0 +1,66 @@
+"""The HTTP edge: `create_app()` wires settings, the log and the routers.
+
+The lifespan owns every long-lived resource (the embedded database when no
+URL is configured, the connection pool, the group committer) and yields them
+as one typed `AppState`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+
+from fastapi import Depends, FastAPI
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException
+
+from service import migrate
+from service.api import health, runs
+from service.api.deps import AppState, require_api_key
+from service.api.responses import JSON, on_http_error, on_replay_error, on_validation_error
+from service.config import Settings
+from service.embedded import embedded_postgres
+from service.errors import ReplayError
+from service.log import EventLog
+
+log = logging.getLogger("replay")
+
+
+def create_app(settings: Settings | None = None, *, migrate_on_start: bool | None = None) -> FastAPI:
+    settings = settings or Settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async with AsyncExitStack() as stack:
+            url = settings.database_url
+            auto_migrate = migrate_on_start
+            if url is None:
+                url = stack.enter_context(embedded_postgres(settings.data_dir))
+                auto_migrate = True if auto_migrate is None else auto_migrate
+            if auto_migrate:
+                await asyncio.to_thread(migrate.upgrade, url)
+            event_log = await EventLog.open(
+                url,
+                pool_size=settings.pool_size,
+                commit_lanes=settings.commit_lanes,
+                group_max_events=settings.group_max_events,
+            )
+            stack.push_async_callback(event_log.close)
+            app.state.replay = AppState(settings=settings, log=event_log, database_url=url)
+            yield
+
+    app = FastAPI(
+        title="agent-replay",
+        summary="Durable event logs for AI agent runs: append, replay, project.",
+        version="0.1.0",
+        lifespan=lifespan,
+        default_response_class=JSON,
+    )
+    app.add_exception_handler(ReplayError, on_replay_error)
+    app.add_exception_handler(HTTPException, on_http_error)
+    app.add_exception_handler(RequestValidationError, on_validation_error)
+    app.include_router(health.router)
+    app.include_router(runs.router, dependencies=[Depends(require_api_key)])
+    return app

@@ -1,0 +1,53 @@
+"""Typed dependencies: what a route may ask the app for."""
+
+from __future__ import annotations
+
+import hmac
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from service.config import Settings
+from service.errors import Unauthorized
+from service.ingest import Limits
+from service.log import EventLog
+
+
+@dataclass
+class AppState:
+    """Everything the lifespan owns, yielded once and typed."""
+
+    settings: Settings
+    log: EventLog
+    database_url: str
+
+    @property
+    def limits(self) -> Limits:
+        s = self.settings
+        return Limits(s.max_chunk_bytes, s.max_batch_bytes, s.max_batch_events)
+
+
+def _state(request: Request) -> AppState:
+    state: AppState = request.app.state.replay
+    return state
+
+
+def _log(request: Request) -> EventLog:
+    return _state(request).log
+
+
+StateDep = Annotated[AppState, Depends(_state)]
+LogDep = Annotated[EventLog, Depends(_log)]
+
+
+def require_api_key(request: Request) -> None:
+    keys = _state(request).settings.api_key_set
+    if not keys:
+        return
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not any(
+        hmac.compare_digest(token.strip().encode(), key.encode()) for key in keys
+    ):
+        raise Unauthorized("this service needs 'Authorization: Bearer <key>' (REPLAY_API_KEYS)")

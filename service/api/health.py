@@ -1,0 +1,37 @@
+"""Liveness and readiness."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from starlette.responses import Response
+
+from service import migrate
+from service.api.deps import StateDep
+from service.api.responses import JSON, error_response
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/healthz")
+async def healthz() -> Response:
+    """The process is up."""
+    return JSON({"status": "ok"})
+
+
+@router.get("/readyz")
+async def readyz(state: StateDep) -> Response:
+    """The database answers and its schema is at the newest migration."""
+    try:
+        async with state.log.pool.acquire(timeout=2) as conn:
+            current = await conn.fetchval(
+                "SELECT max(version_num) FROM alembic_version"
+                " WHERE to_regclass('alembic_version') IS NOT NULL"
+            )
+    except Exception as exc:
+        return error_response(503, "unavailable", f"the database does not answer: {exc}")
+    head = migrate.head_revision()
+    if current != head:
+        return error_response(
+            503, "migrations_pending", f"schema at {current}, code expects {head}: run replay migrate"
+        )
+    return JSON({"status": "ready", "schema": current})

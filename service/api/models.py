@@ -1,0 +1,66 @@
+"""Pydantic shapes for the OpenAPI document (routes answer with raw JSON)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+
+class ErrorBody(BaseModel):
+    code: str = Field(examples=["seq_conflict"])
+    message: str
+
+
+class ErrorOut(BaseModel):
+    error: ErrorBody
+
+
+class RunCreate(BaseModel):
+    thread_id: str | None = Field(default=None, max_length=256)
+    metadata: dict[str, Any] | None = None
+
+
+class RunOut(BaseModel):
+    run_id: str
+    thread_id: str | None
+    agent: str | None
+    status: str = Field(description="running, finished, error, cancelled or interrupted")
+    last_seq: int
+    closed: bool
+    created_at: str
+    updated_at: str
+    closed_at: str | None
+    metadata: dict[str, Any]
+    error: str | None
+
+
+class AppendIn(BaseModel):
+    events: list[dict[str, Any]] = Field(description="AG-UI chunks, each with a string 'type'")
+    expected_seq: int | None = Field(
+        default=None, ge=1, description="The seq the first event must get (safe retries)"
+    )
+    close: bool = Field(default=False, description="Close the run in the same transaction")
+
+
+class AppendOut(BaseModel):
+    run_id: str
+    first_seq: int | None
+    last_seq: int
+
+
+class EventOut(BaseModel):
+    seq: int
+    type: str
+    received_at: str
+    chunk: dict[str, Any]
+
+
+class EventsPage(BaseModel):
+    events: list[EventOut]
+    next_after: int | None
+
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorOut} for status in (400, 401, 404, 409, 413, 422)
+}

@@ -1,0 +1,135 @@
+"""Runs and their events: create, append, close, read. A thin edge over EventLog."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Path, Query, Request
+from starlette.responses import Response
+
+from service.api.deps import LogDep, StateDep
+from service.api.models import (
+    ERRORS,
+    AppendIn,
+    AppendOut,
+    EventsPage,
+    RunCreate,
+    RunOut,
+)
+from service.api.responses import JSON
+from service.errors import InvalidRequest, PayloadTooLarge, UnsupportedMediaType
+from service.ingest import parse_json_batch, parse_ndjson_batch
+from service.log import check_run_id
+from service.log.chunks import dumps
+
+router = APIRouter(prefix="/v1/runs", tags=["runs"], responses=ERRORS)
+
+RunId = Annotated[str, Path(description="1-128 characters of A-Z a-z 0-9 . _ : -")]
+NDJSON = "application/x-ndjson"
+# curl -d sends form-urlencoded unless told otherwise; a JSON body is still JSON.
+_JSON_TYPES = frozenset({"application/json", "", "text/plain", "application/x-www-form-urlencoded"})
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The body, refused as soon as it is known to be over `limit`."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise PayloadTooLarge(f"the batch is over {limit} bytes; split it", limit=limit)
+    parts: list[bytes] = []
+    size = 0
+    async for part in request.stream():
+        size += len(part)
+        if size > limit:
+            raise PayloadTooLarge(f"the batch is over {limit} bytes; split it", limit=limit)
+        parts.append(part)
+    return b"".join(parts)
+
+
+@router.put("/{run_id}", status_code=201, responses={200: {"model": RunOut}, 201: {"model": RunOut}})
+async def create_run(log: LogDep, run_id: RunId, body: RunCreate | None = None) -> Response:
+    """Create a run (idempotent: the same request again answers 200)."""
+    body = body or RunCreate()
+    run, created = await log.create_run(run_id, thread_id=body.thread_id, metadata=body.metadata)
+    return JSON(run.to_json(), status_code=201 if created else 200)
+
+
+_APPEND_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {"schema": AppendIn.model_json_schema()},
+            NDJSON: {"schema": {"type": "string", "description": "one AG-UI chunk per line"}},
+        },
+    }
+}
+
+
+@router.post(
+    "/{run_id}/events",
+    responses={200: {"model": AppendOut}},
+    openapi_extra=_APPEND_BODY,
+)
+async def append_events(
+    request: Request,
+    state: StateDep,
+    run_id: RunId,
+    expected_seq: Annotated[int | None, Query(ge=1, description="NDJSON bodies only")] = None,
+    close: Annotated[bool, Query(description="NDJSON bodies only")] = False,
+) -> Response:
+    """Append a batch durably; answers after commit. Creates the run if missing."""
+    check_run_id(run_id)
+    limits = state.limits
+    body = await read_body(request, limits.max_batch_bytes)
+    media = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
+    if media in (NDJSON, "application/jsonl", "application/ndjson"):
+        batch = parse_ndjson_batch(body, limits, expected_seq=expected_seq, close=close)
+    elif media in _JSON_TYPES:
+        if expected_seq is not None or close:
+            raise InvalidRequest("with a JSON body, put expected_seq and close in the body")
+        batch = parse_json_batch(body, limits)
+    else:
+        raise UnsupportedMediaType(
+            f"unsupported Content-Type {media!r}: use application/json or {NDJSON}"
+        )
+    result = await state.log.append(
+        run_id, batch.chunks, expected_seq=batch.expected_seq, close=batch.close
+    )
+    return JSON({"run_id": run_id, "first_seq": result.first_seq, "last_seq": result.last_seq})
+
+
+@router.post("/{run_id}/close", responses={200: {"model": RunOut}})
+async def close_run(log: LogDep, run_id: RunId) -> Response:
+    """Close the run's log (idempotent). Appends after this get 409 run_closed."""
+    run = await log.close_run(run_id)
+    return JSON(run.to_json())
+
+
+@router.get("/{run_id}", responses={200: {"model": RunOut}})
+async def get_run(log: LogDep, run_id: RunId) -> Response:
+    run = await log.get_run(run_id)
+    return JSON(run.to_json())
+
+
+@router.get("/{run_id}/events", responses={200: {"model": EventsPage}})
+async def list_events(
+    log: LogDep,
+    run_id: RunId,
+    after: Annotated[int, Query(ge=0, description="Only events with seq > after")] = 0,
+    limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
+) -> Response:
+    """A page of the log in seq order; `next_after` continues it (null at the end)."""
+    run = await log.get_run(run_id)
+    events = await log.read_events(run_id, after, limit)
+    # Stored chunks are JSON text already: splice them in rather than re-encode.
+    items = ",".join(
+        f'{{"seq":{e.seq},"type":{dumps(e.type)},"received_at":"{e.received_at.isoformat()}",'
+        f'"chunk":{e.chunk}}}'
+        for e in events
+    )
+    more = bool(events) and events[-1].seq < run.last_seq
+    next_after = str(events[-1].seq) if more else "null"
+    return Response(
+        f'{{"events":[{items}],"next_after":{next_after}}}'.encode(),
+        media_type="application/json",
+    )
+

@@ -1,0 +1,52 @@
+"""Settings, read once from `REPLAY_*` environment variables.
+
+Every knob the service has lives here, so the README's configuration table and
+this class can be read side by side.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def asyncpg_dsn(url: str) -> str:
+    """The URL in the spelling asyncpg accepts (`postgresql://`)."""
+    for prefix in ("postgresql+asyncpg://", "postgres+asyncpg://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql://" + url[len(prefix) :]
+    return url
+
+
+def sqlalchemy_url(url: str) -> str:
+    """The URL in the spelling SQLAlchemy's async engine needs (`postgresql+asyncpg://`)."""
+    return "postgresql+asyncpg://" + asyncpg_dsn(url)[len("postgresql://") :]
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="REPLAY_", extra="ignore")
+
+    database_url: str | None = Field(
+        default=None,
+        description="PostgreSQL URL; unset means an embedded PostgreSQL in data_dir.",
+    )
+    data_dir: Path = Field(default=Path(".replay"), description="Embedded PostgreSQL's home.")
+    api_keys: str = Field(default="", description="Comma-separated bearer keys; empty = open.")
+    max_chunk_bytes: int = 1 << 20
+    max_batch_bytes: int = 8 << 20
+    max_batch_events: int = 10_000
+    pool_size: int = 10
+    # Concurrent group-commit transactions per process. More than one lets a
+    # commit's fsync overlap the next group's insert.
+    commit_lanes: int = 2
+    # Upper bound on one group commit, so one huge group cannot starve latency.
+    group_max_events: int = 20_000
+    heartbeat_seconds: float = 15.0
+    lease_seconds: float = 30.0
+
+    @cached_property
+    def api_key_set(self) -> frozenset[str]:
+        return frozenset(k.strip() for k in self.api_keys.split(",") if k.strip())

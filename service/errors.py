@@ -1,0 +1,135 @@
+"""The service's one error tree.
+
+Everything the service refuses is a `ReplayError` carrying a stable machine
+code and an HTTP status; the HTTP edge turns it into
+`{"error": {"code": ..., "message": ...}}` in one place. Driver errors are
+translated where they are caught (`raise ... from exc`), never leaked.
+
+    ReplayError
+    ├── InvalidInput (4xx: the request itself is wrong)
+    │   ├── InvalidJson            400 invalid_json
+    │   ├── InvalidOffset          400 invalid_offset
+    │   ├── InvalidRunId           422 invalid_run_id
+    │   ├── InvalidEvent           422 invalid_event
+    │   ├── InvalidRequest         422 invalid_request
+    │   ├── PayloadTooLarge        413 payload_too_large
+    │   └── UnsupportedMediaType   415 unsupported_media_type
+    ├── NotFound
+    │   └── RunNotFound            404 run_not_found
+    ├── Conflict (409: the request is fine, the log's state forbids it)
+    │   ├── RunClosed              409 run_closed
+    │   ├── RunConflict            409 run_conflict
+    │   ├── SeqConflict            409 seq_conflict      (+ last_seq)
+    │   └── OffsetOutOfRange       409 offset_out_of_range (+ last_seq)
+    ├── Unauthorized               401 unauthorized
+    └── Unavailable                503 unavailable
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class ReplayError(Exception):
+    status: ClassVar[int] = 500
+    code: ClassVar[str] = "internal"
+
+    def __init__(self, message: str, **extra: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.extra = extra
+
+    def body(self) -> dict[str, Any]:
+        return {"error": {"code": self.code, "message": self.message, **self.extra}}
+
+
+class InvalidInput(ReplayError):
+    status = 422
+    code = "invalid_request"
+
+
+class InvalidJson(InvalidInput):
+    status = 400
+    code = "invalid_json"
+
+
+class InvalidOffset(InvalidInput):
+    status = 400
+    code = "invalid_offset"
+
+
+class InvalidRunId(InvalidInput):
+    code = "invalid_run_id"
+
+
+class InvalidEvent(InvalidInput):
+    code = "invalid_event"
+
+
+class InvalidRequest(InvalidInput):
+    code = "invalid_request"
+
+
+class PayloadTooLarge(InvalidInput):
+    status = 413
+    code = "payload_too_large"
+
+
+class UnsupportedMediaType(InvalidInput):
+    status = 415
+    code = "unsupported_media_type"
+
+
+class NotFound(ReplayError):
+    status = 404
+    code = "not_found"
+
+
+class RunNotFound(NotFound):
+    code = "run_not_found"
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(f"no run with id {run_id!r}")
+
+
+class Conflict(ReplayError):
+    status = 409
+    code = "conflict"
+
+
+class RunClosed(Conflict):
+    code = "run_closed"
+
+    def __init__(self, run_id: str, last_seq: int) -> None:
+        super().__init__(
+            f"run {run_id!r} is closed; nothing more can be appended", last_seq=last_seq
+        )
+
+
+class RunConflict(Conflict):
+    code = "run_conflict"
+
+
+class SeqConflict(Conflict):
+    code = "seq_conflict"
+
+    def __init__(self, run_id: str, expected_seq: int, last_seq: int) -> None:
+        super().__init__(
+            f"run {run_id!r} is at seq {last_seq}; a batch expected to start at "
+            f"{expected_seq} does not fit (retry with expected_seq={last_seq + 1})",
+            last_seq=last_seq,
+        )
+
+
+class OffsetOutOfRange(Conflict):
+    code = "offset_out_of_range"
+
+
+class Unauthorized(ReplayError):
+    status = 401
+    code = "unauthorized"
+
+
+class Unavailable(ReplayError):
+    status = 503
+    code = "unavailable"

@@ -1,0 +1,114 @@
+"""Parse an append request body (JSON envelope or NDJSON) into a `Batch`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from service.errors import InvalidEvent, InvalidJson, InvalidRequest, PayloadTooLarge
+from service.log.chunks import StoredChunk, dumps, loads, stored
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    max_chunk_bytes: int = 1 << 20
+    max_batch_bytes: int = 8 << 20
+    max_batch_events: int = 10_000
+
+    def check_body(self, size: int) -> None:
+        if size > self.max_batch_bytes:
+            raise PayloadTooLarge(
+                f"the batch is over {self.max_batch_bytes} bytes; split it",
+                limit=self.max_batch_bytes,
+            )
+
+    def check_count(self, count: int) -> None:
+        if count > self.max_batch_events:
+            raise PayloadTooLarge(
+                f"the batch has {count} events, over the limit of {self.max_batch_events}",
+                limit=self.max_batch_events,
+            )
+
+    def check_chunk(self, chunk: StoredChunk, index: int) -> None:
+        # The text is ASCII-or-UTF-8; its str length bounds the byte length
+        # from below, so only long texts pay for an encode.
+        size = len(chunk.text)
+        if size * 4 > self.max_chunk_bytes and (
+            size > self.max_chunk_bytes or len(chunk.text.encode()) > self.max_chunk_bytes
+        ):
+            raise PayloadTooLarge(
+                f"event {index} is over {self.max_chunk_bytes} bytes",
+                index=index,
+                limit=self.max_chunk_bytes,
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    chunks: list[StoredChunk]
+    expected_seq: int | None = None
+    close: bool = False
+
+
+def _expected(value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidRequest("expected_seq must be a whole number, 1 or more")
+    return value
+
+
+def _close(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidRequest("close must be true or false")
+    return value
+
+
+def parse_json_batch(body: bytes, limits: Limits) -> Batch:
+    """`{"events": [chunk, ...], "expected_seq": N?, "close": bool?}`."""
+    limits.check_body(len(body))
+    envelope = loads(body)
+    if not isinstance(envelope, dict):
+        raise InvalidRequest('the body must be a JSON object {"events": [...]}')
+    events = envelope.get("events")
+    if not isinstance(events, list):
+        raise InvalidRequest('the body needs "events": a list of chunks')
+    unknown = set(envelope) - {"events", "expected_seq", "close"}
+    if unknown:
+        raise InvalidRequest(f"unknown fields in the body: {sorted(unknown)}")
+    limits.check_count(len(events))
+    chunks = []
+    for index, event in enumerate(events):
+        chunk = stored(event, index)
+        limits.check_chunk(chunk, index)
+        chunks.append(chunk)
+    return Batch(chunks, _expected(envelope.get("expected_seq")), _close(envelope.get("close", False)))
+
+
+def parse_ndjson_batch(
+    body: bytes, limits: Limits, *, expected_seq: int | None = None, close: bool = False
+) -> Batch:
+    """One chunk per line; blank lines are ignored. Each line is kept as sent."""
+    limits.check_body(len(body))
+    chunks: list[StoredChunk] = []
+    for number, raw in enumerate(body.split(b"\n"), start=1):
+        line = raw.strip()
+        if not line:
+            continue
+        index = len(chunks)
+        limits.check_count(index + 1)
+        try:
+            value = loads(line)
+        except InvalidJson as exc:
+            raise InvalidJson(f"line {number} is not valid JSON: {exc.message}", line=number) from exc
+        # The line is the chunk's own text: keep it verbatim (it is exact even
+        # where a parsed value would not be), unless a raw CR between tokens
+        # would break SSE framing.
+        text = dumps(value) if b"\r" in line else line.decode()
+        try:
+            chunk = stored(value, index, text)
+        except InvalidEvent as exc:
+            raise InvalidEvent(f"{exc.message} (line {number})", index=index, line=number) from exc
+        limits.check_chunk(chunk, index)
+        chunks.append(chunk)
+    return Batch(chunks, expected_seq, close)

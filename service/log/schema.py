@@ -1,0 +1,71 @@
+"""The log's tables, as SQLAlchemy Core metadata.
+
+Alembic revisions create the schema; this module is what the drift test
+compares them with, and what the audit queries are written against.
+
+`events` has no foreign key to `runs` on purpose: every append reaches it
+through an UPDATE of its run row in the same statement, so the key could never
+fail, and its per-row trigger would cost the hot path a lookup per event.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    DateTime,
+    Index,
+    MetaData,
+    PrimaryKeyConstraint,
+    Table,
+    Text,
+    text,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+
+metadata = MetaData()
+
+runs = Table(
+    "runs",
+    metadata,
+    Column("run_id", Text, primary_key=True),
+    Column("thread_id", Text, nullable=True),
+    Column("agent", Text, nullable=True),
+    Column("status", Text, nullable=False, server_default=text("'running'")),
+    # High-water mark: the seq of the last committed event; 0 for an empty run.
+    Column("last_seq", BigInteger, nullable=False, server_default=text("0")),
+    # Type of the last RUN_FINISHED / RUN_ERROR chunk, kept by every append so
+    # closing can decide the status without reading the log back.
+    Column("last_terminal", Text, nullable=True),
+    Column("error_message", Text, nullable=True),
+    Column("metadata", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    # The agent input (a RunAgentInput) as JSON text, for hosted runs.
+    Column("input", Text, nullable=True),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    Column("closed_at", DateTime(timezone=True), nullable=True),
+    Column("lease_owner", Text, nullable=True),
+    Column("lease_expires_at", DateTime(timezone=True), nullable=True),
+    Index("runs_thread_created_idx", "thread_id", "created_at"),
+    Index("runs_status_created_idx", "status", "created_at"),
+    Index("runs_created_idx", "created_at"),
+    Index(
+        "runs_open_lease_idx",
+        "lease_expires_at",
+        postgresql_where=text("closed_at IS NULL AND lease_owner IS NOT NULL"),
+    ),
+)
+
+events = Table(
+    "events",
+    metadata,
+    Column("run_id", Text, nullable=False),
+    Column("seq", BigInteger, nullable=False),
+    Column("type", Text, nullable=False),
+    # The chunk's JSON text exactly as replay sends it (see service.log.chunks).
+    Column("chunk", Text, nullable=False),
+    Column("message_id", Text, nullable=True),
+    Column("tool_call_id", Text, nullable=True),
+    Column("received_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    PrimaryKeyConstraint("run_id", "seq", name="events_pkey"),
+)

@@ -1,0 +1,83 @@
+"""The log's SQL, in one place, so the statements can be read (and tuned) together.
+
+The append is one statement: lock the run rows (in run_id order, so two group
+commits never deadlock on each other), bump each run's `last_seq`, insert the
+events numbered from the old value, and queue a NOTIFY per run. Because the
+seq is taken under the run row's lock and the lock is held to commit, commit
+order equals seq order within a run, so a reader asking for `seq > N` can never
+skip an event that commits later. Different runs append in parallel.
+"""
+
+APPEND = """
+WITH req AS (
+    SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bool[], $5::text[], $6::text[])
+        AS r(run_id, n, expected, close, terminal, error_message)
+),
+locked AS (
+    SELECT runs.run_id FROM runs JOIN req USING (run_id)
+    WHERE runs.closed_at IS NULL
+      AND (req.expected IS NULL OR runs.last_seq = req.expected - 1)
+    ORDER BY runs.run_id
+    FOR UPDATE OF runs
+),
+upd AS (
+    UPDATE runs SET
+        last_seq = runs.last_seq + req.n,
+        updated_at = now(),
+        last_terminal = coalesce(req.terminal, runs.last_terminal),
+        error_message = CASE
+            WHEN req.terminal = 'RUN_ERROR' THEN req.error_message
+            WHEN req.terminal IS NOT NULL THEN NULL
+            ELSE runs.error_message END,
+        closed_at = CASE WHEN req.close THEN now() END,
+        status = CASE
+            WHEN NOT req.close THEN runs.status
+            WHEN coalesce(req.terminal, runs.last_terminal) = 'RUN_ERROR' THEN 'error'
+            ELSE 'finished' END
+    FROM req
+    WHERE runs.run_id = req.run_id AND runs.run_id IN (SELECT run_id FROM locked)
+    RETURNING runs.run_id, runs.last_seq - req.n AS base, runs.last_seq, req.close
+),
+ins AS (
+    INSERT INTO events (run_id, seq, type, chunk, message_id, tool_call_id)
+    SELECT e.run_id, upd.base + e.ord, e.type, e.chunk, e.message_id, e.tool_call_id
+    FROM unnest($7::text[], $8::bigint[], $9::text[], $10::text[], $11::text[], $12::text[])
+        AS e(run_id, ord, type, chunk, message_id, tool_call_id)
+    JOIN upd USING (run_id)
+)
+SELECT run_id, base,
+       pg_notify('replay_events', run_id || ' ' || last_seq || CASE WHEN close THEN ' c' ELSE '' END)
+FROM upd
+"""
+
+RUN_STATES = """
+SELECT run_id, last_seq, closed_at IS NOT NULL AS closed FROM runs WHERE run_id = ANY($1::text[])
+"""
+
+STORED_RANGE = """
+SELECT chunk FROM events WHERE run_id = $1 AND seq BETWEEN $2 AND $3 ORDER BY seq
+"""
+
+CREATE_RUN_IF_MISSING = """
+INSERT INTO runs (run_id, thread_id) VALUES ($1, $2) ON CONFLICT (run_id) DO NOTHING
+"""
+
+CREATE_RUN = """
+INSERT INTO runs (run_id, thread_id, agent, metadata, input)
+VALUES ($1, $2, $3, $4::jsonb, $5)
+ON CONFLICT (run_id) DO NOTHING
+RETURNING run_id
+"""
+
+RUN_COLUMNS = """
+run_id, thread_id, agent, status, last_seq, closed_at IS NOT NULL AS closed,
+created_at, updated_at, closed_at, metadata::text AS metadata, last_terminal, error_message,
+lease_owner, lease_expires_at
+"""
+
+GET_RUN = f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = $1"
+
+READ_EVENTS = """
+SELECT seq, type, chunk, received_at FROM events
+WHERE run_id = $1 AND seq > $2 ORDER BY seq LIMIT $3
+"""

@@ -1,0 +1,283 @@
+"""Adaptive group commit: many producers' appends, one transaction.
+
+Producers enqueue; each of a few commit lanes takes *whatever is queued* when
+it is free and commits it as one statement (no fixed waiting window: under
+light load a group is one append and commits at once; under heavy load a group
+is everything that arrived during the previous commit). One fsync then
+acknowledges many producers.
+
+Per-run order is kept: a lane never takes a run that another lane has in
+flight, so appends for one run commit in the order they were submitted. An
+append that carries `expected_seq` or `close` ends its run's share of a group,
+because whether it fits depends on everything before it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import asyncpg
+
+from service.errors import ReplayError, RunClosed, RunNotFound, SeqConflict, Unavailable
+from service.log import sql
+from service.log.chunks import TERMINAL_TYPES, StoredChunk, loads
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    run_id: str
+    # None when the append carried no chunks (a bare close).
+    first_seq: int | None
+    last_seq: int
+
+
+@dataclass(slots=True)
+class _Pending:
+    run_id: str
+    chunks: list[StoredChunk]
+    expected_seq: int | None
+    close: bool
+    create: bool
+    future: asyncio.Future[AppendResult] = field(repr=False)
+
+    @property
+    def ends_group(self) -> bool:
+        return self.expected_seq is not None or self.close
+
+
+def _json_equal(a: Any, b: Any) -> bool:
+    """JSON equality: Python's `==` would call `true` equal to `1`."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a is b
+    if isinstance(a, dict):
+        return (
+            isinstance(b, dict)
+            and a.keys() == b.keys()
+            and all(_json_equal(a[k], b[k]) for k in a)
+        )
+    if isinstance(a, list):
+        return (
+            isinstance(b, list) and len(a) == len(b) and all(map(_json_equal, a, b))
+        )
+    return type(a) is type(b) and a == b or (
+        isinstance(a, int | float) and isinstance(b, int | float) and a == b
+    )
+
+
+class GroupCommitter:
+    def __init__(self, pool: asyncpg.Pool, *, lanes: int = 2, max_events: int = 20_000) -> None:
+        self._pool = pool
+        self._queue: deque[_Pending] = deque()
+        self._inflight: set[str] = set()
+        self._wake = asyncio.Event()
+        self._max_events = max_events
+        self._lanes = [asyncio.create_task(self._lane(), name=f"commit-lane-{i}") for i in range(lanes)]
+
+    async def close(self) -> None:
+        for task in self._lanes:
+            task.cancel()
+        for task in self._lanes:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        for item in self._queue:
+            if not item.future.done():
+                item.future.set_exception(Unavailable("the event log is shutting down"))
+        self._queue.clear()
+
+    def submit(
+        self,
+        run_id: str,
+        chunks: list[StoredChunk],
+        *,
+        expected_seq: int | None,
+        close: bool,
+        create: bool,
+    ) -> asyncio.Future[AppendResult]:
+        future: asyncio.Future[AppendResult] = asyncio.get_running_loop().create_future()
+        self._queue.append(_Pending(run_id, chunks, expected_seq, close, create, future))
+        self._wake.set()
+        return future
+
+    def _take(self) -> dict[str, list[_Pending]]:
+        group: dict[str, list[_Pending]] = {}
+        blocked = set(self._inflight)
+        kept: deque[_Pending] = deque()
+        size = 0
+        for item in self._queue:
+            run = item.run_id
+            taken = group.get(run)
+            if (
+                run in blocked
+                or (size and size + len(item.chunks) > self._max_events)
+                or (taken is not None and item.expected_seq is not None)
+            ):
+                kept.append(item)
+                blocked.add(run)
+                continue
+            group.setdefault(run, []).append(item)
+            size += len(item.chunks)
+            if item.ends_group:
+                blocked.add(run)
+        self._queue = kept
+        return group
+
+    async def _lane(self) -> None:
+        while True:
+            group = self._take()
+            if not group:
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            self._inflight.update(group)
+            try:
+                await self._commit(group)
+            except Exception as exc:  # a lane must outlive any one group
+                error = exc if isinstance(exc, ReplayError) else Unavailable(
+                    f"the event log could not commit: {exc}"
+                )
+                for items in group.values():
+                    for item in items:
+                        if not item.future.done():
+                            item.future.set_exception(error)
+            finally:
+                self._inflight.difference_update(group)
+                # Whatever waited on these runs may go now.
+                self._wake.set()
+
+    async def _commit(self, group: dict[str, list[_Pending]]) -> None:
+        req_run: list[str] = []
+        req_n: list[int] = []
+        req_expected: list[int | None] = []
+        req_close: list[bool] = []
+        req_terminal: list[str | None] = []
+        req_error: list[str | None] = []
+        ev_run: list[str] = []
+        ev_ord: list[int] = []
+        ev_type: list[str] = []
+        ev_text: list[str] = []
+        ev_msg: list[str | None] = []
+        ev_tool: list[str | None] = []
+        for run, items in group.items():
+            n = 0
+            terminal: str | None = None
+            error: str | None = None
+            for item in items:
+                for chunk in item.chunks:
+                    n += 1
+                    ev_run.append(run)
+                    ev_ord.append(n)
+                    ev_type.append(chunk.type)
+                    ev_text.append(chunk.text)
+                    ev_msg.append(chunk.message_id)
+                    ev_tool.append(chunk.tool_call_id)
+                    if chunk.type in TERMINAL_TYPES:
+                        terminal, error = chunk.type, chunk.error_message
+            req_run.append(run)
+            req_n.append(n)
+            req_expected.append(items[0].expected_seq)
+            req_close.append(items[-1].close)
+            req_terminal.append(terminal)
+            req_error.append(error)
+
+        rows = await self._execute(
+            req_run, req_n, req_expected, req_close, req_terminal, req_error,
+            ev_run, ev_ord, ev_type, ev_text, ev_msg, ev_tool,
+        )
+        bases = {row["run_id"]: row["base"] for row in rows}
+        refused: dict[str, list[_Pending]] = {}
+        for run, items in group.items():
+            base = bases.get(run)
+            if base is None:
+                refused[run] = items
+                continue
+            for item in items:
+                first = base + 1
+                base += len(item.chunks)
+                item.future.set_result(AppendResult(run, first if item.chunks else None, base))
+        if refused:
+            await self._explain(refused)
+
+    async def _execute(self, *arrays: list[Any]) -> list[asyncpg.Record]:
+        for attempt in range(5):
+            try:
+                async with self._pool.acquire() as conn:
+                    return list(await conn.fetch(sql.APPEND, *arrays))
+            except asyncpg.DeadlockDetectedError:
+                # Another process's group locked our runs in another order.
+                if attempt == 4:
+                    raise
+            except (OSError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError) as exc:
+                raise Unavailable(f"the database is unreachable: {exc}") from exc
+        raise AssertionError("unreachable")
+
+    async def _explain(self, refused: dict[str, list[_Pending]]) -> None:
+        """Settle appends the statement did not apply: missing, closed, or misfit runs."""
+        async with self._pool.acquire() as conn:
+            states = {
+                r["run_id"]: r for r in await conn.fetch(sql.RUN_STATES, list(refused))
+            }
+            requeue: list[_Pending] = []
+            for run, items in refused.items():
+                state = states.get(run)
+                if state is None:
+                    if all(item.create for item in items):
+                        thread = next(
+                            (c.thread_id for c in items[0].chunks if c.thread_id), None
+                        )
+                        await conn.execute(sql.CREATE_RUN_IF_MISSING, run, thread)
+                        requeue.extend(items)
+                    else:
+                        for item in items:
+                            item.future.set_exception(RunNotFound(run))
+                    continue
+                head = items[0]
+                if head.expected_seq is not None:
+                    # Only one append per group carries expected_seq for a run.
+                    if await self._already_stored(conn, head):
+                        count = len(head.chunks)
+                        head.future.set_result(
+                            AppendResult(
+                                run,
+                                head.expected_seq if count else None,
+                                head.expected_seq + count - 1,
+                            )
+                        )
+                    elif state["closed"]:
+                        head.future.set_exception(RunClosed(run, state["last_seq"]))
+                    else:
+                        head.future.set_exception(
+                            SeqConflict(run, head.expected_seq, state["last_seq"])
+                        )
+                    continue
+                if state["closed"]:
+                    for item in items:
+                        if item.close and not item.chunks:
+                            # Closing a closed run is a no-op, not an error.
+                            item.future.set_result(AppendResult(run, None, state["last_seq"]))
+                        else:
+                            item.future.set_exception(RunClosed(run, state["last_seq"]))
+                    continue
+                # Open, no expectation, yet not applied: it was closed or
+                # created between our read and the statement. Try again.
+                requeue.extend(items)
+        if requeue:
+            # Back to the front, in submission order, ahead of later appends.
+            self._queue.extendleft(reversed(requeue))
+
+    @staticmethod
+    async def _already_stored(conn: asyncpg.Connection, item: _Pending) -> bool:
+        assert item.expected_seq is not None
+        count = len(item.chunks)
+        if count == 0:
+            return False
+        stored = await conn.fetch(
+            sql.STORED_RANGE, item.run_id, item.expected_seq, item.expected_seq + count - 1
+        )
+        return len(stored) == count and all(
+            _json_equal(loads(row["chunk"]), loads(chunk.text))
+            for row, chunk in zip(stored, item.chunks, strict=True)
+        )
