@@ -1,0 +1,89 @@
+"""The service over a real socket: uvicorn on loopback, in this process or another."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
+
+import httpx
+import uvicorn
+
+from service.api.app import create_app
+from service.config import Settings
+
+
+@dataclass
+class Running:
+    base_url: str
+    settings: Settings
+
+
+@asynccontextmanager
+async def serve_in_process(settings: Settings) -> AsyncIterator[Running]:
+    """uvicorn in this event loop, on a free loopback port."""
+    app = create_app(settings, migrate_on_start=False)
+    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve())
+    while not server.started:
+        if task.done():
+            task.result()
+            raise RuntimeError("uvicorn stopped before it started")
+        await asyncio.sleep(0.01)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield Running(f"http://127.0.0.1:{port}", settings)
+    finally:
+        server.should_exit = True
+        await task
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@contextmanager
+def serve_subprocess(env: Mapping[str, str], port: int | None = None) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """`replay serve` as its own process (for multi-process and kill -9 tests)."""
+    port = port or free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "service.cli", "serve", "--port", str(port), "--log-level", "warning"],
+        env={**os.environ, **env},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            if httpx.get(base + "/healthz", timeout=1).status_code == 200:
+                break
+        except httpx.TransportError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            err = proc.stderr.read().decode() if proc.stderr else ""
+            raise RuntimeError(f"replay serve did not start: {err[-2000:]}")
+        time.sleep(0.05)
+    try:
+        yield base, proc
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if proc.stderr:
+            proc.stderr.close()
