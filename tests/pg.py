@@ -42,9 +42,11 @@ def server_url() -> Iterator[str]:
     else:
         from service.embedded import embedded_postgres
 
-        with tempfile.TemporaryDirectory(prefix="replay-test-pg-") as home:
-            with embedded_postgres(Path(home)) as embedded:
-                yield embedded
+        with (
+            tempfile.TemporaryDirectory(prefix="replay-test-pg-") as home,
+            embedded_postgres(Path(home)) as embedded,
+        ):
+            yield embedded
 
 
 def with_database(url: str, name: str) -> str:

@@ -53,11 +53,22 @@ def free_port() -> int:
 
 
 @contextmanager
-def serve_subprocess(env: Mapping[str, str], port: int | None = None) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+def serve_subprocess(
+    env: Mapping[str, str], port: int | None = None
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """`replay serve` as its own process (for multi-process and kill -9 tests)."""
     port = port or free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "service.cli", "serve", "--port", str(port), "--log-level", "warning"],
+        [
+            sys.executable,
+            "-m",
+            "service.cli",
+            "serve",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
         env={**os.environ, **env},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

@@ -35,10 +35,16 @@ def upgrade() -> None:
         ),
         sa.Column("input", sa.Text(), nullable=True),
         sa.Column(
-            "created_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.text("now()")
+            "created_at",
+            sa.DateTime(timezone=True),
+            nullable=False,
+            server_default=sa.text("now()"),
         ),
         sa.Column(
-            "updated_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.text("now()")
+            "updated_at",
+            sa.DateTime(timezone=True),
+            nullable=False,
+            server_default=sa.text("now()"),
         ),
         sa.Column("closed_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("lease_owner", sa.Text(), nullable=True),
@@ -62,7 +68,10 @@ def upgrade() -> None:
         sa.Column("message_id", sa.Text(), nullable=True),
         sa.Column("tool_call_id", sa.Text(), nullable=True),
         sa.Column(
-            "received_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.text("now()")
+            "received_at",
+            sa.DateTime(timezone=True),
+            nullable=False,
+            server_default=sa.text("now()"),
         ),
         sa.PrimaryKeyConstraint("run_id", "seq", name="events_pkey"),
     )

@@ -28,7 +28,9 @@ from service.log import EventLog
 log = logging.getLogger("replay")
 
 
-def create_app(settings: Settings | None = None, *, migrate_on_start: bool | None = None) -> FastAPI:
+def create_app(
+    settings: Settings | None = None, *, migrate_on_start: bool | None = None
+) -> FastAPI:
     settings = settings or Settings()
 
     @asynccontextmanager

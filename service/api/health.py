@@ -32,6 +32,8 @@ async def readyz(state: StateDep) -> Response:
     head = migrate.head_revision()
     if current != head:
         return error_response(
-            503, "migrations_pending", f"schema at {current}, code expects {head}: run replay migrate"
+            503,
+            "migrations_pending",
+            f"schema at {current}, code expects {head}: run replay migrate",
         )
     return JSON({"status": "ready", "schema": current})

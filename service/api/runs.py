@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Path, Query, Request
+from fastapi import APIRouter, Path, Query, Request
 from starlette.responses import Response
 
 from service.api.deps import LogDep, StateDep
@@ -45,7 +45,9 @@ async def read_body(request: Request, limit: int) -> bytes:
     return b"".join(parts)
 
 
-@router.put("/{run_id}", status_code=201, responses={200: {"model": RunOut}, 201: {"model": RunOut}})
+@router.put(
+    "/{run_id}", status_code=201, responses={200: {"model": RunOut}, 201: {"model": RunOut}}
+)
 async def create_run(log: LogDep, run_id: RunId, body: RunCreate | None = None) -> Response:
     """Create a run (idempotent: the same request again answers 200)."""
     body = body or RunCreate()
@@ -132,4 +134,3 @@ async def list_events(
         f'{{"events":[{items}],"next_after":{next_after}}}'.encode(),
         media_type="application/json",
     )
-

@@ -82,7 +82,9 @@ def parse_json_batch(body: bytes, limits: Limits) -> Batch:
         chunk = stored(event, index)
         limits.check_chunk(chunk, index)
         chunks.append(chunk)
-    return Batch(chunks, _expected(envelope.get("expected_seq")), _close(envelope.get("close", False)))
+    return Batch(
+        chunks, _expected(envelope.get("expected_seq")), _close(envelope.get("close", False))
+    )
 
 
 def parse_ndjson_batch(
@@ -100,7 +102,9 @@ def parse_ndjson_batch(
         try:
             value = loads(line)
         except InvalidJson as exc:
-            raise InvalidJson(f"line {number} is not valid JSON: {exc.message}", line=number) from exc
+            raise InvalidJson(
+                f"line {number} is not valid JSON: {exc.message}", line=number
+            ) from exc
         # The line is the chunk's own text: keep it verbatim (it is exact even
         # where a parsed value would not be), unless a raw CR between tokens
         # would break SSE framing.

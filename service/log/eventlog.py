@@ -53,7 +53,7 @@ class Run:
     lease_expires_at: datetime | None
 
     @classmethod
-    def from_record(cls, row: Mapping[str, Any]) -> Run:
+    def from_record(cls, row: asyncpg.Record | Mapping[str, Any]) -> Run:
         fields = dict(row)
         fields["metadata"] = loads(fields["metadata"])
         return cls(**fields)
@@ -89,7 +89,9 @@ def _stored_chunks(chunks: Iterable[StoredChunk | Mapping[str, Any]]) -> list[St
 class EventLog:
     """A pool, a group committer and the log's reads."""
 
-    def __init__(self, pool: asyncpg.Pool, *, commit_lanes: int = 2, group_max_events: int = 20_000):
+    def __init__(
+        self, pool: asyncpg.Pool, *, commit_lanes: int = 2, group_max_events: int = 20_000
+    ):
         self.pool = pool
         self._committer = GroupCommitter(pool, lanes=commit_lanes, max_events=group_max_events)
 
@@ -175,6 +177,7 @@ class EventLog:
             except asyncpg.UntranslatableCharacterError as exc:
                 raise InvalidRequest(f"metadata cannot be stored: {exc}") from exc
             row = await conn.fetchrow(sql.GET_RUN, run_id)
+        assert row is not None  # just inserted or already there; runs are only pruned when closed
         run = Run.from_record(row)
         if not created and (
             (thread_id is not None and run.thread_id != thread_id)
@@ -224,6 +227,3 @@ class _Opening:
 
     def __await__(self) -> Any:
         return EventLog.open(self._url, **self._options).__await__()
-
-
-

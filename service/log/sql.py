@@ -45,8 +45,9 @@ ins AS (
         AS e(run_id, ord, type, chunk, message_id, tool_call_id)
     JOIN upd USING (run_id)
 )
-SELECT run_id, base,
-       pg_notify('replay_events', run_id || ' ' || last_seq || CASE WHEN close THEN ' c' ELSE '' END)
+SELECT run_id, base, pg_notify(
+    'replay_events', run_id || ' ' || last_seq || CASE WHEN close THEN ' c' ELSE '' END
+)
 FROM upd
 """
 

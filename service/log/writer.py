@@ -55,15 +55,11 @@ def _json_equal(a: Any, b: Any) -> bool:
         return a is b
     if isinstance(a, dict):
         return (
-            isinstance(b, dict)
-            and a.keys() == b.keys()
-            and all(_json_equal(a[k], b[k]) for k in a)
+            isinstance(b, dict) and a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
         )
     if isinstance(a, list):
-        return (
-            isinstance(b, list) and len(a) == len(b) and all(map(_json_equal, a, b))
-        )
-    return type(a) is type(b) and a == b or (
+        return isinstance(b, list) and len(a) == len(b) and all(map(_json_equal, a, b))
+    return (type(a) is type(b) and a == b) or (
         isinstance(a, int | float) and isinstance(b, int | float) and a == b
     )
 
@@ -75,7 +71,9 @@ class GroupCommitter:
         self._inflight: set[str] = set()
         self._wake = asyncio.Event()
         self._max_events = max_events
-        self._lanes = [asyncio.create_task(self._lane(), name=f"commit-lane-{i}") for i in range(lanes)]
+        self._lanes = [
+            asyncio.create_task(self._lane(), name=f"commit-lane-{i}") for i in range(lanes)
+        ]
 
     async def close(self) -> None:
         for task in self._lanes:
@@ -136,8 +134,10 @@ class GroupCommitter:
             try:
                 await self._commit(group)
             except Exception as exc:  # a lane must outlive any one group
-                error = exc if isinstance(exc, ReplayError) else Unavailable(
-                    f"the event log could not commit: {exc}"
+                error = (
+                    exc
+                    if isinstance(exc, ReplayError)
+                    else Unavailable(f"the event log could not commit: {exc}")
                 )
                 for items in group.values():
                     for item in items:
@@ -184,8 +184,18 @@ class GroupCommitter:
             req_error.append(error)
 
         rows = await self._execute(
-            req_run, req_n, req_expected, req_close, req_terminal, req_error,
-            ev_run, ev_ord, ev_type, ev_text, ev_msg, ev_tool,
+            req_run,
+            req_n,
+            req_expected,
+            req_close,
+            req_terminal,
+            req_error,
+            ev_run,
+            ev_ord,
+            ev_type,
+            ev_text,
+            ev_msg,
+            ev_tool,
         )
         bases = {row["run_id"]: row["base"] for row in rows}
         refused: dict[str, list[_Pending]] = {}
@@ -217,17 +227,13 @@ class GroupCommitter:
     async def _explain(self, refused: dict[str, list[_Pending]]) -> None:
         """Settle appends the statement did not apply: missing, closed, or misfit runs."""
         async with self._pool.acquire() as conn:
-            states = {
-                r["run_id"]: r for r in await conn.fetch(sql.RUN_STATES, list(refused))
-            }
+            states = {r["run_id"]: r for r in await conn.fetch(sql.RUN_STATES, list(refused))}
             requeue: list[_Pending] = []
             for run, items in refused.items():
                 state = states.get(run)
                 if state is None:
                     if all(item.create for item in items):
-                        thread = next(
-                            (c.thread_id for c in items[0].chunks if c.thread_id), None
-                        )
+                        thread = next((c.thread_id for c in items[0].chunks if c.thread_id), None)
                         await conn.execute(sql.CREATE_RUN_IF_MISSING, run, thread)
                         requeue.extend(items)
                     else:
@@ -269,7 +275,7 @@ class GroupCommitter:
             self._queue.extendleft(reversed(requeue))
 
     @staticmethod
-    async def _already_stored(conn: asyncpg.Connection, item: _Pending) -> bool:
+    async def _already_stored(conn: asyncpg.pool.PoolConnectionProxy, item: _Pending) -> bool:
         assert item.expected_seq is not None
         count = len(item.chunks)
         if count == 0:

@@ -1,0 +1,233 @@
+"""The log's append path, through the in-process writer (EventLog)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import asyncpg
+import pytest
+
+from service.errors import InvalidEvent, InvalidRunId, RunClosed, RunNotFound, SeqConflict
+from service.log import EventLog
+
+
+async def stored_texts(log: EventLog, run_id: str) -> list[str]:
+    return [e.chunk for e in await log.read_events(run_id, 0, 100_000)]
+
+
+async def test_append_when_run_missing_then_created_with_thread_from_run_started(
+    event_log: EventLog,
+) -> None:
+    result = await event_log.append(
+        "auto-1", [{"type": "RUN_STARTED", "threadId": "th-9", "runId": "auto-1"}]
+    )
+    run = await event_log.get_run("auto-1")
+    assert (result.first_seq, result.last_seq) == (1, 1)
+    assert (run.thread_id, run.status, run.last_seq, run.closed) == ("th-9", "running", 1, False)
+
+
+async def test_append_when_create_false_and_run_missing_then_run_not_found(
+    event_log: EventLog,
+) -> None:
+    with pytest.raises(RunNotFound):
+        await event_log.append("absent-1", [{"type": "A"}], create=False)
+    assert await event_log.find_run("absent-1") is None
+
+
+async def test_append_when_chunks_hold_nul_and_lone_surrogates_then_read_back_byte_equal(
+    event_log: EventLog,
+) -> None:
+    # What a JavaScript producer really sends: an emoji split between deltas.
+    raw = [
+        '{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"\\ud83d"}',
+        '{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"\\ude00 ok"}',
+        '{"type":"CUSTOM","name":"x","value":"a\\u0000b","n":123456789012345678901234567890}',
+        '{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"héllo \\u2028 ✓"}',
+    ]
+    chunks = [json.loads(text) for text in raw]
+    await event_log.append("lossless-1", chunks)
+    texts = await stored_texts(event_log, "lossless-1")
+    # Byte-for-byte JSON text, decoded the way a client would: same values.
+    assert [json.loads(t) for t in texts] == chunks
+    assert "\\ud83d" in texts[0] and "\\u0000" in texts[2]
+    assert "123456789012345678901234567890" in texts[2]
+
+
+async def test_append_when_expected_seq_matches_then_appended_at_that_seq(
+    event_log: EventLog,
+) -> None:
+    await event_log.append("exp-1", [{"type": "A"}])
+    result = await event_log.append("exp-1", [{"type": "B"}, {"type": "C"}], expected_seq=2)
+    assert (result.first_seq, result.last_seq) == (2, 3)
+
+
+async def test_append_when_retry_of_stored_batch_then_same_answer_and_nothing_added(
+    event_log: EventLog,
+) -> None:
+    batch = [{"type": "A", "x": 1}, {"type": "B", "y": [1, 2]}]
+    first = await event_log.append("retry-1", batch, expected_seq=1)
+    again = await event_log.append(
+        "retry-1", [dict(reversed(c.items())) for c in batch], expected_seq=1
+    )
+    assert again == first
+    assert len(await stored_texts(event_log, "retry-1")) == 2
+
+
+async def test_append_when_retry_differs_then_seq_conflict_with_last_seq_and_nothing_added(
+    event_log: EventLog,
+) -> None:
+    await event_log.append("retry-2", [{"type": "A", "x": 1}], expected_seq=1)
+    before = await stored_texts(event_log, "retry-2")
+    for other in ([{"type": "A", "x": True}], [{"type": "A", "x": 1}, {"type": "B"}]):
+        with pytest.raises(SeqConflict) as caught:
+            await event_log.append("retry-2", other, expected_seq=1)
+        assert caught.value.extra["last_seq"] == 1
+    with pytest.raises(SeqConflict):
+        await event_log.append("retry-2", [{"type": "Z"}], expected_seq=5)
+    assert await stored_texts(event_log, "retry-2") == before
+
+
+async def test_append_when_run_closed_then_run_closed_and_log_unchanged(
+    event_log: EventLog,
+) -> None:
+    await event_log.append("closed-1", [{"type": "A"}])
+    await event_log.close_run("closed-1")
+    with pytest.raises(RunClosed):
+        await event_log.append("closed-1", [{"type": "B"}])
+    assert [e.type for e in await event_log.read_events("closed-1")] == ["A"]
+
+
+async def test_close_when_repeated_then_idempotent_and_status_from_last_terminal(
+    event_log: EventLog,
+) -> None:
+    await event_log.append("status-1", [{"type": "RUN_ERROR", "message": "boom"}])
+    await event_log.append("status-1", [{"type": "RUN_FINISHED"}])
+    first = await event_log.close_run("status-1")
+    second = await event_log.close_run("status-1")
+    assert (first.status, first.closed) == ("finished", True)
+    assert second == first
+    await event_log.append(
+        "status-2", [{"type": "RUN_FINISHED"}, {"type": "RUN_ERROR", "message": "bad"}]
+    )
+    run = await event_log.close_run("status-2")
+    assert (run.status, run.error_message) == ("error", "bad")
+
+
+async def test_append_with_close_when_batch_carries_run_finished_then_closed_in_same_commit(
+    event_log: EventLog,
+) -> None:
+    result = await event_log.append("close-in-1", [{"type": "RUN_FINISHED"}], close=True)
+    run = await event_log.get_run("close-in-1")
+    assert (result.last_seq, run.closed, run.status) == (1, True, "finished")
+
+
+async def test_run_finished_chunk_when_appended_then_run_stays_open(event_log: EventLog) -> None:
+    # An agent loop emits RUN_FINISHED once per iteration; only close() closes.
+    await event_log.append("loop-1", [{"type": "RUN_FINISHED", "finishReason": "tool_calls"}])
+    await event_log.append("loop-1", [{"type": "RUN_FINISHED", "finishReason": "stop"}])
+    assert not (await event_log.get_run("loop-1")).closed
+
+
+async def test_append_when_chunk_invalid_then_invalid_event_and_nothing_stored(
+    event_log: EventLog,
+) -> None:
+    for bad in ({"type": ""}, {"no": "type"}, {"type": 3}, ["type"]):
+        with pytest.raises(InvalidEvent):
+            await event_log.append("invalid-1", [{"type": "OK"}, bad])  # type: ignore[list-item]
+    assert await event_log.find_run("invalid-1") is None
+
+
+async def test_append_when_run_id_malformed_then_invalid_run_id(event_log: EventLog) -> None:
+    for bad in ("", "a b", "x" * 129, "é", "a/b"):
+        with pytest.raises(InvalidRunId):
+            await event_log.append(bad, [{"type": "A"}])
+
+
+async def test_appends_when_racing_on_one_run_and_many_runs_then_seqs_dense_and_tail_sees_all_once(
+    event_log: EventLog, database_url: str
+) -> None:
+    """20 producers on one run and 20 on their own runs, while a reader polls
+    `seq > last` on the shared run: every seq 1..n exists once, and the reader,
+    which only ever asks for what is after what it saw, misses nothing."""
+    per_task = 40
+    shared = "race-shared"
+    done = asyncio.Event()
+    seen: list[int] = []
+
+    async def produce(run_id: str, tag: int) -> None:
+        for i in range(per_task):
+            await event_log.append(run_id, [{"type": "E", "tag": tag, "i": i}])
+
+    async def tail() -> None:
+        conn = await asyncpg.connect(database_url)
+        try:
+            last = 0
+            while True:
+                finished = done.is_set()
+                rows = await conn.fetch(
+                    "SELECT seq FROM events WHERE run_id = $1 AND seq > $2 ORDER BY seq",
+                    shared,
+                    last,
+                )
+                for row in rows:
+                    seen.append(row["seq"])
+                    last = row["seq"]
+                if finished and not rows:
+                    return
+                await asyncio.sleep(0)
+        finally:
+            await conn.close()
+
+    reader = asyncio.create_task(tail())
+    await asyncio.gather(
+        *(produce(shared, t) for t in range(20)), *(produce(f"race-own-{t}", t) for t in range(20))
+    )
+    done.set()
+    await reader
+
+    total = 20 * per_task
+    assert seen == list(range(1, total + 1))
+    conn = await asyncpg.connect(database_url)
+    try:
+        for run_id in [shared, *(f"race-own-{t}" for t in range(20))]:
+            seqs = [
+                r["seq"]
+                for r in await conn.fetch(
+                    "SELECT seq FROM events WHERE run_id = $1 ORDER BY seq", run_id
+                )
+            ]
+            assert seqs == list(range(1, len(seqs) + 1))
+            assert (
+                await conn.fetchval("SELECT last_seq FROM runs WHERE run_id = $1", run_id)
+            ) == len(seqs)
+        # Each producer's own appends kept their order.
+        rows = await conn.fetch("SELECT chunk FROM events WHERE run_id = $1 ORDER BY seq", shared)
+        by_tag: dict[int, list[int]] = {}
+        for row in rows:
+            chunk = json.loads(row["chunk"])
+            by_tag.setdefault(chunk["tag"], []).append(chunk["i"])
+        assert all(v == list(range(per_task)) for v in by_tag.values()) and len(by_tag) == 20
+    finally:
+        await conn.close()
+
+
+async def test_appends_when_two_event_logs_race_on_one_run_then_seqs_dense(
+    database_url: str,
+) -> None:
+    """Two writers (as two processes would have) share only the database."""
+    logs = [await EventLog.open(database_url), await EventLog.open(database_url)]
+    try:
+
+        async def produce(log: EventLog, tag: int) -> None:
+            for i in range(50):
+                await log.append("race-two", [{"type": "E", "tag": tag, "i": i}, {"type": "F"}])
+
+        await asyncio.gather(*(produce(logs[t % 2], t) for t in range(10)))
+        events = await logs[0].read_events("race-two", 0, 10_000)
+        assert [e.seq for e in events] == list(range(1, 1001))
+        # Every batch stayed contiguous: an E is always followed by its F.
+        assert all(events[i + 1].type == "F" for i in range(0, 1000, 2))
+    finally:
+        for log in logs:
+            await log.close()
