@@ -1,0 +1,90 @@
+"""``project FILE.jsonl [--snapshots] [--normalize]``: print the projection.
+
+The file holds one AG-UI chunk per line, or is an export: a header object
+with a ``"format"`` key (and no ``"type"``) followed by ``{"run_id", "seq",
+"received_at", "chunk"}`` envelopes. Lines are split on "\\n" only (JSON
+text may hold raw U+2028/U+0085, which ``str.splitlines`` would split on);
+blank lines are skipped.
+
+Output: the final ``UIMessage[]`` as JSON, or with ``--snapshots`` one
+compact line per chunk ``{"index", "type", "messages"}`` and a last line
+``{"index": "finalize", "messages"}``. Exit status 2 on unreadable input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+from service.projector import Projector
+from service.projector.jsvalues import UNDEF, JSONParseError, parse_json, stringify
+
+
+class InputError(Exception):
+    pass
+
+
+def read_chunks(text: str) -> Iterator[dict[str, Any]]:
+    """The chunks of a JSONL log or of an export file."""
+    export = None
+    for number, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            value = parse_json(line)
+        except JSONParseError as exc:
+            raise InputError(f"line {number}: not valid JSON ({exc})") from exc
+        if not isinstance(value, dict):
+            raise InputError(f"line {number}: expected a JSON object")
+        if export is None:
+            export = "format" in value and "type" not in value
+            if export:
+                continue  # the export header
+        if export:
+            chunk = value.get("chunk")
+            if not isinstance(chunk, dict):
+                raise InputError(f"line {number}: export envelope without a chunk object")
+            value = chunk
+        yield value
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="project", description=__doc__.splitlines()[0])
+    parser.add_argument("file", help="JSONL log or export file")
+    parser.add_argument(
+        "--snapshots", action="store_true", help="print the messages after every chunk"
+    )
+    parser.add_argument(
+        "--normalize", action="store_true", help="apply legacy server normalization"
+    )
+    args = parser.parse_args(argv)
+    try:
+        with open(args.file, encoding="utf-8", newline="") as handle:
+            text = handle.read()
+        chunks = list(read_chunks(text))
+    except (OSError, UnicodeDecodeError, InputError) as exc:
+        print(f"project: {args.file}: {exc}", file=sys.stderr)
+        return 2
+    projector = Projector(normalize=args.normalize)
+    out = sys.stdout.buffer
+
+    def emit(value: Any) -> None:
+        out.write(stringify(value).encode("utf-8") + b"\n")
+
+    for index, chunk in enumerate(chunks):
+        projector.apply(chunk)
+        if args.snapshots:
+            emit({"index": index, "type": chunk.get("type", UNDEF), "messages": projector.messages})
+    projector.finalize()
+    if args.snapshots:
+        emit({"index": "finalize", "messages": projector.messages})
+    else:
+        emit(projector.messages)
+    out.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
