@@ -44,7 +44,21 @@ class Settings(BaseSettings):
     commit_lanes: int = 2
     # Upper bound on one group commit, so one huge group cannot starve latency.
     group_max_events: int = 20_000
+    # A comment line at least this often on an idle stream (sse-starlette's ping).
     heartbeat_seconds: float = 15.0
+    # A stream whose client takes longer than this to accept one write is cut
+    # (sse-starlette's send_timeout); the client resumes with Last-Event-ID.
+    stream_send_timeout_seconds: float = 30.0
+    # How often every followed run's last_seq is re-read, in case a
+    # notification was missed (fast polling takes over while LISTEN is down).
+    stream_recheck_seconds: float = 5.0
+    stream_page_size: int = 1000
+    # The per-run buffer of recent pages shared by a process's followers; a
+    # follower that falls behind it reads the log instead.
+    stream_buffer_events: int = 4096
+    stream_buffer_bytes: int = 8 << 20
+    # The SSE `retry:` hint (ms) for browsers' EventSource.
+    stream_retry_ms: int = 1000
     lease_seconds: float = 30.0
 
     @cached_property

@@ -1,8 +1,8 @@
 """The HTTP edge: `create_app()` wires settings, the log and the routers.
 
 The lifespan owns every long-lived resource (the embedded database when no
-URL is configured, the connection pool, the group committer) and yields them
-as one typed `AppState`.
+URL is configured, the connection pool, the group committer, the stream hub's
+LISTEN connection) and yields them as one typed `AppState`.
 """
 
 from __future__ import annotations
@@ -17,13 +17,14 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 
 from service import migrate
-from service.api import health, runs
+from service.api import health, runs, stream
 from service.api.deps import AppState, require_api_key
 from service.api.responses import JSON, on_http_error, on_replay_error, on_validation_error
 from service.config import Settings
 from service.embedded import embedded_postgres
 from service.errors import ReplayError
 from service.log import EventLog
+from service.stream import Hub, Limits
 
 log = logging.getLogger("replay")
 
@@ -50,7 +51,22 @@ def create_app(
                 group_max_events=settings.group_max_events,
             )
             stack.push_async_callback(event_log.close)
-            app.state.replay = AppState(settings=settings, log=event_log, database_url=url)
+            hub = Hub(
+                event_log.pool,
+                url,
+                limits=Limits(
+                    page_size=settings.stream_page_size,
+                    buffer_events=settings.stream_buffer_events,
+                    buffer_bytes=settings.stream_buffer_bytes,
+                ),
+                recheck_seconds=settings.stream_recheck_seconds,
+            )
+            await hub.start()
+            # Pushed after the log, so it stops first: readers before their pool.
+            stack.push_async_callback(hub.stop)
+            app.state.replay = AppState(
+                settings=settings, log=event_log, database_url=url, hub=hub
+            )
             yield
 
     app = FastAPI(
@@ -65,4 +81,5 @@ def create_app(
     app.add_exception_handler(RequestValidationError, on_validation_error)
     app.include_router(health.router)
     app.include_router(runs.router, dependencies=[Depends(require_api_key)])
+    app.include_router(stream.router, dependencies=[Depends(require_api_key)])
     return app

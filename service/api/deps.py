@@ -12,6 +12,7 @@ from service.config import Settings
 from service.errors import Unauthorized
 from service.ingest import Limits
 from service.log import EventLog
+from service.stream import Hub
 
 
 @dataclass
@@ -21,6 +22,8 @@ class AppState:
     settings: Settings
     log: EventLog
     database_url: str
+    # This process's LISTEN connection and per-run fan-out (service.stream).
+    hub: Hub
 
     @property
     def limits(self) -> Limits:
@@ -37,8 +40,13 @@ def _log(request: Request) -> EventLog:
     return _state(request).log
 
 
+def _hub(request: Request) -> Hub:
+    return _state(request).hub
+
+
 StateDep = Annotated[AppState, Depends(_state)]
 LogDep = Annotated[EventLog, Depends(_log)]
+HubDep = Annotated[Hub, Depends(_hub)]
 
 
 def require_api_key(request: Request) -> None:

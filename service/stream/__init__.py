@@ -1,0 +1,25 @@
+"""Replay then live tail of a run's log, exactly once, across processes.
+
+`Hub` (one per process) listens for appends and fans them out; `plan_stream`
+and `tail` serve one follower; `framing` encodes events for the wire. This
+package reads the log and knows nothing of HTTP routes.
+"""
+
+from service.stream.framing import Encoding, choose_encoding
+from service.stream.hub import Hub, HubStats, Limits
+from service.stream.tail import NOW, Offset, Plan, parse_offset, plan_stream, resolve_offset, tail
+
+__all__ = [
+    "NOW",
+    "Encoding",
+    "Hub",
+    "HubStats",
+    "Limits",
+    "Offset",
+    "Plan",
+    "choose_encoding",
+    "parse_offset",
+    "plan_stream",
+    "resolve_offset",
+    "tail",
+]

@@ -1,0 +1,415 @@
+"""The per-process hub: one LISTEN connection, one reader per run, fan-out in memory.
+
+    PostgreSQL ──NOTIFY "run last_seq [c]"──► Hub (one LISTEN connection, outside the pool)
+                                               │ hint: wake that run's channel, if anyone follows it
+                                               ▼
+                                  Channel(run): one reader task, one read per wake-up,
+                                  a bounded buffer of recent pages ──► every Tail of the run
+
+A notification is only a hint; the table is the truth. A channel wakes its
+reader when a hint says the log is ahead of what it has read, and the reader
+reads `seq > head` with the run's state in one statement. What a hint can miss
+(a LISTEN connection that dropped, a notification lost in between) is caught by
+re-checking every followed run's `last_seq` when the connection comes back and
+on a slow timer; while the connection is down the timer runs fast.
+
+The buffer is bounded in events and bytes and shared by all of a run's
+followers. A follower too slow to keep up finds its next event evicted and
+reads the log itself, at its own pace (see `service.stream.tail`): nothing is
+ever queued per follower.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+import asyncpg
+
+from service.errors import Unavailable
+from service.stream.framing import Encoding, Row, encode
+from service.stream.reads import Page, RunState, read_page, read_states
+
+log = logging.getLogger("replay.stream")
+
+CHANNEL = "replay_events"
+
+
+@dataclass(slots=True)
+class Batch:
+    """One page the channel read: contiguous seqs `first..last`, encoded lazily once."""
+
+    first: int
+    last: int
+    rows: list[Row]
+    size: int
+    _encoded: dict[Encoding, bytes] = field(default_factory=dict)
+
+    def encoded(self, encoding: Encoding) -> bytes:
+        blob = self._encoded.get(encoding)
+        if blob is None:
+            blob = self._encoded[encoding] = encode(self.rows, encoding)
+        return blob
+
+    def encoded_after(self, cursor: int, encoding: Encoding) -> bytes:
+        if cursor < self.first:
+            return self.encoded(encoding)
+        return encode(self.rows[cursor - self.first + 1 :], encoding)
+
+
+def contiguous(rows: list[Row], after: int) -> bool:
+    """Rows are exactly after+1, after+2, ... (they come ordered and unique by seq)."""
+    return not rows or (rows[0][0] == after + 1 and rows[-1][0] == after + len(rows))
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    page_size: int = 1000
+    buffer_events: int = 4096
+    buffer_bytes: int = 8 << 20
+
+
+class Channel:
+    """What this process knows about one followed run, and its one reader."""
+
+    def __init__(self, run_id: str, pool: asyncpg.Pool, limits: Limits) -> None:
+        self.run_id = run_id
+        self._pool = pool
+        self._limits = limits
+        # The seq up to which the buffer (or the log before the first page) is
+        # read; None until a read made after the channel existed anchors it.
+        self.head: int | None = None
+        # Everything up to `head` is all there will ever be.
+        self.complete = False
+        self.subscribers = 0
+        self.reads = 0
+        # The highest last_seq / close any hint announced; kept even before the
+        # anchor so a hint arriving in between is not lost.
+        self._hint = -1
+        self._hint_closed = False
+        self._batches: deque[Batch] = deque()
+        self._buffered_events = 0
+        self._buffered_bytes = 0
+        self._wake = asyncio.Event()
+        # Replaced on every advance: a follower takes the current one *before*
+        # looking at the buffer, so an advance in between still wakes it.
+        self.advanced = asyncio.Event()
+        self._task = asyncio.create_task(self._read_forever(), name=f"stream-channel:{run_id}")
+
+    # -- what the hub and followers tell the channel ------------------------
+
+    def anchor(self, state: RunState) -> None:
+        """A read made after the channel existed: the log's truth at that moment."""
+        if self.head is None:
+            self.head = state.last_seq
+            if state.closed:
+                self.complete = True
+                self._advance()
+        self.announce(state.last_seq, state.closed)
+
+    def announce(self, last_seq: int, closed: bool) -> None:
+        """A hint (notification or re-check): the log may be at `last_seq`."""
+        self._hint = max(self._hint, last_seq)
+        self._hint_closed = self._hint_closed or closed
+        if (
+            self.head is not None
+            and not self.complete
+            and (self._hint > self.head or self._hint_closed)
+        ):
+            self._wake.set()
+
+    # -- what followers read ------------------------------------------------
+
+    def pending(self, cursor: int, encoding: Encoding) -> tuple[bytes, int] | None:
+        """Everything buffered after `cursor`, as one blob, and its last seq.
+
+        None when the buffer has nothing after `cursor`, or no longer holds
+        `cursor + 1` (the follower then reads the log itself).
+        """
+        head = self.head
+        batches = self._batches
+        if head is None or head <= cursor or not batches:
+            return None
+        index = len(batches) - 1
+        while index > 0 and batches[index - 1].last > cursor:
+            index -= 1
+        start = batches[index]
+        if start.first > cursor + 1:
+            return None
+        parts = [start.encoded_after(cursor, encoding)]
+        parts.extend(batches[i].encoded(encoding) for i in range(index + 1, len(batches)))
+        return (parts[0] if len(parts) == 1 else b"".join(parts)), batches[-1].last
+
+    # -- the reader ---------------------------------------------------------
+
+    async def _read_forever(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            try:
+                await self._read_ahead()
+            except Unavailable as exc:
+                log.warning("stream: reading run %s failed, retrying: %s", self.run_id, exc)
+                asyncio.get_running_loop().call_later(0.5, self._wake.set)
+
+    async def _read_ahead(self) -> None:
+        page_size = self._limits.page_size
+        while self.head is not None and not self.complete:
+            page = await read_page(self._pool, self.run_id, self.head, page_size)
+            self.reads += 1
+            if page is None or not self._take(page) or len(page.rows) < page_size:
+                return
+
+    def _take(self, page: Page) -> bool:
+        assert self.head is not None
+        rows = page.rows
+        if not contiguous(rows, self.head):
+            # Cannot happen while seqs are gap-free and committed in order;
+            # followers then read the log themselves rather than trust this.
+            log.error("stream: run %s read out of order after %s", self.run_id, self.head)
+            return False
+        if rows:
+            size = sum(len(chunk) for _, chunk in rows)
+            self._batches.append(Batch(rows[0][0], rows[-1][0], rows, size))
+            self._buffered_events += len(rows)
+            self._buffered_bytes += size
+            self.head = rows[-1][0]
+            self._evict()
+        if page.complete and self.head >= page.state.last_seq:
+            self.complete = True
+        if rows or self.complete:
+            self._advance()
+        return bool(rows)
+
+    def _evict(self) -> None:
+        limits = self._limits
+        while len(self._batches) > 1 and (
+            self._buffered_events > limits.buffer_events
+            or self._buffered_bytes > limits.buffer_bytes
+        ):
+            old = self._batches.popleft()
+            self._buffered_events -= old.last - old.first + 1
+            self._buffered_bytes -= old.size
+
+    def _advance(self) -> None:
+        done, self.advanced = self.advanced, asyncio.Event()
+        done.set()
+
+    async def close(self) -> None:
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+        self._advance()
+
+
+class Subscription:
+    """A follower's hold on its run's channel; `with hub.subscribe(run) as sub:`."""
+
+    def __init__(self, hub: Hub, channel: Channel) -> None:
+        self._hub = hub
+        self.channel = channel
+        self._open = True
+
+    def close(self) -> None:
+        if self._open:
+            self._open = False
+            self._hub._release(self.channel)
+
+    def __enter__(self) -> Subscription:
+        return self
+
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+@dataclass(frozen=True, slots=True)
+class HubStats:
+    channels: int
+    subscribers: int
+    listening: bool
+    listener_pid: int | None
+    connects: int
+    reads: int
+
+
+class Hub:
+    """One per process; `start()` in the app's lifespan, `stop()` at its end.
+
+    `listen=False` leaves notifications to the caller (`announce`), which the
+    property tests use to deliver, delay, drop and duplicate them at will.
+    """
+
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        dsn: str | None,
+        *,
+        limits: Limits | None = None,
+        recheck_seconds: float = 5.0,
+        poll_seconds: float = 0.5,
+        listen: bool = True,
+    ) -> None:
+        self.pool = pool
+        self.limits = limits or Limits()
+        self._dsn = dsn
+        self._listen = listen and dsn is not None
+        self._recheck_seconds = recheck_seconds
+        self._poll_seconds = poll_seconds
+        self._channels: dict[str, Channel] = {}
+        self._conn: asyncpg.Connection | None = None
+        self._lost: asyncio.Event | None = None
+        self._connected = asyncio.Event()
+        self._recheck_now = asyncio.Event()
+        self._connects = 0
+        self._retired_reads = 0
+        self._tasks: list[asyncio.Task[None]] = []
+
+    # -- lifecycle ----------------------------------------------------------
+
+    async def start(self, *, wait_seconds: float = 5.0) -> None:
+        """Start listening; returns once listening (or after `wait_seconds`: the poll covers)."""
+        if self._listen:
+            self._tasks.append(asyncio.create_task(self._listen_forever(), name="stream-listen"))
+            self._tasks.append(asyncio.create_task(self._recheck_forever(), name="stream-recheck"))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._connected.wait(), wait_seconds)
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks.clear()
+        for channel in list(self._channels.values()):
+            await channel.close()
+        self._channels.clear()
+
+    # -- followers ----------------------------------------------------------
+
+    def subscribe(self, run_id: str) -> Subscription:
+        channel = self._channels.get(run_id)
+        if channel is None:
+            channel = self._channels[run_id] = Channel(run_id, self.pool, self.limits)
+        channel.subscribers += 1
+        return Subscription(self, channel)
+
+    def _release(self, channel: Channel) -> None:
+        channel.subscribers -= 1
+        if channel.subscribers == 0 and self._channels.get(channel.run_id) is channel:
+            del self._channels[channel.run_id]
+            self._retired_reads += channel.reads
+            # Cancelling the reader is synchronous enough: the task ends at its
+            # next await, and its pool connection (if any) is released then.
+            channel._task.cancel()
+
+    # -- hints --------------------------------------------------------------
+
+    def announce(self, run_id: str, last_seq: int, closed: bool = False) -> None:
+        channel = self._channels.get(run_id)
+        if channel is not None:
+            channel.announce(last_seq, closed)
+
+    def _on_notify(self, conn: Any, pid: int, channel: str, payload: object) -> None:
+        run_id, _, rest = str(payload).partition(" ")
+        seq, _, flag = rest.partition(" ")
+        if run_id in self._channels and seq.isdigit():
+            self.announce(run_id, int(seq), flag == "c")
+
+    async def recheck(self) -> None:
+        """Re-read every followed run's state and wake the channels that are behind."""
+        if not self._channels:
+            return
+        states = await read_states(self.pool, list(self._channels))
+        for run_id, state in states.items():
+            channel = self._channels.get(run_id)
+            if channel is not None:
+                channel.anchor(state)
+
+    # -- the LISTEN connection ----------------------------------------------
+
+    async def _listen_forever(self) -> None:
+        assert self._dsn is not None
+        delay = 0.05
+        while True:
+            try:
+                conn = await asyncpg.connect(self._dsn, timeout=10)
+            except (OSError, TimeoutError, asyncpg.PostgresError) as exc:
+                log.warning("stream: LISTEN connection failed (%s); retrying in %.2fs", exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)
+                continue
+            lost = asyncio.Event()
+            conn.add_termination_listener(_setter(lost))
+            try:
+                await conn.add_listener(CHANNEL, self._on_notify)
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+                log.warning("stream: LISTEN failed (%s)", exc)
+                conn.terminate()
+                continue
+            delay = 0.05
+            self._conn, self._lost = conn, lost
+            self._connects += 1
+            self._connected.set()
+            # Whatever was committed while no connection listened woke nobody.
+            self._recheck_now.set()
+            try:
+                await lost.wait()
+                log.warning("stream: LISTEN connection lost; reconnecting")
+            finally:
+                self._conn = self._lost = None
+                conn.terminate()
+
+    async def _recheck_forever(self) -> None:
+        while True:
+            interval = self._recheck_seconds if self._conn is not None else self._poll_seconds
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._recheck_now.wait(), interval)
+            self._recheck_now.clear()
+            try:
+                await self.recheck()
+            except Unavailable as exc:
+                log.warning("stream: re-check failed: %s", exc)
+            await self._probe_listener()
+
+    async def _probe_listener(self) -> None:
+        """A connection that died silently (no FIN) must not pass for a listening one."""
+        conn, lost = self._conn, self._lost
+        if conn is None or lost is None:
+            return
+        try:
+            await asyncio.wait_for(conn.fetchval("SELECT 1"), 5)
+        except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError):
+            lost.set()
+
+    # -- introspection --------------------------------------------------------
+
+    @property
+    def listening(self) -> bool:
+        return self._conn is not None
+
+    def stats(self) -> HubStats:
+        conn = self._conn
+        return HubStats(
+            channels=len(self._channels),
+            subscribers=sum(c.subscribers for c in self._channels.values()),
+            listening=conn is not None,
+            listener_pid=conn.get_server_pid() if conn is not None else None,
+            connects=self._connects,
+            reads=self._retired_reads + sum(c.reads for c in self._channels.values()),
+        )
+
+
+def _setter(event: asyncio.Event) -> Callable[[Any], None]:
+    def callback(_conn: Any) -> None:
+        event.set()
+
+    return callback

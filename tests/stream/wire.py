@@ -1,0 +1,63 @@
+"""Test-side readers of the stream's wire formats, strict about framing."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class SseReader:
+    """Feeds raw bytes; keeps only complete events (a cut connection loses the partial one)."""
+
+    events: list[tuple[int, str]] = field(default_factory=list)
+    comments: int = 0
+    retry: list[int] = field(default_factory=list)
+    _buffer: bytes = b""
+
+    def feed(self, data: bytes) -> list[tuple[int, str]]:
+        self._buffer += data
+        *blocks, self._buffer = self._buffer.split(b"\n\n")
+        new: list[tuple[int, str]] = []
+        for block in blocks:
+            lines = block.decode().split("\n")
+            if all(line.startswith(":") for line in lines):
+                self.comments += 1
+                continue
+            if len(lines) == 1 and lines[0].startswith("retry: "):
+                self.retry.append(int(lines[0][7:]))
+                continue
+            comments = [line for line in lines if line.startswith(":")]
+            self.comments += len(comments)
+            lines = [line for line in lines if not line.startswith(":")]
+            assert len(lines) == 2, f"an event is exactly id + data lines: {block!r}"
+            assert lines[0].startswith("id: ") and lines[1].startswith("data: "), block
+            new.append((int(lines[0][4:]), lines[1][6:]))
+        self.events.extend(new)
+        return new
+
+    @property
+    def last_id(self) -> int | None:
+        return self.events[-1][0] if self.events else None
+
+
+@dataclass
+class NdjsonReader:
+    events: list[tuple[int, str]] = field(default_factory=list)
+    blank_lines: int = 0
+    _buffer: bytes = b""
+
+    def feed(self, data: bytes) -> list[tuple[int, str]]:
+        self._buffer += data
+        *lines, self._buffer = self._buffer.split(b"\n")
+        new: list[tuple[int, str]] = []
+        for line in lines:
+            if not line.strip():
+                self.blank_lines += 1
+                continue
+            value: dict[str, Any] = json.loads(line)
+            assert set(value) == {"id", "chunk"} and isinstance(value["id"], str), line
+            new.append((int(value["id"]), json.dumps(value["chunk"], separators=(",", ":"))))
+        self.events.extend(new)
+        return new
