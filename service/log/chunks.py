@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -26,16 +25,13 @@ TERMINAL_TYPES = frozenset({"RUN_FINISHED", "RUN_ERROR"})
 _LONG_DIGITS = re.compile(rb"\d{20,}")
 
 
-@dataclass(frozen=True, slots=True)
-class StoredChunk:
+class StoredChunk(NamedTuple):
+    """A tuple, not a dataclass: the hot path builds one per chunk."""
+
     type: str
     text: str
     message_id: str | None
     tool_call_id: str | None
-    # For the run's maintained summary: the error text of a RUN_ERROR chunk.
-    error_message: str | None = None
-    # A RUN_STARTED chunk's threadId: a run created by its first append takes it.
-    thread_id: str | None = None
 
 
 def _reject_constant(name: str) -> Any:
@@ -73,21 +69,17 @@ def dumps(value: Any) -> str:
         return json.dumps(value, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
 
 
-def _optional_str(chunk: dict[str, Any], key: str) -> str | None:
-    value = chunk.get(key)
-    return value if isinstance(value, str) else None
-
-
-def _error_message(chunk: dict[str, Any]) -> str | None:
-    # AG-UI puts the text in `message`; TanStack's chunks carry `error.message`.
-    message = chunk.get("message")
-    if isinstance(message, str):
-        return message
-    error = chunk.get("error")
-    if isinstance(error, dict) and isinstance(error.get("message"), str):
-        return str(error["message"])
-    if isinstance(error, str):
-        return error
+def error_message(chunk: Any) -> str:
+    """The text of a RUN_ERROR chunk: AG-UI's `message`, or TanStack's `error.message`."""
+    if isinstance(chunk, dict):
+        message = chunk.get("message")
+        if isinstance(message, str):
+            return message
+        error = chunk.get("error")
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            return str(error["message"])
+        if isinstance(error, str):
+            return error
     return "run error"
 
 
@@ -97,16 +89,16 @@ def stored(chunk: Any, index: int, text: str | None = None) -> StoredChunk:
     `text` is the chunk's own JSON text when the caller already has it (an
     NDJSON line), so it is kept as received instead of re-encoded.
     """
-    if not isinstance(chunk, dict):
+    if type(chunk) is not dict:
         raise InvalidEvent(f"event {index} is not a JSON object", index=index)
     kind = chunk.get("type")
-    if not isinstance(kind, str) or not kind:
+    if type(kind) is not str or not kind:
         raise InvalidEvent(f"event {index} has no non-empty string 'type'", index=index)
+    message_id = chunk.get("messageId")
+    tool_call_id = chunk.get("toolCallId")
     return StoredChunk(
-        type=kind,
-        text=dumps(chunk) if text is None else text,
-        message_id=_optional_str(chunk, "messageId"),
-        tool_call_id=_optional_str(chunk, "toolCallId"),
-        error_message=_error_message(chunk) if kind == "RUN_ERROR" else None,
-        thread_id=_optional_str(chunk, "threadId") if kind == "RUN_STARTED" else None,
+        kind,
+        dumps(chunk) if text is None else text,
+        message_id if type(message_id) is str else None,
+        tool_call_id if type(tool_call_id) is str else None,
     )

@@ -11,7 +11,7 @@ skip an event that commits later. Different runs append in parallel.
 APPEND = """
 WITH req AS (
     SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bool[], $5::text[], $6::text[])
-        AS r(run_id, n, expected, close, terminal, error_message)
+        WITH ORDINALITY AS r(run_id, n, expected, close, terminal, error_message, idx)
 ),
 locked AS (
     SELECT runs.run_id FROM runs JOIN req USING (run_id)
@@ -36,14 +36,15 @@ upd AS (
             ELSE 'finished' END
     FROM req
     WHERE runs.run_id = req.run_id AND runs.run_id IN (SELECT run_id FROM locked)
-    RETURNING runs.run_id, runs.last_seq - req.n AS base, runs.last_seq, req.close
+    RETURNING req.idx, runs.run_id, runs.last_seq - req.n AS base, runs.last_seq, req.close
 ),
 ins AS (
+    -- Events name their run by its position in req: an int per row, not the id.
     INSERT INTO events (run_id, seq, type, chunk, message_id, tool_call_id)
-    SELECT e.run_id, upd.base + e.ord, e.type, e.chunk, e.message_id, e.tool_call_id
-    FROM unnest($7::text[], $8::bigint[], $9::text[], $10::text[], $11::text[], $12::text[])
-        AS e(run_id, ord, type, chunk, message_id, tool_call_id)
-    JOIN upd USING (run_id)
+    SELECT upd.run_id, upd.base + e.ord, e.type, e.chunk, e.message_id, e.tool_call_id
+    FROM unnest($7::int[], $8::bigint[], $9::text[], $10::text[], $11::text[], $12::text[])
+        AS e(idx, ord, type, chunk, message_id, tool_call_id)
+    JOIN upd ON upd.idx = e.idx
 )
 SELECT run_id, base, pg_notify(
     'replay_events', run_id || ' ' || last_seq || CASE WHEN close THEN ' c' ELSE '' END

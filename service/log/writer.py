@@ -24,7 +24,7 @@ import asyncpg
 
 from service.errors import ReplayError, RunClosed, RunNotFound, SeqConflict, Unavailable
 from service.log import sql
-from service.log.chunks import TERMINAL_TYPES, StoredChunk, loads
+from service.log.chunks import TERMINAL_TYPES, StoredChunk, error_message, loads
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +62,26 @@ def _json_equal(a: Any, b: Any) -> bool:
     return (type(a) is type(b) and a == b) or (
         isinstance(a, int | float) and isinstance(b, int | float) and a == b
     )
+
+
+def _last_terminal(items: list[_Pending]) -> tuple[str | None, str | None]:
+    """The run's last RUN_FINISHED / RUN_ERROR in this group, and its error text."""
+    for item in reversed(items):
+        for chunk in reversed(item.chunks):
+            if chunk.type in TERMINAL_TYPES:
+                if chunk.type == "RUN_ERROR":
+                    return chunk.type, error_message(loads(chunk.text))
+                return chunk.type, None
+    return None, None
+
+
+def _thread_of(chunks: list[StoredChunk]) -> str | None:
+    """A RUN_STARTED chunk's threadId: a run created by its first append takes it."""
+    for chunk in chunks:
+        if chunk.type == "RUN_STARTED":
+            thread = loads(chunk.text).get("threadId")
+            return thread if isinstance(thread, str) else None
+    return None
 
 
 class GroupCommitter:
@@ -149,54 +169,45 @@ class GroupCommitter:
                 self._wake.set()
 
     async def _commit(self, group: dict[str, list[_Pending]]) -> None:
-        req_run: list[str] = []
-        req_n: list[int] = []
-        req_expected: list[int | None] = []
-        req_close: list[bool] = []
-        req_terminal: list[str | None] = []
-        req_error: list[str | None] = []
-        ev_run: list[str] = []
+        runs = list(group)
+        counts: list[int] = []
+        expected: list[int | None] = []
+        closes: list[bool] = []
+        terminals: list[str | None] = []
+        errors: list[str | None] = []
+        ev_req: list[int] = []
         ev_ord: list[int] = []
         ev_type: list[str] = []
         ev_text: list[str] = []
         ev_msg: list[str | None] = []
         ev_tool: list[str | None] = []
-        for run, items in group.items():
+        for index, run in enumerate(runs, start=1):
+            items = group[run]
             n = 0
-            terminal: str | None = None
-            error: str | None = None
             for item in items:
-                for chunk in item.chunks:
-                    n += 1
-                    ev_run.append(run)
-                    ev_ord.append(n)
-                    ev_type.append(chunk.type)
-                    ev_text.append(chunk.text)
-                    ev_msg.append(chunk.message_id)
-                    ev_tool.append(chunk.tool_call_id)
-                    if chunk.type in TERMINAL_TYPES:
-                        terminal, error = chunk.type, chunk.error_message
-            req_run.append(run)
-            req_n.append(n)
-            req_expected.append(items[0].expected_seq)
-            req_close.append(items[-1].close)
-            req_terminal.append(terminal)
-            req_error.append(error)
+                chunks = item.chunks
+                if not chunks:
+                    continue
+                # Columns by transposition: C speed, the hot loop of big batches.
+                types, texts, msgs, tools = zip(*chunks, strict=True)
+                ev_type.extend(types)
+                ev_text.extend(texts)
+                ev_msg.extend(msgs)
+                ev_tool.extend(tools)
+                ev_ord.extend(range(n + 1, n + len(chunks) + 1))
+                n += len(chunks)
+            ev_req.extend([index] * n)
+            terminal, error = _last_terminal(items)
+            counts.append(n)
+            expected.append(items[0].expected_seq)
+            closes.append(items[-1].close)
+            terminals.append(terminal)
+            errors.append(error)
 
         rows = await self._execute(
-            req_run,
-            req_n,
-            req_expected,
-            req_close,
-            req_terminal,
-            req_error,
-            ev_run,
-            ev_ord,
-            ev_type,
-            ev_text,
-            ev_msg,
-            ev_tool,
-        )
+            runs, counts, expected, closes, terminals, errors,
+            ev_req, ev_ord, ev_type, ev_text, ev_msg, ev_tool,
+        )  # fmt: skip
         bases = {row["run_id"]: row["base"] for row in rows}
         refused: dict[str, list[_Pending]] = {}
         for run, items in group.items():
@@ -233,7 +244,7 @@ class GroupCommitter:
                 state = states.get(run)
                 if state is None:
                     if all(item.create for item in items):
-                        thread = next((c.thread_id for c in items[0].chunks if c.thread_id), None)
+                        thread = _thread_of(items[0].chunks)
                         await conn.execute(sql.CREATE_RUN_IF_MISSING, run, thread)
                         requeue.extend(items)
                     else:

@@ -1,0 +1,91 @@
+"""Shared bits for the benchmarks: a scratch database, a server process, percentiles."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+import httpx
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from service import migrate  # noqa: E402
+
+SERVER = os.environ.get("REPLAY_BENCH_DATABASE_URL", "postgresql://root@127.0.0.1:5432/postgres")
+
+
+def _with_db(url: str, name: str) -> str:
+    return urlunsplit(urlsplit(url)._replace(path="/" + name))
+
+
+@contextmanager
+def scratch_database() -> Iterator[str]:
+    """A freshly migrated database, dropped afterwards."""
+    name = f"replay_bench_{uuid.uuid4().hex[:8]}"
+
+    async def admin(sql: str) -> None:
+        conn = await asyncpg.connect(_with_db(SERVER, "postgres"))
+        try:
+            await conn.execute(sql)
+        finally:
+            await conn.close()
+
+    asyncio.run(admin(f'CREATE DATABASE "{name}"'))
+    url = _with_db(SERVER, name)
+    try:
+        migrate.upgrade(url)
+        yield url
+    finally:
+        asyncio.run(admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+@contextmanager
+def server_process(url: str, port: int = 8765, **env: str) -> Iterator[str]:
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "service.cli",
+            "serve",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        env={**os.environ, "REPLAY_DATABASE_URL": url, **env},
+        cwd=ROOT,
+    )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            if httpx.get(base + "/healthz", timeout=1).status_code == 200:
+                break
+        except httpx.TransportError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise RuntimeError("server did not start")
+        time.sleep(0.05)
+    try:
+        yield base
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def pct(values: list[float], p: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
