@@ -49,9 +49,20 @@ def upgrade() -> None:
         sa.Column("closed_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("lease_owner", sa.Text(), nullable=True),
         sa.Column("lease_expires_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column(
+            "tool_names",
+            postgresql.ARRAY(sa.Text()),
+            nullable=False,
+            server_default=sa.text("'{}'::text[]"),
+        ),
+        sa.Column("prompt_tokens", sa.BigInteger(), nullable=True),
+        sa.Column("completion_tokens", sa.BigInteger(), nullable=True),
+        sa.Column("total_tokens", sa.BigInteger(), nullable=True),
     )
     op.create_index("runs_thread_created_idx", "runs", ["thread_id", "created_at"])
     op.create_index("runs_status_created_idx", "runs", ["status", "created_at"])
+    op.create_index("runs_agent_created_idx", "runs", ["agent", "created_at"])
+    op.create_index("runs_tool_names_idx", "runs", ["tool_names"], postgresql_using="gin")
     op.create_index("runs_created_idx", "runs", ["created_at"])
     op.create_index(
         "runs_open_lease_idx",
@@ -81,6 +92,8 @@ def downgrade() -> None:
     op.drop_table("events")
     op.drop_index("runs_open_lease_idx", table_name="runs")
     op.drop_index("runs_created_idx", table_name="runs")
+    op.drop_index("runs_tool_names_idx", table_name="runs")
+    op.drop_index("runs_agent_created_idx", table_name="runs")
     op.drop_index("runs_status_created_idx", table_name="runs")
     op.drop_index("runs_thread_created_idx", table_name="runs")
     op.drop_table("runs")

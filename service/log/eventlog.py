@@ -51,6 +51,10 @@ class Run:
     error_message: str | None
     lease_owner: str | None
     lease_expires_at: datetime | None
+    tool_names: list[str]
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    total_tokens: int | None
 
     @classmethod
     def from_record(cls, row: asyncpg.Record | Mapping[str, Any]) -> Run:
@@ -71,6 +75,14 @@ class Run:
             "closed_at": self.closed_at.isoformat() if self.closed_at else None,
             "metadata": self.metadata,
             "error": self.error_message,
+            "tool_names": self.tool_names,
+            "usage": None
+            if self.total_tokens is None and self.prompt_tokens is None
+            else {
+                "promptTokens": self.prompt_tokens,
+                "completionTokens": self.completion_tokens,
+                "totalTokens": self.total_tokens,
+            },
         }
 
 

@@ -21,7 +21,7 @@ from sqlalchemy import (
     Text,
     text,
 )
-from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 
 metadata = MetaData()
 
@@ -46,7 +46,16 @@ runs = Table(
     Column("closed_at", DateTime(timezone=True), nullable=True),
     Column("lease_owner", Text, nullable=True),
     Column("lease_expires_at", DateTime(timezone=True), nullable=True),
+    # Maintained by every append, so audit queries never scan events:
+    # the distinct tool names called (TOOL_CALL_START) and the token usage
+    # summed over RUN_FINISHED chunks.
+    Column("tool_names", ARRAY(Text), nullable=False, server_default=text("'{}'::text[]")),
+    Column("prompt_tokens", BigInteger, nullable=True),
+    Column("completion_tokens", BigInteger, nullable=True),
+    Column("total_tokens", BigInteger, nullable=True),
     Index("runs_thread_created_idx", "thread_id", "created_at"),
+    Index("runs_agent_created_idx", "agent", "created_at"),
+    Index("runs_tool_names_idx", "tool_names", postgresql_using="gin"),
     Index("runs_status_created_idx", "status", "created_at"),
     Index("runs_created_idx", "created_at"),
     Index(

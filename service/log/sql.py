@@ -8,10 +8,24 @@ order equals seq order within a run, so a reader asking for `seq > N` can never
 skip an event that commits later. Different runs append in parallel.
 """
 
-APPEND = """
+
+def _add_tokens(column: str) -> str:
+    """Sum usage across RUN_FINISHED chunks; NULL until some chunk reports it."""
+    return (
+        f"{column} = CASE WHEN req.{column} IS NULL THEN runs.{column} "
+        f"ELSE coalesce(runs.{column}, 0) + req.{column} END"
+    )
+
+
+APPEND = f"""
 WITH req AS (
-    SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bool[], $5::text[], $6::text[])
-        WITH ORDINALITY AS r(run_id, n, expected, close, terminal, error_message, idx)
+    SELECT * FROM unnest(
+        $1::text[], $2::bigint[], $3::bigint[], $4::bool[], $5::text[], $6::text[],
+        $13::text[], $14::bigint[], $15::bigint[], $16::bigint[]
+    ) WITH ORDINALITY AS r(
+        run_id, n, expected, close, terminal, error_message,
+        tools, prompt_tokens, completion_tokens, total_tokens, idx
+    )
 ),
 locked AS (
     SELECT runs.run_id FROM runs JOIN req USING (run_id)
@@ -30,6 +44,13 @@ upd AS (
             WHEN req.terminal IS NOT NULL THEN NULL
             ELSE runs.error_message END,
         closed_at = CASE WHEN req.close THEN now() END,
+        -- tools: this group's new names, joined by U+001F (one text per run).
+        tool_names = CASE WHEN req.tools IS NULL THEN runs.tool_names ELSE ARRAY(
+            SELECT DISTINCT t FROM unnest(runs.tool_names || string_to_array(req.tools, E'\x1f')) t
+            ORDER BY t) END,
+        {_add_tokens("prompt_tokens")},
+        {_add_tokens("completion_tokens")},
+        {_add_tokens("total_tokens")},
         status = CASE
             WHEN NOT req.close THEN runs.status
             WHEN coalesce(req.terminal, runs.last_terminal) = 'RUN_ERROR' THEN 'error'
@@ -74,7 +95,7 @@ RETURNING run_id
 RUN_COLUMNS = """
 run_id, thread_id, agent, status, last_seq, closed_at IS NOT NULL AS closed,
 created_at, updated_at, closed_at, metadata::text AS metadata, last_terminal, error_message,
-lease_owner, lease_expires_at
+lease_owner, lease_expires_at, tool_names, prompt_tokens, completion_tokens, total_tokens
 """
 
 GET_RUN = f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = $1"

@@ -24,7 +24,7 @@ import asyncpg
 
 from service.errors import ReplayError, RunClosed, RunNotFound, SeqConflict, Unavailable
 from service.log import sql
-from service.log.chunks import TERMINAL_TYPES, StoredChunk, error_message, loads
+from service.log.chunks import StoredChunk, error_message, loads
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,15 +64,45 @@ def _json_equal(a: Any, b: Any) -> bool:
     )
 
 
-def _last_terminal(items: list[_Pending]) -> tuple[str | None, str | None]:
-    """The run's last RUN_FINISHED / RUN_ERROR in this group, and its error text."""
-    for item in reversed(items):
-        for chunk in reversed(item.chunks):
-            if chunk.type in TERMINAL_TYPES:
-                if chunk.type == "RUN_ERROR":
-                    return chunk.type, error_message(loads(chunk.text))
-                return chunk.type, None
-    return None, None
+_SUMMARIZED = frozenset({"RUN_FINISHED", "RUN_ERROR", "TOOL_CALL_START"})
+_USAGE_KEYS = ("promptTokens", "completionTokens", "totalTokens")
+
+
+@dataclass(slots=True)
+class _Summary:
+    """What one group adds to its run's maintained summary columns."""
+
+    terminal: str | None = None
+    error: str | None = None
+    tools: str | None = None  # new tool names joined by U+001F
+    usage: list[int | None] = field(default_factory=lambda: [None, None, None])
+
+
+def _summarize(items: list[_Pending]) -> _Summary:
+    summary = _Summary()
+    tools: set[str] = set()
+    for item in items:
+        for chunk in item.chunks:
+            kind = chunk.type
+            if kind not in _SUMMARIZED:
+                continue
+            value = loads(chunk.text)
+            if kind == "TOOL_CALL_START":
+                name = value.get("toolCallName", value.get("toolName"))
+                if isinstance(name, str) and name:
+                    tools.add(name)
+                continue
+            summary.terminal = kind
+            summary.error = error_message(value) if kind == "RUN_ERROR" else None
+            usage = value.get("usage")
+            if kind == "RUN_FINISHED" and isinstance(usage, dict):
+                for i, key in enumerate(_USAGE_KEYS):
+                    count = usage.get(key)
+                    if isinstance(count, int) and not isinstance(count, bool):
+                        summary.usage[i] = (summary.usage[i] or 0) + count
+    if tools:
+        summary.tools = "\x1f".join(sorted(tools))
+    return summary
 
 
 def _thread_of(chunks: list[StoredChunk]) -> str | None:
@@ -175,6 +205,8 @@ class GroupCommitter:
         closes: list[bool] = []
         terminals: list[str | None] = []
         errors: list[str | None] = []
+        tools: list[str | None] = []
+        usage: tuple[list[int | None], list[int | None], list[int | None]] = ([], [], [])
         ev_req: list[int] = []
         ev_ord: list[int] = []
         ev_type: list[str] = []
@@ -189,24 +221,28 @@ class GroupCommitter:
                 if not chunks:
                     continue
                 # Columns by transposition: C speed, the hot loop of big batches.
-                types, texts, msgs, tools = zip(*chunks, strict=True)
+                types, texts, message_ids, tool_call_ids = zip(*chunks, strict=True)
                 ev_type.extend(types)
                 ev_text.extend(texts)
-                ev_msg.extend(msgs)
-                ev_tool.extend(tools)
+                ev_msg.extend(message_ids)
+                ev_tool.extend(tool_call_ids)
                 ev_ord.extend(range(n + 1, n + len(chunks) + 1))
                 n += len(chunks)
             ev_req.extend([index] * n)
-            terminal, error = _last_terminal(items)
+            summary = _summarize(items)
             counts.append(n)
             expected.append(items[0].expected_seq)
             closes.append(items[-1].close)
-            terminals.append(terminal)
-            errors.append(error)
+            terminals.append(summary.terminal)
+            errors.append(summary.error)
+            tools.append(summary.tools)
+            for column, count in zip(usage, summary.usage, strict=True):
+                column.append(count)
 
         rows = await self._execute(
             runs, counts, expected, closes, terminals, errors,
             ev_req, ev_ord, ev_type, ev_text, ev_msg, ev_tool,
+            tools, *usage,
         )  # fmt: skip
         bases = {row["run_id"]: row["base"] for row in rows}
         refused: dict[str, list[_Pending]] = {}

@@ -231,3 +231,35 @@ async def test_appends_when_two_event_logs_race_on_one_run_then_seqs_dense(
     finally:
         for log in logs:
             await log.close()
+
+
+async def test_run_summary_when_tools_called_and_usage_reported_then_maintained_per_append(
+    event_log: EventLog,
+) -> None:
+    await event_log.append(
+        "summary-1",
+        [
+            {"type": "TOOL_CALL_START", "toolCallId": "c1", "toolCallName": "search"},
+            {"type": "TOOL_CALL_START", "toolCallId": "c2", "toolName": "fetch"},
+            {
+                "type": "RUN_FINISHED",
+                "usage": {"promptTokens": 10, "completionTokens": 5, "totalTokens": 15},
+            },
+        ],
+    )
+    await event_log.append(
+        "summary-1",
+        [
+            {"type": "TOOL_CALL_START", "toolCallId": "c3", "toolCallName": "search"},
+            {
+                "type": "RUN_FINISHED",
+                "usage": {"promptTokens": 1, "completionTokens": 2, "totalTokens": 3},
+            },
+        ],
+    )
+    run = await event_log.get_run("summary-1")
+    assert run.tool_names == ["fetch", "search"]
+    assert (run.prompt_tokens, run.completion_tokens, run.total_tokens) == (11, 7, 18)
+    assert run.to_json()["usage"] == {"promptTokens": 11, "completionTokens": 7, "totalTokens": 18}
+    plain = await event_log.get_run((await event_log.append("summary-2", [{"type": "A"}])).run_id)
+    assert (plain.tool_names, plain.to_json()["usage"]) == ([], None)
