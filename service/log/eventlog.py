@@ -140,12 +140,15 @@ class EventLog:
         expected_seq: int | None = None,
         close: bool = False,
         create: bool = True,
+        close_status: str | None = None,
     ) -> AppendResult:
         """Append chunks durably; returns once committed.
 
         `expected_seq` makes a retry safe: the batch must start at that seq,
         or be already stored there with equal content (then nothing is added).
         `create` makes a missing run (taking a RUN_STARTED chunk's threadId).
+        `close_status` (with `close`) records cancelled / interrupted instead of
+        the status the last terminal chunk implies.
         """
         check_run_id(run_id)
         if expected_seq is not None and expected_seq < 1:
@@ -156,6 +159,7 @@ class EventLog:
             expected_seq=expected_seq,
             close=close,
             create=create,
+            close_status=close_status,
         )
 
     async def close_run(self, run_id: str) -> Run:

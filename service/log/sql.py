@@ -21,10 +21,10 @@ APPEND = f"""
 WITH req AS (
     SELECT * FROM unnest(
         $1::text[], $2::bigint[], $3::bigint[], $4::bool[], $5::text[], $6::text[],
-        $13::text[], $14::bigint[], $15::bigint[], $16::bigint[]
+        $13::text[], $14::bigint[], $15::bigint[], $16::bigint[], $17::text[]
     ) WITH ORDINALITY AS r(
         run_id, n, expected, close, terminal, error_message,
-        tools, prompt_tokens, completion_tokens, total_tokens, idx
+        tools, prompt_tokens, completion_tokens, total_tokens, close_status, idx
     )
 ),
 locked AS (
@@ -53,6 +53,7 @@ upd AS (
         {_add_tokens("total_tokens")},
         status = CASE
             WHEN NOT req.close THEN runs.status
+            WHEN req.close_status IS NOT NULL THEN req.close_status
             WHEN coalesce(req.terminal, runs.last_terminal) = 'RUN_ERROR' THEN 'error'
             ELSE 'finished' END
     FROM req

@@ -42,6 +42,8 @@ class _Pending:
     expected_seq: int | None
     close: bool
     create: bool
+    # With close: the status to record instead of finished/error (cancelled, interrupted).
+    close_status: str | None
     future: asyncio.Future[AppendResult] = field(repr=False)
 
     @property
@@ -144,9 +146,12 @@ class GroupCommitter:
         expected_seq: int | None,
         close: bool,
         create: bool,
+        close_status: str | None = None,
     ) -> asyncio.Future[AppendResult]:
         future: asyncio.Future[AppendResult] = asyncio.get_running_loop().create_future()
-        self._queue.append(_Pending(run_id, chunks, expected_seq, close, create, future))
+        self._queue.append(
+            _Pending(run_id, chunks, expected_seq, close, create, close_status, future)
+        )
         self._wake.set()
         return future
 
@@ -206,6 +211,7 @@ class GroupCommitter:
         terminals: list[str | None] = []
         errors: list[str | None] = []
         tools: list[str | None] = []
+        statuses: list[str | None] = []
         usage: tuple[list[int | None], list[int | None], list[int | None]] = ([], [], [])
         ev_req: list[int] = []
         ev_ord: list[int] = []
@@ -233,6 +239,7 @@ class GroupCommitter:
             counts.append(n)
             expected.append(items[0].expected_seq)
             closes.append(items[-1].close)
+            statuses.append(items[-1].close_status)
             terminals.append(summary.terminal)
             errors.append(summary.error)
             tools.append(summary.tools)
@@ -242,7 +249,7 @@ class GroupCommitter:
         rows = await self._execute(
             runs, counts, expected, closes, terminals, errors,
             ev_req, ev_ord, ev_type, ev_text, ev_msg, ev_tool,
-            tools, *usage,
+            tools, *usage, statuses,
         )  # fmt: skip
         bases = {row["run_id"]: row["base"] for row in rows}
         refused: dict[str, list[_Pending]] = {}
