@@ -256,6 +256,9 @@ class StreamState:
         """``finalizeStream``."""
         self.done = True
         last: Message | None = None
+        # The reference judges "whitespace only" on the message object it
+        # captured here, before structured outputs are errored below.
+        last_parts: list[Any] = []
         for key, ident in list(self.active.items()):
             draft = self.drafts.get(key)
             if draft is None:
@@ -267,16 +270,16 @@ class StreamState:
             message = self.message(ident)
             if message is not None and message.role == "assistant":
                 last = message
+                last_parts = message.plain_parts()
         for ident in list(self.structured.values()):
             self.error_structured(ident, STREAM_ENDED)
         self.structured.clear()
         self.active.clear()
-        if last is not None and not self.has_error and _whitespace_only(last):
+        if last is not None and not self.has_error and _whitespace_only(last_parts):
             self.remove_messages(last.id)
 
 
-def _whitespace_only(message: Message) -> bool:
-    parts = message.render()["parts"]
+def _whitespace_only(parts: list[Any]) -> bool:
     return bool(parts) and all(
         isinstance(p, dict)
         and p.get("type") == "text"
