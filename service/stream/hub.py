@@ -237,7 +237,9 @@ class HubStats:
     listening: bool
     listener_pid: int | None
     connects: int
+    # Reads by channels (one per wake-up, shared) and by followers on their own.
     reads: int
+    follower_reads: int
 
 
 class Hub:
@@ -270,6 +272,8 @@ class Hub:
         self._recheck_now = asyncio.Event()
         self._connects = 0
         self._retired_reads = 0
+        # Reads followers made themselves (catch-up, or fallen behind the buffer).
+        self.follower_reads = 0
         self._tasks: list[asyncio.Task[None]] = []
 
     # -- lifecycle ----------------------------------------------------------
@@ -405,6 +409,7 @@ class Hub:
             listener_pid=conn.get_server_pid() if conn is not None else None,
             connects=self._connects,
             reads=self._retired_reads + sum(c.reads for c in self._channels.values()),
+            follower_reads=self.follower_reads,
         )
 
 
