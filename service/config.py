@@ -60,6 +60,13 @@ class Settings(BaseSettings):
     # The SSE `retry:` hint (ms) for browsers' EventSource.
     stream_retry_ms: int = 1000
     lease_seconds: float = 30.0
+    # Hosted runs (service.agents).
+    agents: str | None = Field(default=None, description="JSON {name: url | {url, headers}}")
+    # A stable name for this process (pod, unit): on restart it closes the runs
+    # its earlier life was driving at once, instead of waiting for their leases.
+    instance_id: str | None = None
+    upstream_idle_seconds: float = 300.0
+    demo_delay_seconds: float = 0.04
 
     @cached_property
     def api_key_set(self) -> frozenset[str]:

@@ -11,6 +11,7 @@ import time
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 import uvicorn
@@ -27,8 +28,14 @@ class Running:
 
 @asynccontextmanager
 async def serve_in_process(settings: Settings) -> AsyncIterator[Running]:
-    """uvicorn in this event loop, on a free loopback port."""
-    app = create_app(settings, migrate_on_start=False)
+    """The service: uvicorn in this event loop, on a free loopback port."""
+    async with serve_asgi(create_app(settings, migrate_on_start=False)) as base_url:
+        yield Running(base_url, settings)
+
+
+@asynccontextmanager
+async def serve_asgi(app: Any) -> AsyncIterator[str]:
+    """Any ASGI app on a free loopback port, in this event loop; yields its base URL."""
     config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())
@@ -39,7 +46,7 @@ async def serve_in_process(settings: Settings) -> AsyncIterator[Running]:
         await asyncio.sleep(0.01)
     port = server.servers[0].sockets[0].getsockname()[1]
     try:
-        yield Running(f"http://127.0.0.1:{port}", settings)
+        yield f"http://127.0.0.1:{port}"
     finally:
         server.should_exit = True
         await task

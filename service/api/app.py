@@ -17,9 +17,17 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 
 from service import migrate
-from service.api import health, runs, stream
+from service.agents import Drivers, load_catalog
+from service.agents.demo import demo_agent
+from service.api import agents, chat, health, runs, stream
 from service.api.deps import AppState, require_api_key
-from service.api.responses import JSON, on_http_error, on_replay_error, on_validation_error
+from service.api.responses import (
+    JSON,
+    on_http_error,
+    on_replay_error,
+    on_unexpected_error,
+    on_validation_error,
+)
 from service.config import Settings
 from service.embedded import embedded_postgres
 from service.errors import ReplayError
@@ -64,8 +72,22 @@ def create_app(
             await hub.start()
             # Pushed after the log, so it stops first: readers before their pool.
             stack.push_async_callback(hub.stop)
+            drivers = Drivers(
+                event_log,
+                load_catalog(settings.agents, {"demo": demo_agent(settings.demo_delay_seconds)}),
+                lease_seconds=settings.lease_seconds,
+                idle_seconds=settings.upstream_idle_seconds,
+                instance_id=settings.instance_id,
+            )
+            await drivers.start_reaper()
+            # Stops before the hub and the log: drivers still append as they end.
+            stack.push_async_callback(drivers.close)
             app.state.replay = AppState(
-                settings=settings, log=event_log, database_url=url, hub=hub
+                settings=settings,
+                log=event_log,
+                database_url=url,
+                hub=hub,
+                drivers=drivers,
             )
             yield
 
@@ -79,7 +101,10 @@ def create_app(
     app.add_exception_handler(ReplayError, on_replay_error)
     app.add_exception_handler(HTTPException, on_http_error)
     app.add_exception_handler(RequestValidationError, on_validation_error)
+    app.add_exception_handler(Exception, on_unexpected_error)
     app.include_router(health.router)
     app.include_router(runs.router, dependencies=[Depends(require_api_key)])
     app.include_router(stream.router, dependencies=[Depends(require_api_key)])
+    app.include_router(agents.router, dependencies=[Depends(require_api_key)])
+    app.include_router(chat.router, dependencies=[Depends(require_api_key)])
     return app

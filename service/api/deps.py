@@ -8,6 +8,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from service.agents import Drivers
 from service.config import Settings
 from service.errors import Unauthorized
 from service.ingest import Limits
@@ -24,6 +25,8 @@ class AppState:
     database_url: str
     # This process's LISTEN connection and per-run fan-out (service.stream).
     hub: Hub
+    # The hosted runs this process drives, and its lease reaper.
+    drivers: Drivers
 
     @property
     def limits(self) -> Limits:
@@ -47,6 +50,13 @@ def _hub(request: Request) -> Hub:
 StateDep = Annotated[AppState, Depends(_state)]
 LogDep = Annotated[EventLog, Depends(_log)]
 HubDep = Annotated[Hub, Depends(_hub)]
+
+
+def _drivers(request: Request) -> Drivers:
+    return _state(request).drivers
+
+
+DriversDep = Annotated[Drivers, Depends(_drivers)]
 
 
 def require_api_key(request: Request) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from fastapi import Request
@@ -46,6 +47,12 @@ async def on_http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     code = _HTTP_CODES.get(exc.status_code, "http_error")
     return error_response(exc.status_code, code, str(exc.detail))
+
+
+async def on_unexpected_error(request: Request, exc: Exception) -> Response:
+    # Still the one error shape; the traceback goes to the log, not the client.
+    logging.getLogger("replay").error("unhandled error on %s", request.url.path, exc_info=exc)
+    return error_response(500, "internal", "the service failed to handle this request")
 
 
 async def on_validation_error(request: Request, exc: Exception) -> Response:

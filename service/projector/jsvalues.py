@@ -21,6 +21,7 @@ import math
 import re
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from email.utils import parsedate_to_datetime
 from typing import Any, Final
 
 
@@ -312,31 +313,33 @@ def stringify(value: Any) -> str:
 # --- dates -------------------------------------------------------------------
 
 _ISO_DATE = re.compile(
-    r"(?P<year>[+-]\d{6}|\d{4})(?:-(?P<month>\d{2})(?:-(?P<day>\d{2}))?)?"
-    r"(?:[T ](?P<hour>\d{2}):(?P<minute>\d{2})"
+    r"(?P<year>[+-]\d{6}|\d{4})(?:-(?P<month>\d{1,2})(?:-(?P<day>\d{1,2}))?)?"
+    r"(?:[Tt ](?P<hour>\d{2}):(?P<minute>\d{2})"
     r"(?::(?P<second>\d{2})(?:[.,](?P<fraction>\d+))?)?"
-    r"(?P<zone>Z|z|[+-]\d{2}:?\d{2})?)?"
+    r"(?P<zone>[Zz]|[+-]\d{2}:?\d{2})?)?"
 )
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MAX_MS = 8.64e15
 
 
 def parse_date(value: Any) -> str | None:
-    """``coerceCreatedAt``: a valid JS date from an ISO-8601 string, as
-    ``toISOString()`` text; None when JS would give an Invalid Date.
+    """``coerceCreatedAt``: a valid JS date from a date string, as
+    ``toISOString()`` text; None when V8 gives an Invalid Date.
 
-    Date-times without an offset are read as UTC (the conformance corpus was
-    produced in UTC; JS would use the local zone).
+    ISO-8601 as V8 reads it (days 29-31 roll over into the next month, 24:00
+    is midnight after) and RFC 2822. Times without an offset are read as UTC
+    (the corpus was produced in UTC; JS would use the local zone).
     """
     if not isinstance(value, str):
         return None
-    match = _ISO_DATE.fullmatch(value.strip())
+    text = value.strip()
+    match = _ISO_DATE.fullmatch(text)
     if match is None:
-        return None
+        return _parse_rfc2822(text)
     parts = match.groupdict()
-    year = int(parts["year"])
     if parts["year"] == "-000000":
         return None
+    year = int(parts["year"])
     month = int(parts["month"] or 1)
     day = int(parts["day"] or 1)
     hour = int(parts["hour"] or 0)
@@ -347,22 +350,26 @@ def parse_date(value: Any) -> str | None:
         return None
     if hour > 24 or (hour == 24 and (minute or second or millis)):
         return None
-    try:
-        base = datetime(2000, month, 1, tzinfo=UTC) + timedelta(days=day - 1)
-    except ValueError:
-        return None
-    if base.month != month:
-        return None
     offset = 0
     zone = parts["zone"]
     if zone and zone not in "Zz":
         digits = zone[1:].replace(":", "")
         offset = (int(digits[:2]) * 60 + int(digits[2:])) * (1 if zone[0] == "+" else -1)
-    days = _days_from_civil(year, month, day)
+    days = _days_from_civil(year, month, 1) + day - 1
     ms = ((days * 24 + hour) * 60 + minute - offset) * 60_000 + second * 1000 + millis
     if abs(ms) > _MAX_MS:
         return None
     return iso_from_ms(ms)
+
+
+def _parse_rfc2822(text: str) -> str | None:
+    try:
+        moment = parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return iso_from_ms((moment - _EPOCH) // timedelta(milliseconds=1))
 
 
 def _days_from_civil(year: int, month: int, day: int) -> int:

@@ -1,0 +1,67 @@
+"""Hosted runs over HTTP: list agents, start a run, cancel a run."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Path
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.responses import Response
+
+from service.api.deps import DriversDep
+from service.api.models import ERRORS, RunOut
+from service.api.responses import JSON
+
+router = APIRouter(tags=["agents"], responses=ERRORS)
+
+
+class RunAgentInput(BaseModel):
+    """AG-UI's RunAgentInput, camelCase as on the wire; other fields pass through."""
+
+    model_config = ConfigDict(extra="allow")
+    threadId: str | None = None
+    runId: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._:-]{1,128}$")
+    messages: list[dict[str, Any]] = Field(default_factory=list)
+    tools: list[dict[str, Any]] = Field(default_factory=list)
+    context: list[dict[str, Any]] = Field(default_factory=list)
+    state: Any = Field(default_factory=dict)
+    forwardedProps: Any = Field(default_factory=dict)
+
+
+class StartedOut(BaseModel):
+    run_id: str
+    thread_id: str
+
+
+@router.get("/v1/agents")
+async def list_agents(drivers: DriversDep) -> Response:
+    """The agents this service can drive (the built-in `demo` is always there)."""
+    agents = [
+        {"name": name, "kind": agent.kind} for name, agent in sorted(drivers.catalog.agents.items())
+    ]
+    return JSON({"agents": agents})
+
+
+@router.post("/v1/agents/{agent}/runs", status_code=201, responses={201: {"model": StartedOut}})
+async def start_run(
+    drivers: DriversDep,
+    agent: Annotated[str, Path(description="an agent name from GET /v1/agents")],
+    body: Annotated[RunAgentInput, Body()],
+) -> Response:
+    """Start a hosted run; answers at once. Follow it at `/v1/runs/{run_id}/stream`.
+
+    The run belongs to the service, not to this request: it goes on whoever
+    listens, until the agent finishes, fails, or `POST /v1/runs/{id}/cancel`.
+    """
+    run, started = await drivers.start(agent, body.model_dump(exclude_none=True))
+    return JSON(
+        {"run_id": run.run_id, "thread_id": run.thread_id, "started": started},
+        status_code=201 if started else 200,
+    )
+
+
+@router.post("/v1/runs/{run_id}/cancel", responses={200: {"model": RunOut}})
+async def cancel_run(drivers: DriversDep, run_id: str) -> Response:
+    """Stop a run: appends RUN_ERROR "cancelled" and closes it. A closed run is left as is."""
+    run = await drivers.cancel(run_id)
+    return JSON(run.to_json())

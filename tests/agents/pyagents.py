@@ -1,0 +1,11 @@
+"""In-process Python agents named by REPLAY_AGENTS in the tests."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+
+async def broken(run_input: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
+    yield {"type": "RUN_STARTED", "threadId": run_input["threadId"], "runId": run_input["runId"]}
+    raise RuntimeError("the model client crashed")

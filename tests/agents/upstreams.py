@@ -1,0 +1,137 @@
+"""Upstream AG-UI agents for the tests, served on loopback: a real one and misbehaving ones.
+
+`/pydantic` is pydantic-ai's own AG-UI adapter around its `TestModel` (no
+network; it really calls the agent's tool). The others are scripted: each
+misbehaves in one way a real upstream does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from pydantic_ai import Agent
+from pydantic_ai.models.test import TestModel
+from pydantic_ai.ui.ag_ui import AGUIAdapter
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+weather = Agent(TestModel(), name="weather")
+
+
+@weather.tool_plain
+def get_weather(city: str) -> str:
+    """The weather in a city."""
+    return f"snow in {city}"
+
+
+async def pydantic_agent(request: Request) -> Response:
+    return await AGUIAdapter.dispatch_request(request, agent=weather)
+
+
+def sse(event: dict[str, Any] | str) -> bytes:
+    text = event if isinstance(event, str) else json.dumps(event)
+    return f"data: {text}\n\n".encode()
+
+
+async def _ids(request: Request) -> tuple[str, str]:
+    body = await request.json()
+    return body["runId"], body["threadId"]
+
+
+def _opening(run_id: str, thread_id: str) -> list[bytes]:
+    return [
+        sse({"type": "RUN_STARTED", "threadId": thread_id, "runId": run_id}),
+        sse({"type": "TEXT_MESSAGE_START", "messageId": "m1", "role": "assistant"}),
+        sse({"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": "partial "}),
+    ]
+
+
+def _streaming(body: AsyncIterator[bytes]) -> StreamingResponse:
+    return StreamingResponse(body, media_type="text/event-stream")
+
+
+async def drops(request: Request) -> Response:
+    run_id, thread_id = await _ids(request)
+
+    async def body() -> AsyncIterator[bytes]:
+        for part in _opening(run_id, thread_id):
+            yield part
+        raise ConnectionResetError("upstream went away")  # uvicorn cuts the connection
+
+    return _streaming(body())
+
+
+async def invalid_json(request: Request) -> Response:
+    run_id, thread_id = await _ids(request)
+
+    async def body() -> AsyncIterator[bytes]:
+        for part in _opening(run_id, thread_id):
+            yield part
+        yield sse('{"type": "TEXT_MESSAGE_CONTENT", "delta": ')
+
+    return _streaming(body())
+
+
+async def no_terminal(request: Request) -> Response:
+    run_id, thread_id = await _ids(request)
+
+    async def body() -> AsyncIterator[bytes]:
+        for part in _opening(run_id, thread_id):
+            yield part
+
+    return _streaming(body())
+
+
+async def stalls(request: Request) -> Response:
+    run_id, thread_id = await _ids(request)
+
+    async def body() -> AsyncIterator[bytes]:
+        for part in _opening(run_id, thread_id):
+            yield part
+        await asyncio.Event().wait()  # never sends another byte
+
+    return _streaming(body())
+
+
+async def slow(request: Request) -> Response:
+    """Keeps streaming until cancelled; remembers whether its client went away."""
+    run_id, thread_id = await _ids(request)
+    state: dict[str, Any] = request.app.state.slow
+    state["started"].set()
+
+    async def body() -> AsyncIterator[bytes]:
+        try:
+            for part in _opening(run_id, thread_id):
+                yield part
+            for i in range(10_000):
+                await asyncio.sleep(0.02)
+                yield sse({"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": f"{i} "})
+        finally:
+            state["aborted"].set()
+
+    return _streaming(body())
+
+
+async def http_error(request: Request) -> Response:
+    return JSONResponse({"detail": "model overloaded"}, status_code=503)
+
+
+def upstream_app() -> Starlette:
+    app = Starlette(
+        routes=[
+            Route("/pydantic", pydantic_agent, methods=["POST"]),
+            Route("/drops", drops, methods=["POST"]),
+            Route("/invalid-json", invalid_json, methods=["POST"]),
+            Route("/no-terminal", no_terminal, methods=["POST"]),
+            Route("/stalls", stalls, methods=["POST"]),
+            Route("/slow", slow, methods=["POST"]),
+            Route("/http-error", http_error, methods=["POST"]),
+        ]
+    )
+    app.state.slow = {"started": asyncio.Event(), "aborted": asyncio.Event()}
+    return app

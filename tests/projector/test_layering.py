@@ -1,0 +1,28 @@
+"""The projector is pure: it imports only the standard library and itself."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import service.projector
+
+PACKAGE = Path(service.projector.__file__).parent
+
+
+def test_projector_modules_when_parsed_then_import_only_stdlib_and_projector() -> None:
+    offenders = []
+    for path in sorted(PACKAGE.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            for name in names:
+                top = name.split(".")[0]
+                inside = name == "service.projector" or name.startswith("service.projector.")
+                if not inside and top not in sys.stdlib_module_names:
+                    offenders.append(f"{path.name}: {name}")
+    assert offenders == []
