@@ -50,7 +50,8 @@ def scratch_database() -> Iterator[str]:
 
 
 @contextmanager
-def server_process(url: str, port: int = 8765, **env: str) -> Iterator[str]:
+def server_process(url: str, port: int | None = None, **env: str) -> Iterator[str]:
+    port = port or free_port()
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -82,6 +83,15 @@ def server_process(url: str, port: int = 8765, **env: str) -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
 
 
 def pct(values: list[float], p: float) -> float:
