@@ -66,6 +66,8 @@ class _Drive:
             self.reader.cancel()
 
 
+_QUEUE_EVENTS = 4096
+
 # How each ending closes the run: (RUN_ERROR code, status to record) or None
 # when the run's own terminal event decides.
 _CLOSINGS: dict[str, tuple[str, str | None]] = {
@@ -177,7 +179,9 @@ class Drivers:
         return await self.log.get_run(run_id)
 
     async def _drive(self, drive: _Drive, agent: Agent, run_input: RunInput) -> None:
-        queue: asyncio.Queue[upstream.Event | _End] = asyncio.Queue()
+        # Bounded: an upstream faster than the log waits (TCP backpressure)
+        # instead of growing this process's memory.
+        queue: asyncio.Queue[upstream.Event | _End] = asyncio.Queue(maxsize=_QUEUE_EVENTS)
         drive.reader = asyncio.create_task(self._read(drive, agent, run_input, queue))
         renewer = asyncio.create_task(self._renew(drive))
         last_type: str | None = None
@@ -232,16 +236,18 @@ class Drivers:
     ) -> None:
         try:
             async for event in upstream.events(agent, run_input, self._client, self.idle_seconds):
-                queue.put_nowait(event)
-            queue.put_nowait(_End("done"))
+                await queue.put(event)
+            end = _End("done")
         except asyncio.CancelledError:
             # Leaving the upstream request aborts it; say why we stopped.
-            queue.put_nowait(_End(drive.stop or "cancelled"))
+            end = _End(drive.stop or "cancelled")
         except upstream.UpstreamError as exc:
-            queue.put_nowait(_End("error", str(exc)))
+            end = _End("error", str(exc))
         except Exception as exc:  # an in-process agent's own bug ends its run, not us
             log.exception("agent of run %s failed", drive.run_id)
-            queue.put_nowait(_End("error", f"the agent failed: {exc!r}"))
+            end = _End("error", f"the agent failed: {exc!r}")
+        # The appender drains the queue, so this waits at most one append.
+        await queue.put(end)
 
     async def _renew(self, drive: _Drive) -> None:
         interval = max(0.2, self.lease_seconds / 3)
