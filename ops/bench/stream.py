@@ -1,0 +1,428 @@
+"""Stream benchmark: catch-up throughput, live latency, live fan-out.
+
+    python ops/bench/stream.py [--chunks 100000] [--subscribers 1000] [--seconds 5]
+
+Prints figures with their ratio to a baseline measured in the same run: a
+bare Starlette endpoint reading the same rows with asyncpg in keyset pages of
+1,000 and writing each page pre-formatted through a `StreamingResponse`.
+Clients read raw bytes over loopback sockets so that they are not the
+bottleneck; fan-out clients run in a separate process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import pickle
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from ops.bench.common import pct, scratch_database, server_process  # noqa: E402
+
+ID = re.compile(rb"id: (\d+)\n")
+CHUNK = '{"type":"TEXT_MESSAGE_CONTENT","messageId":"msg-1","delta":"%s"}'
+
+
+# -- the baseline server (run as its own process) -----------------------------
+
+
+def baseline_server(port: int, dsn: str) -> None:
+    import asyncpg
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import StreamingResponse
+    from starlette.routing import Route
+
+    pool: asyncpg.Pool | None = None
+
+    async def replay(request: Request) -> StreamingResponse:
+        run = request.path_params["run"]
+
+        async def pages():  # type: ignore[no-untyped-def]
+            assert pool is not None
+            after = 0
+            while True:
+                async with pool.acquire() as conn:
+                    rows = await conn.fetch(
+                        "SELECT seq, chunk FROM events WHERE run_id = $1 AND seq > $2"
+                        " ORDER BY seq LIMIT 1000",
+                        run,
+                        after,
+                    )
+                if not rows:
+                    return
+                yield "".join([f"id: {r[0]}\ndata: {r[1]}\n\n" for r in rows]).encode()
+                after = rows[-1][0]
+
+        return StreamingResponse(pages(), media_type="text/event-stream")
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette):  # type: ignore[no-untyped-def]
+        nonlocal pool
+        pool = await asyncpg.create_pool(dsn, min_size=2, max_size=10)
+        yield
+        await pool.close()
+
+    app = Starlette(routes=[Route("/replay/{run}", replay)], lifespan=lifespan)
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+
+
+# -- raw loopback HTTP ------------------------------------------------------------
+
+
+async def _request(
+    port: int, path: str, headers: str = ""
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{headers}\r\n".encode())
+    await writer.drain()
+    return reader, writer
+
+
+async def replay_once(port: int, path: str) -> tuple[int, float, float]:
+    """Events received, seconds to the first event, seconds in all."""
+    started = time.perf_counter()
+    reader, writer = await _request(port, path)
+    first = 0.0
+    parts: list[bytes] = []
+    while data := await reader.read(1 << 20):
+        if not first and b"data: " in data:
+            first = time.perf_counter() - started
+        parts.append(data)
+    total = time.perf_counter() - started
+    writer.close()
+    body = b"".join(parts)
+    return body.count(b"\ndata: "), first, total
+
+
+class RawPoster:
+    """Keep-alive POSTs over a few raw connections (httpx would cost the client more than the server)."""
+
+    def __init__(self, port: int, connections: int = 16) -> None:
+        self._port = port
+        self._free: asyncio.Queue[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = (
+            asyncio.Queue()
+        )
+        self._n = connections
+
+    async def open(self) -> None:
+        for _ in range(self._n):
+            self._free.put_nowait(await asyncio.open_connection("127.0.0.1", self._port))
+
+    async def post(self, path: str, body: bytes) -> bytes:
+        reader, writer = await self._free.get()
+        writer.write(
+            f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = int(re.search(rb"(?i)content-length: (\d+)", head).group(1))  # type: ignore[union-attr]
+        answer = await reader.readexactly(length)
+        self._free.put_nowait((reader, writer))
+        if not head.startswith(b"HTTP/1.1 200"):
+            raise RuntimeError(answer.decode())
+        return answer
+
+    async def close(self) -> None:
+        while not self._free.empty():
+            self._free.get_nowait()[1].close()
+
+
+async def produce(poster: RawPoster, run: str, rate: float, seconds: float) -> dict[int, float]:
+    """One chunk per append at `rate`/s; returns seq -> monotonic time the append was acknowledged."""
+    acked: dict[int, float] = {}
+    pending: set[asyncio.Task[None]] = set()
+
+    async def one(i: int) -> None:
+        body = f'{{"events":[{CHUNK % i}]}}'.encode()
+        answer = await poster.post(f"/v1/runs/{run}/events", body)
+        acked[int(re.search(rb'"last_seq":(\d+)', answer).group(1))] = time.monotonic()  # type: ignore[union-attr]
+
+    start = time.monotonic()
+    for i in range(int(rate * seconds)):
+        delay = start + i / rate - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        task = asyncio.create_task(one(i))
+        pending.add(task)
+        task.add_done_callback(pending.discard)
+    await asyncio.gather(*pending)
+    return acked
+
+
+class Follower(asyncio.Protocol):
+    """A raw SSE reader recording (first seq, last seq, time) per receive; checks contiguity."""
+
+    def __init__(self) -> None:
+        self.buffer = b""
+        self.expected: int | None = None
+        self.received: list[tuple[int, int, float]] = []
+        self.errors = 0
+        self.started = asyncio.get_running_loop().create_future()
+
+    def data_received(self, data: bytes) -> None:
+        now = time.monotonic()
+        if not self.started.done():
+            self.started.set_result(None)
+        buffer = self.buffer + data
+        cut = buffer.rfind(b"\n\n")
+        if cut < 0:
+            self.buffer = buffer
+            return
+        self.buffer = buffer[cut + 2 :]
+        ids = ID.findall(buffer, 0, cut + 2)
+        if ids:
+            first, last = int(ids[0]), int(ids[-1])
+            if first != (self.expected or first) or last - first + 1 != len(ids):
+                self.errors += 1
+            self.expected = last + 1
+            self.received.append((first, last, now))
+
+
+async def follow(port: int, run: str, offset: str = "now") -> tuple[asyncio.Transport, Follower]:
+    loop = asyncio.get_running_loop()
+    transport, follower = await loop.create_connection(Follower, "127.0.0.1", port)
+    transport.write(
+        f"GET /v1/runs/{run}/stream?offset={offset} HTTP/1.1\r\nHost: x\r\n\r\n".encode()
+    )
+    await follower.started
+    return transport, follower  # type: ignore[return-value]
+
+
+def latencies(followers: list[Follower], acked: dict[int, float]) -> tuple[list[float], int]:
+    values: list[float] = []
+    missing = 0
+    for f in followers:
+        seen = 0
+        for first, last, at in f.received:
+            for seq in range(first, last + 1):
+                if seq in acked:
+                    values.append(max(0.0, at - acked[seq]) * 1000)
+                    seen += 1
+        missing += len(acked) - seen + f.errors
+    return values, missing
+
+
+# -- fan-out clients (their own process) -----------------------------------------
+
+
+def fanout_clients(port: int, run: str, count: int, ready: str, out: str) -> None:
+    async def main() -> None:
+        followers = []
+        for i in range(0, count, 100):
+            followers.extend(
+                await asyncio.gather(*(follow(port, run) for _ in range(min(100, count - i))))
+            )
+        Path(ready).write_text("ready")
+        while not Path(out + ".stop").exists():
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.5)
+        Path(out).write_bytes(pickle.dumps([(f.received, f.errors) for _, f in followers]))
+        for transport, _ in followers:
+            transport.close()
+
+    _run(main())
+
+
+def _run(coro: object) -> None:
+    try:
+        import uvloop
+
+        uvloop.run(coro)  # type: ignore[arg-type]
+    except ImportError:
+        asyncio.run(coro)  # type: ignore[arg-type]
+
+
+# -- the benchmark ---------------------------------------------------------------
+
+
+async def seed(url: str, run: str, chunks: int) -> None:
+    from service.log import EventLog
+
+    async with EventLog.connect(url) as log:
+        for start in range(0, chunks, 10_000):
+            batch = [
+                {"type": "TEXT_MESSAGE_CONTENT", "messageId": "msg-1", "delta": f"token {i} "}
+                for i in range(start, min(chunks, start + 10_000))
+            ]
+            await log.append(run, batch, close=start + 10_000 >= chunks)
+        async with log.pool.acquire() as conn:
+            # As autovacuum would soon: without statistics a generic plan may scan.
+            await conn.execute("VACUUM ANALYZE events")
+
+
+def line(name: str, value: str, note: str = "") -> None:
+    print(f"  {name:<46} {value:>18}  {note}")
+
+
+async def bench_replay(url: str, chunks: int, ours: int, base: int) -> None:
+    run = "bench-replay"
+    await seed(url, run, chunks)
+    results = {}
+    for name, port, path in (
+        ("baseline", base, f"/replay/{run}"),
+        ("stream", ours, f"/v1/runs/{run}/stream"),
+    ):
+        await replay_once(port, path)  # warm caches and prepared statements
+        runs = [await replay_once(port, path) for _ in range(3)]
+        assert all(n == chunks for n, _, _ in runs), runs
+        best = min(runs, key=lambda r: r[2])
+        results[name] = (chunks / best[2], sorted(r[1] for r in runs)[1])
+    print(f"catch-up: closed run of {chunks:,} chunks, one raw-bytes client (best of 3)")
+    b_rate, b_first = results["baseline"]
+    s_rate, s_first = results["stream"]
+    line(
+        "baseline (asyncpg pages + StreamingResponse)",
+        f"{b_rate:,.0f} ev/s",
+        f"first event {b_first * 1000:.1f} ms",
+    )
+    line(
+        "GET /v1/runs/{id}/stream (SSE)",
+        f"{s_rate:,.0f} ev/s",
+        f"first event {s_first * 1000:.1f} ms; {s_rate / b_rate:.0%} of baseline (goal >= 70%, < 20 ms)",
+    )
+
+
+async def bench_live(ours: int, other: int, seconds: float) -> None:
+    print(f"live latency: 1,000 chunks/s for {seconds:g} s, append acknowledged -> chunk received")
+    for name, producer_port in (
+        ("producer on the same process", ours),
+        ("producer on another process", other),
+    ):
+        run = f"bench-live-{producer_port}"
+        poster = RawPoster(producer_port)
+        await poster.open()
+        await poster.post(f"/v1/runs/{run}/events", f'{{"events":[{CHUNK % "start"}]}}'.encode())
+        transport, follower = await follow(ours, run, offset="1")
+        acked = await produce(poster, run, 1000, seconds)
+        deadline = time.monotonic() + 10
+        while (follower.expected or 0) <= max(acked) and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        transport.close()
+        await poster.close()
+        values, missing = latencies([follower], acked)
+        goal = "10" if producer_port == ours else "20"
+        line(
+            name,
+            f"p50 {pct(values, 50):.2f} ms",
+            f"p99 {pct(values, 99):.2f} ms (goal p99 < {goal} ms); missing {missing}",
+        )
+
+
+async def bench_fanout(ours: int, subscribers: int, seconds: float) -> None:
+    run = "bench-fanout"
+    poster = RawPoster(ours, connections=1)
+    await poster.open()
+    await poster.post(f"/v1/runs/{run}/events", f'{{"events":[{CHUNK % "start"}]}}'.encode())
+    await poster.close()
+    with tempfile.TemporaryDirectory() as tmp:
+        ready, out = f"{tmp}/ready", f"{tmp}/out"
+        clients = subprocess.Popen(
+            [
+                sys.executable,
+                __file__,
+                "fanout-clients",
+                str(ours),
+                run,
+                str(subscribers),
+                ready,
+                out,
+            ]
+        )
+        while not Path(ready).exists():
+            if clients.poll() is not None:
+                raise RuntimeError("fan-out clients died")
+            await asyncio.sleep(0.05)
+        # Opened now: uvicorn drops keep-alive connections idle for 5 s.
+        poster = RawPoster(ours)
+        await poster.open()
+        acked = await produce(poster, run, 200, seconds)
+        await asyncio.sleep(1.0)
+        Path(out + ".stop").write_text("")
+        clients.wait(60)
+        results = pickle.loads(Path(out).read_bytes())
+    await poster.close()
+    followers = []
+    for received, errors in results:
+        f = Follower.__new__(Follower)
+        f.received, f.errors = received, errors
+        followers.append(f)
+    values, missing = latencies(followers, {s: t for s, t in acked.items()})
+    complete = sum(1 for f in followers if sum(last - first + 1 for first, last, _ in f.received) >= len(acked))
+    print(
+        f"live fan-out: {subscribers:,} SSE subscribers (own process), 200 appends/s for {seconds:g} s"
+    )
+    line(
+        "latency",
+        f"p50 {pct(values, 50):.2f} ms",
+        f"p99 {pct(values, 99):.2f} ms (goal p99 < 50 ms)",
+    )
+    line(
+        "subscribers that received every chunk",
+        f"{complete:,} / {subscribers:,}",
+        f"missing or out of order {missing}",
+    )
+
+
+def _wait_listening(port: int, proc: subprocess.Popen[bytes]) -> None:
+    import socket
+
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError("the baseline server did not start")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--chunks", type=int, default=100_000)
+    parser.add_argument("--subscribers", type=int, default=1000)
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--only", choices=["replay", "live", "fanout"])
+    args = parser.parse_args()
+    with scratch_database() as url:
+        env = {"REPLAY_STREAM_SEND_TIMEOUT_SECONDS": "60"}
+        with server_process(url, 8791, **env) as _a, server_process(url, 8792, **env) as _b:
+            base = subprocess.Popen([sys.executable, __file__, "baseline-server", "8793", url])
+            try:
+                _wait_listening(8793, base)
+
+                async def all_benches() -> None:
+                    if args.only in (None, "replay"):
+                        await bench_replay(url, args.chunks, 8791, 8793)
+                    if args.only in (None, "live"):
+                        await bench_live(8791, 8792, args.seconds)
+                    if args.only in (None, "fanout"):
+                        await bench_fanout(8791, args.subscribers, args.seconds)
+
+                _run(all_benches())
+            finally:
+                base.terminate()
+                base.wait(10)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "baseline-server":
+        baseline_server(int(sys.argv[2]), sys.argv[3])
+    elif len(sys.argv) > 1 and sys.argv[1] == "fanout-clients":
+        fanout_clients(int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), sys.argv[5], sys.argv[6])
+    else:
+        os.environ.setdefault("PYTHONUNBUFFERED", "1")
+        main()
