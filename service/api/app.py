@@ -14,12 +14,13 @@ from contextlib import AsyncExitStack, asynccontextmanager
 
 from fastapi import Depends, FastAPI
 from fastapi.exceptions import RequestValidationError
+from sqlalchemy.ext.asyncio import create_async_engine
 from starlette.exceptions import HTTPException
 
 from service import migrate
 from service.agents import Drivers, load_catalog
 from service.agents.demo import demo_agent
-from service.api import agents, chat, health, runs, stream
+from service.api import agents, audit, chat, health, runs, stream
 from service.api.deps import AppState, require_api_key
 from service.api.responses import (
     JSON,
@@ -28,7 +29,7 @@ from service.api.responses import (
     on_unexpected_error,
     on_validation_error,
 )
-from service.config import Settings
+from service.config import Settings, sqlalchemy_url
 from service.embedded import embedded_postgres
 from service.errors import ReplayError
 from service.log import EventLog
@@ -59,6 +60,11 @@ def create_app(
                 group_max_events=settings.group_max_events,
             )
             stack.push_async_callback(event_log.close)
+            # SQLAlchemy Core for the audit's dynamic queries; connects lazily.
+            engine = create_async_engine(
+                sqlalchemy_url(url), pool_size=max(2, settings.pool_size // 2), max_overflow=2
+            )
+            stack.push_async_callback(engine.dispose)
             hub = Hub(
                 event_log.pool,
                 url,
@@ -86,6 +92,7 @@ def create_app(
                 settings=settings,
                 log=event_log,
                 database_url=url,
+                engine=engine,
                 hub=hub,
                 drivers=drivers,
             )
@@ -103,6 +110,8 @@ def create_app(
     app.add_exception_handler(RequestValidationError, on_validation_error)
     app.add_exception_handler(Exception, on_unexpected_error)
     app.include_router(health.router)
+    # Before runs.router: its /v1/runs/{run_id} must not shadow /v1/runs.
+    app.include_router(audit.router, dependencies=[Depends(require_api_key)])
     app.include_router(runs.router, dependencies=[Depends(require_api_key)])
     app.include_router(stream.router, dependencies=[Depends(require_api_key)])
     app.include_router(agents.router, dependencies=[Depends(require_api_key)])

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, Request
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from service.agents import Drivers
 from service.config import Settings
@@ -23,6 +24,8 @@ class AppState:
     settings: Settings
     log: EventLog
     database_url: str
+    # SQLAlchemy Core engine for the audit's filtered queries (service.audit).
+    engine: AsyncEngine
     # This process's LISTEN connection and per-run fan-out (service.stream).
     hub: Hub
     # The hosted runs this process drives, and its lease reaper.
@@ -47,9 +50,14 @@ def _hub(request: Request) -> Hub:
     return _state(request).hub
 
 
+def _engine(request: Request) -> AsyncEngine:
+    return _state(request).engine
+
+
 StateDep = Annotated[AppState, Depends(_state)]
 LogDep = Annotated[EventLog, Depends(_log)]
 HubDep = Annotated[Hub, Depends(_hub)]
+EngineDep = Annotated[AsyncEngine, Depends(_engine)]
 
 
 def _drivers(request: Request) -> Drivers:

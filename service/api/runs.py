@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request
 from starlette.responses import Response
 
-from service.api.deps import LogDep, StateDep
+from service.api.deps import EngineDep, LogDep, StateDep
 from service.api.models import (
     ERRORS,
     AppendIn,
@@ -17,6 +18,7 @@ from service.api.models import (
     RunOut,
 )
 from service.api.responses import JSON
+from service.audit.events import EventFilter, read_events
 from service.errors import InvalidRequest, PayloadTooLarge, UnsupportedMediaType
 from service.ingest import parse_json_batch, parse_ndjson_batch
 from service.log import check_run_id
@@ -115,20 +117,34 @@ async def get_run(log: LogDep, run_id: RunId) -> Response:
 @router.get("/{run_id}/events", responses={200: {"model": EventsPage}})
 async def list_events(
     log: LogDep,
+    engine: EngineDep,
     run_id: RunId,
     after: Annotated[int, Query(ge=0, description="Only events with seq > after")] = 0,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
+    type: Annotated[list[str] | None, Query(description="repeatable: only these types")] = None,
+    received_after: Annotated[datetime | None, Query(description="inclusive")] = None,
+    received_before: Annotated[datetime | None, Query(description="exclusive")] = None,
 ) -> Response:
     """A page of the log in seq order; `next_after` continues it (null at the end)."""
     run = await log.get_run(run_id)
-    events = await log.read_events(run_id, after, limit)
+    event_filter = EventFilter(tuple(type or ()), received_after, received_before)
+    if event_filter.empty:
+        events = await log.read_events(run_id, after, limit)
+    else:
+        async with engine.connect() as conn:
+            events = await read_events(conn, run_id, event_filter, after=after, limit=limit)
     # Stored chunks are JSON text already: splice them in rather than re-encode.
     items = ",".join(
         f'{{"seq":{e.seq},"type":{dumps(e.type)},"received_at":"{e.received_at.isoformat()}",'
         f'"chunk":{e.chunk}}}'
         for e in events
     )
-    more = bool(events) and events[-1].seq < run.last_seq
+    # A filtered page shorter than the limit has scanned to the end.
+    more = (
+        bool(events)
+        and events[-1].seq < run.last_seq
+        and (event_filter.empty or len(events) == limit)
+    )
     next_after = str(events[-1].seq) if more else "null"
     return Response(
         f'{{"events":[{items}],"next_after":{next_after}}}'.encode(),

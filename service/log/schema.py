@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     Column,
     DateTime,
     Index,
@@ -58,6 +59,15 @@ runs = Table(
     Index("runs_tool_names_idx", "tool_names", postgresql_using="gin"),
     Index("runs_status_created_idx", "status", "created_at"),
     Index("runs_created_idx", "created_at"),
+    # Audit and retention (revision 0002): the keyset order of run listings,
+    # the has_error filter, and prune's scan of closed runs by age.
+    Index("runs_created_run_idx", "created_at", "run_id"),
+    Index(
+        "runs_error_created_idx",
+        "created_at",
+        postgresql_where=text("error_message IS NOT NULL"),
+    ),
+    Index("runs_closed_idx", "closed_at", postgresql_where=text("closed_at IS NOT NULL")),
     Index(
         "runs_open_lease_idx",
         "lease_expires_at",
@@ -77,4 +87,20 @@ events = Table(
     Column("tool_call_id", Text, nullable=True),
     Column("received_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
     PrimaryKeyConstraint("run_id", "seq", name="events_pkey"),
+)
+
+# A closed run's final projection (UIMessage[] as JSON text), built once.
+# Rebuilt when the projector's version changes; deleted with its run by
+# prune. No foreign key, for the same reason as `events`: only prune deletes
+# runs, and it deletes these rows itself.
+run_projections = Table(
+    "run_projections",
+    metadata,
+    Column("run_id", Text, nullable=False),
+    Column("normalize", Boolean, nullable=False),
+    Column("last_seq", BigInteger, nullable=False),
+    Column("projector_version", Text, nullable=False),
+    Column("messages", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    PrimaryKeyConstraint("run_id", "normalize", name="run_projections_pkey"),
 )

@@ -1,0 +1,101 @@
+"""The audit API: run listings, stored-run projections, thread transcripts, export.
+
+A thin edge over service.audit and service.archive; every answer comes from
+the runs' maintained columns, the projection cache, or one run's events.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Query
+from starlette.responses import Response, StreamingResponse
+
+from service.api.deps import EngineDep, LogDep
+from service.api.models import ERRORS
+from service.api.responses import JSON
+from service.archive.dump import export_lines, run_records
+from service.audit.cache import StoredRun, run_projection, thread_messages
+from service.audit.filters import STATUSES, RunFilter
+from service.audit.projection import messages_json
+from service.audit.queries import list_runs
+from service.log.chunks import dumps
+
+router = APIRouter(tags=["audit"], responses=ERRORS)
+
+RunId = Annotated[str, Path(description="1-128 characters of A-Z a-z 0-9 . _ : -")]
+Normalize = Annotated[bool, Query(description="apply the projector's legacy normalization")]
+
+
+@router.get("/v1/runs")
+async def get_runs(
+    engine: EngineDep,
+    thread_id: str | None = None,
+    status: Annotated[
+        list[str] | None, Query(description=f"repeatable; one of {', '.join(STATUSES)}")
+    ] = None,
+    created_after: Annotated[datetime | None, Query(description="inclusive")] = None,
+    created_before: Annotated[datetime | None, Query(description="exclusive")] = None,
+    agent: str | None = None,
+    tool: Annotated[str | None, Query(description="runs that called a tool of this name")] = None,
+    has_error: bool | None = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    cursor: Annotated[str | None, Query(description="next_cursor of the previous page")] = None,
+) -> Response:
+    """Run summaries, newest first (created_at, run_id), one page at a time."""
+    run_filter = RunFilter(
+        thread_id=thread_id,
+        statuses=tuple(status or ()),
+        created_after=created_after,
+        created_before=created_before,
+        agent=agent,
+        tool=tool,
+        has_error=has_error,
+    )
+    async with engine.connect() as conn:
+        page = await list_runs(conn, run_filter, limit=limit, cursor=cursor)
+    return JSON({"runs": page.runs, "next_cursor": page.next_cursor})
+
+
+@router.get("/v1/runs/{run_id}/messages")
+async def get_run_messages(
+    log: LogDep,
+    engine: EngineDep,
+    run_id: RunId,
+    at: Annotated[int | None, Query(ge=0, description="project events with seq <= at")] = None,
+    normalize: Normalize = False,
+) -> Response:
+    """The run's UIMessage[]: finalized once the run is closed (and `at`
+    reaches its end), served from the projection cache."""
+    run = await log.get_run(run_id)
+    projection = await run_projection(
+        engine, StoredRun(run.run_id, run.last_seq, run.closed), at=at, normalize=normalize
+    )
+    body = (
+        f'{{"run_id":{dumps(run.run_id)},"seq":{projection.upto},'
+        f'"finalized":{"true" if projection.finalized else "false"},'
+        f'"messages":{projection.messages}}}'
+    )
+    return Response(body.encode(), media_type="application/json")
+
+
+@router.get("/v1/threads/{thread_id}/messages")
+async def get_thread_messages(
+    engine: EngineDep, thread_id: str, normalize: Normalize = False
+) -> Response:
+    """The thread's transcript across its runs, user turns included."""
+    messages = await thread_messages(engine, thread_id, normalize=normalize)
+    body = f'{{"thread_id":{dumps(thread_id)},"messages":{messages_json(messages)}}}'
+    return Response(body.encode(), media_type="application/json")
+
+
+@router.get("/v1/runs/{run_id}/export")
+async def export_run(engine: EngineDep, run_id: RunId) -> Response:
+    """The run as an export file (what `replay export --run` writes)."""
+    records = await run_records(engine, run_id=run_id)
+    return StreamingResponse(
+        export_lines(engine, records),
+        media_type="application/x-ndjson",
+        headers={"Content-Disposition": f'attachment; filename="{run_id}.jsonl"'},
+    )

@@ -1,0 +1,91 @@
+"""The offline commands' work (`replay export|import|transcript|prune`), given a database URL.
+
+service.cli parses arguments and picks the database; this module does the
+rest, so tests can drive the same functions the command line runs.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import datetime
+from pathlib import Path
+
+import asyncpg
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.pool import NullPool
+
+from service.archive.dump import export_bytes, export_lines, run_records
+from service.archive.reader import Archive, read_archive
+from service.config import asyncpg_dsn, sqlalchemy_url
+from service.errors import Unavailable
+from service.log.bulk import LoadReport, load_runs
+from service.log.retention import PruneReport, count_prunable, prune
+
+
+@asynccontextmanager
+async def engine_for(url: str) -> AsyncIterator[AsyncEngine]:
+    engine = create_async_engine(sqlalchemy_url(url), poolclass=NullPool)
+    try:
+        yield engine
+    finally:
+        await engine.dispose()
+
+
+@asynccontextmanager
+async def pool_for(url: str) -> AsyncIterator[asyncpg.Pool]:
+    try:
+        pool = await asyncpg.create_pool(asyncpg_dsn(url), min_size=1, max_size=2)
+    except (OSError, asyncpg.PostgresError) as exc:
+        raise Unavailable(f"cannot connect to the database: {exc}") from exc
+    try:
+        yield pool
+    finally:
+        await pool.close()
+
+
+async def export_to(
+    url: str, *, run_id: str | None, thread_id: str | None, out: Path | None
+) -> int:
+    """Write the export; to `out` via a temporary file, so a failure leaves no half file."""
+    async with engine_for(url) as engine:
+        records = await run_records(engine, run_id=run_id, thread_id=thread_id)
+        if out is None:
+            async for line in export_lines(engine, records):
+                sys.stdout.buffer.write(line)
+            sys.stdout.buffer.flush()
+            return sum(r.last_seq for r in records)
+        partial = out.with_name(out.name + ".part")
+        try:
+            with partial.open("wb") as handle:
+                async for line in export_lines(engine, records):
+                    handle.write(line)
+            os.replace(partial, out)
+        finally:
+            partial.unlink(missing_ok=True)
+    return sum(r.last_seq for r in records)
+
+
+async def import_archive(url: str, archive: Archive) -> LoadReport:
+    """Load an archive (validated whole by read_archive) in one transaction."""
+    async with pool_for(url) as pool:
+        return await load_runs(pool, archive.runs)
+
+
+async def archive_from_database(url: str, *, run_id: str | None, thread_id: str | None) -> Archive:
+    """What `export` would write, read back: transcripts from a database take
+    the same path as transcripts from a file."""
+    async with engine_for(url) as engine:
+        records = await run_records(engine, run_id=run_id, thread_id=thread_id)
+        return read_archive(await export_bytes(engine, records))
+
+
+async def prune_closed(
+    url: str, closed_before: datetime, *, dry_run: bool, batch_events: int
+) -> PruneReport:
+    async with pool_for(url) as pool:
+        if dry_run:
+            return await count_prunable(pool, closed_before)
+        return await prune(pool, closed_before, batch_events=batch_events)

@@ -1,0 +1,78 @@
+"""Exporting from the log: the runs' records, then their events page by page.
+
+The records are read first and each run's events up to its recorded
+`last_seq`: everything at or below a committed `last_seq` is committed and
+immutable, so the file is a consistent snapshot even while runs append.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+
+from sqlalchemy import Text, cast, select
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from service.archive.format import event_line, header_line
+from service.errors import RunNotFound, ThreadNotFound, Unavailable
+from service.log import check_run_id
+from service.log.bulk import RunRecord
+from service.log.chunks import loads
+from service.log.schema import events, runs
+
+PAGE = 5000
+
+_RECORD_COLUMNS = (
+    runs.c.run_id,
+    runs.c.thread_id,
+    runs.c.agent,
+    runs.c.status,
+    runs.c.created_at,
+    runs.c.updated_at,
+    runs.c.closed_at,
+    runs.c.last_seq,
+    runs.c.error_message,
+    cast(runs.c.metadata, Text).label("metadata"),
+    runs.c.input,
+)
+
+
+async def run_records(
+    engine: AsyncEngine, *, run_id: str | None = None, thread_id: str | None = None
+) -> list[RunRecord]:
+    """One run, or a thread's runs oldest first; raises when there are none."""
+    query = select(*_RECORD_COLUMNS).order_by(runs.c.created_at, runs.c.run_id)
+    if run_id is not None:
+        query = query.where(runs.c.run_id == check_run_id(run_id))
+    else:
+        query = query.where(runs.c.thread_id == thread_id)
+    async with engine.connect() as conn:
+        rows = (await conn.execute(query)).mappings().all()
+    if not rows:
+        raise RunNotFound(run_id) if run_id is not None else ThreadNotFound(str(thread_id))
+    return [RunRecord(**{**row, "metadata": loads(row["metadata"])}) for row in rows]
+
+
+async def export_lines(engine: AsyncEngine, records: Sequence[RunRecord]) -> AsyncIterator[bytes]:
+    yield header_line(records)
+    for record in records:
+        after = 0
+        while after < record.last_seq:
+            async with engine.connect() as conn:
+                rows = (
+                    await conn.execute(
+                        select(events.c.seq, events.c.received_at, events.c.chunk)
+                        .where(events.c.run_id == record.run_id)
+                        .where(events.c.seq > after, events.c.seq <= record.last_seq)
+                        .order_by(events.c.seq)
+                        .limit(PAGE)
+                    )
+                ).all()
+            if not rows or rows[0].seq != after + 1:
+                raise Unavailable(f"run {record.run_id!r} was deleted while it was exported")
+            for row in rows:
+                yield event_line(record.run_id, row.seq, row.received_at, row.chunk)
+            after = rows[-1].seq
+
+
+async def export_bytes(engine: AsyncEngine, records: Sequence[RunRecord]) -> bytes:
+    return b"".join([line async for line in export_lines(engine, records)])

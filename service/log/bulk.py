@@ -1,0 +1,192 @@
+"""Bulk load of whole runs (an import): all or nothing, idempotent.
+
+A run already stored is compared field by field and event by event with
+what is loaded: identical means nothing to do, anything else is a conflict
+that rolls back the whole load. New runs are inserted with their events
+(COPY) in the same transaction, their maintained columns (tool names, token
+usage, last terminal) computed from the events just as appends keep them.
+Locks are taken in run_id order, like the append statement's, so a load and
+a group commit never deadlock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, NamedTuple
+
+import asyncpg
+
+from service.errors import InvalidRequest, RunConflict
+from service.log.chunks import StoredChunk, dumps, loads
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    """A run's stored fields, as an export describes it."""
+
+    run_id: str
+    thread_id: str | None
+    agent: str | None
+    status: str
+    created_at: datetime
+    updated_at: datetime
+    closed_at: datetime | None
+    last_seq: int
+    error_message: str | None
+    metadata: dict[str, Any]
+    input: str | None  # RunAgentInput JSON text
+
+
+class LoggedEvent(NamedTuple):
+    chunk: StoredChunk
+    received_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedRun:
+    record: RunRecord
+    events: Sequence[LoggedEvent]  # seq 1..n in order
+
+
+@dataclass(frozen=True, slots=True)
+class LoadReport:
+    created: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+
+
+# The fields a stored run must match to count as the same run. updated_at is
+# left out: leases renew it without changing what the run is.
+_COMPARED = ("thread_id", "agent", "status", "created_at", "closed_at", "last_seq",
+             "error_message", "metadata", "input")  # fmt: skip
+
+_LOCK = """
+SELECT run_id, thread_id, agent, status, created_at, closed_at, last_seq, error_message,
+       metadata::text AS metadata, input
+FROM runs WHERE run_id = ANY($1::text[]) ORDER BY run_id FOR UPDATE
+"""
+
+_EVENTS = "SELECT chunk, received_at FROM events WHERE run_id = $1 ORDER BY seq"
+
+_INSERT_RUN = """
+INSERT INTO runs (run_id, thread_id, agent, status, created_at, updated_at, closed_at, last_seq,
+                  error_message, metadata, input, last_terminal, tool_names,
+                  prompt_tokens, completion_tokens, total_tokens)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::jsonb, $11, $12, $13, $14, $15, $16)
+ON CONFLICT (run_id) DO NOTHING
+RETURNING run_id
+"""
+
+_EVENT_COLUMNS = ["run_id", "seq", "type", "chunk", "message_id", "tool_call_id", "received_at"]
+_USAGE_KEYS = ("promptTokens", "completionTokens", "totalTokens")
+
+
+def maintained_columns(
+    events: Sequence[LoggedEvent],
+) -> tuple[str | None, list[str], list[int | None]]:
+    """(last terminal type, tool names, usage sums) as the append path keeps them."""
+    terminal: str | None = None
+    tools: set[str] = set()
+    usage: list[int | None] = [None, None, None]
+    for event in events:
+        kind = event.chunk.type
+        if kind not in ("TOOL_CALL_START", "RUN_FINISHED", "RUN_ERROR"):
+            continue
+        value = loads(event.chunk.text)
+        if kind == "TOOL_CALL_START":
+            name = value.get("toolCallName", value.get("toolName"))
+            if isinstance(name, str) and name:
+                tools.add(name)
+            continue
+        terminal = kind
+        counts = value.get("usage") if kind == "RUN_FINISHED" else None
+        if isinstance(counts, dict):
+            for i, key in enumerate(_USAGE_KEYS):
+                count = counts.get(key)
+                if isinstance(count, int) and not isinstance(count, bool):
+                    usage[i] = (usage[i] or 0) + count
+    return terminal, sorted(tools), usage
+
+
+def _difference(stored: asyncpg.Record, record: RunRecord) -> str | None:
+    for name in _COMPARED:
+        mine = getattr(record, name)
+        theirs = stored[name]
+        if name == "metadata":
+            theirs = loads(theirs)
+        if mine != theirs:
+            return name
+    return None
+
+
+async def _check_same(
+    conn: asyncpg.pool.PoolConnectionProxy, stored: asyncpg.Record, run: LoadedRun
+) -> None:
+    run_id = run.record.run_id
+    field_name = _difference(stored, run.record)
+    if field_name is not None:
+        raise RunConflict(
+            f"run {run_id!r} is already stored with a different {field_name}; nothing was imported"
+        )
+    rows = await conn.fetch(_EVENTS, run_id)
+    for seq, (row, event) in enumerate(zip(rows, run.events, strict=False), start=1):
+        if row["chunk"] != event.chunk.text or row["received_at"] != event.received_at:
+            raise RunConflict(
+                f"run {run_id!r} is already stored with different events (from seq {seq}); "
+                "nothing was imported"
+            )
+    if len(rows) != len(run.events):
+        raise RunConflict(
+            f"run {run_id!r} is already stored with {len(rows)} events, the file has "
+            f"{len(run.events)}; nothing was imported"
+        )
+
+
+async def _insert(conn: asyncpg.pool.PoolConnectionProxy, run: LoadedRun) -> None:
+    r = run.record
+    terminal, tools, usage = maintained_columns(run.events)
+    try:
+        created = await conn.fetchval(
+            _INSERT_RUN,
+            r.run_id, r.thread_id, r.agent, r.status, r.created_at, r.updated_at, r.closed_at,
+            r.last_seq, r.error_message, dumps(r.metadata), r.input, terminal, tools, *usage,
+        )  # fmt: skip
+    except (asyncpg.DataError, asyncpg.UntranslatableCharacterError) as exc:
+        raise InvalidRequest(f"run {r.run_id!r} cannot be stored: {exc}") from exc
+    if created is None:
+        raise RunConflict(f"run {r.run_id!r} was created while importing; import again")
+    await conn.copy_records_to_table(
+        "events",
+        columns=_EVENT_COLUMNS,
+        records=(
+            (
+                r.run_id,
+                seq,
+                e.chunk.type,
+                e.chunk.text,
+                e.chunk.message_id,
+                e.chunk.tool_call_id,
+                e.received_at,
+            )
+            for seq, e in enumerate(run.events, start=1)
+        ),
+    )
+
+
+async def load_runs(pool: asyncpg.Pool, runs: Sequence[LoadedRun]) -> LoadReport:
+    """Store `runs` in one transaction; raises RunConflict (nothing stored)
+    if any is already stored differently."""
+    report = LoadReport()
+    by_id = {run.record.run_id: run for run in runs}
+    async with pool.acquire() as conn, conn.transaction():
+        stored = {row["run_id"]: row for row in await conn.fetch(_LOCK, sorted(by_id))}
+        for run_id in sorted(by_id):
+            run = by_id[run_id]
+            if run_id in stored:
+                await _check_same(conn, stored[run_id], run)
+                report.unchanged.append(run_id)
+            else:
+                await _insert(conn, run)
+                report.created.append(run_id)
+    return report

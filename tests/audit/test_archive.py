@@ -1,0 +1,225 @@
+"""Export and import: byte-identical round trips, idempotence, conflicts, every malformed file."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import asyncpg
+import httpx
+import orjson
+import pytest
+
+from service.audit.cache import thread_messages
+from service.log import EventLog
+from service.log.chunks import loads
+from tests.audit.helpers import fingerprint, listing, read, replay, store_thread, write
+from tests.pg import Databases
+
+THREAD = "arch-t"
+
+
+@pytest.fixture(scope="module")
+async def stored(database_url: str) -> list[str]:
+    log = await EventLog.open(database_url)
+    try:
+        return await store_thread(log, THREAD)
+    finally:
+        await log.close()
+
+
+@pytest.fixture
+async def empty_url(databases: Databases) -> AsyncIterator[str]:
+    url = await databases.clone()
+    yield url
+    await databases.drop(url)
+
+
+@pytest.fixture
+async def exported(
+    database_url: str, stored: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> Path:
+    out = tmp_path / "thread.jsonl"
+    status, _, err = await replay(
+        capsys, "export", "--thread", THREAD, "--out", str(out), "--database-url", database_url
+    )
+    assert status == 0, err
+    return out
+
+
+async def _aggregates(url: str) -> list[tuple[object, ...]]:
+    conn = await asyncpg.connect(url)
+    try:
+        rows = await conn.fetch(
+            "SELECT run_id, status, last_terminal, tool_names, prompt_tokens, completion_tokens,"
+            " total_tokens, error_message FROM runs ORDER BY run_id"
+        )
+        return [tuple(r) for r in rows]
+    finally:
+        await conn.close()
+
+
+async def test_export_import_export_when_into_empty_database_then_bytes_and_projections_equal(
+    database_url: str,
+    empty_url: str,
+    exported: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    status, out, err = await replay(capsys, "import", str(exported), "--database-url", empty_url)
+    assert status == 0, err
+    assert "3 runs imported" in out
+    again = tmp_path / "again.jsonl"
+    status, _, err = await replay(
+        capsys, "export", "--thread", THREAD, "--out", str(again), "--database-url", empty_url
+    )
+    assert status == 0, err
+    assert read(again) == read(exported)
+    # The maintained columns were rebuilt from the events as appends keep them.
+    assert await _aggregates(empty_url) == await _aggregates(database_url)
+    from service.archive.commands import engine_for
+
+    async with engine_for(database_url) as source, engine_for(empty_url) as target:
+        assert await thread_messages(target, THREAD) == await thread_messages(source, THREAD)
+
+
+async def test_export_when_chunk_has_lone_surrogate_then_line_holds_the_stored_text(
+    database_url: str, stored: list[str], exported: Path
+) -> None:
+    conn = await asyncpg.connect(database_url)
+    try:
+        texts = [r["chunk"] for r in await conn.fetch(
+            "SELECT chunk FROM events WHERE run_id = $1 ORDER BY seq", stored[0])]  # fmt: skip
+    finally:
+        await conn.close()
+    lines = read(exported).split(b"\n")
+    header = orjson.loads(lines[0])
+    assert [r["run_id"] for r in header["runs"]] == stored
+    assert header["format"] == "agent-replay.export" and header["version"] == 1
+    assert header["runs"][0]["input"]["messages"][0]["content"] == "Weather in Paris?"
+    assert any("\\ud83d" in t for t in texts)
+    for line, text in zip(lines[1:], texts, strict=False):
+        assert line.decode().endswith(f',"chunk":{text}}}')
+
+
+async def test_import_when_same_file_twice_then_second_changes_nothing(
+    empty_url: str, exported: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert (await replay(capsys, "import", str(exported), "--database-url", empty_url))[0] == 0
+    before = await fingerprint(empty_url)
+    status, out, err = await replay(capsys, "import", str(exported), "--database-url", empty_url)
+    assert status == 0, err
+    assert "0 runs imported" in out and "3 already stored and unchanged" in out
+    assert await fingerprint(empty_url) == before
+
+
+async def test_import_when_stored_run_has_different_events_then_conflict_and_nothing_imported(
+    empty_url: str, exported: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The target holds run -b with one chunk changed; the file also brings -a and -c.
+    lines = read(exported).split(b"\n")
+    header = orjson.loads(lines[0])
+    b_run = header["runs"][1]
+    b_lines = [line for line in lines[1:] if line.startswith(b'{"run_id":"arch-t-b"')]
+    b_lines[2] = b_lines[2].replace(b"Trying the", b"Tried the")
+    altered = tmp_path / "altered.jsonl"
+    write(altered, orjson.dumps({**header, "runs": [b_run]}) + b"\n" + b"\n".join(b_lines) + b"\n")
+    assert (await replay(capsys, "import", str(altered), "--database-url", empty_url))[0] == 0
+    before = await fingerprint(empty_url)
+    status, _, err = await replay(capsys, "import", str(exported), "--database-url", empty_url)
+    assert status == 1
+    assert "arch-t-b" in err and "different events (from seq 3)" in err
+    assert "nothing was imported" in err
+    assert await fingerprint(empty_url) == before
+
+
+def _rewrite(path: Path, edit: object) -> bytes:
+    lines = read(path).split(b"\n")[:-1]
+    return edit(lines)  # type: ignore[operator,no-any-return]
+
+
+def _header_version(lines: list[bytes]) -> bytes:
+    header = orjson.loads(lines[0])
+    header["version"] = 2
+    return b"\n".join([orjson.dumps(header), *lines[1:]]) + b"\n"
+
+
+MALFORMED = {
+    # case: (edit of the exported lines, line number reported, words in the message)
+    "truncated_last_line": (
+        lambda ls: b"\n".join(ls)[:-7],
+        None,
+        "ends in the middle of this line",
+    ),
+    "wrong_format_version": (_header_version, 1, "version 2 is not supported"),
+    "seq_gap": (lambda ls: b"\n".join(ls[:3] + ls[4:]) + b"\n", 4, "seq 3 is missing"),
+    "not_json": (
+        lambda ls: b"\n".join([*ls[:2], b"{not json", *ls[3:]]) + b"\n", 3, "not valid JSON"
+    ),
+    "cut_at_line_boundary": (lambda ls: b"\n".join(ls[:-1]) + b"\n", None, "truncated?"),
+    "not_an_export": (lambda ls: b"\n".join(ls[1:]) + b"\n", 1, "not an export file"),
+    "unknown_run": (
+        lambda ls: b"\n".join([*ls, ls[-1].replace(b'"arch-t-c"', b'"zzz"')]) + b"\n",
+        None,
+        "'zzz' is not listed in the header",
+    ),
+    "chunk_without_type": (
+        lambda ls: b"\n".join([*ls[:2], ls[2].replace(b'"type":', b'"kind":'), *ls[3:]]) + b"\n",
+        3,
+        "not an AG-UI event",
+    ),
+    "empty": (lambda ls: b"", 1, "empty"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED))
+async def test_import_when_file_malformed_then_rejected_with_line_number_and_db_unchanged(
+    case: str,
+    database_url: str,
+    exported: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    edit, line, words = MALFORMED[case]
+    bad = tmp_path / f"{case}.jsonl"
+    write(bad, _rewrite(exported, edit))
+    total_lines = len(read(exported).split(b"\n")) - 1
+    expected_line = line if line is not None else total_lines + (case == "unknown_run")
+    if case == "cut_at_line_boundary":
+        expected_line = total_lines
+    before = await fingerprint(database_url)
+    status, _, err = await replay(capsys, "import", str(bad), "--database-url", database_url)
+    assert status == 2
+    assert f"line {expected_line}:" in err and words in err, err
+    assert await fingerprint(database_url) == before
+
+
+async def test_export_endpoint_when_run_exported_then_same_bytes_as_cli(
+    client: httpx.AsyncClient,
+    database_url: str,
+    stored: list[str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    out = tmp_path / "run.jsonl"
+    status, _, _ = await replay(
+        capsys, "export", "--run", stored[0], "--out", str(out), "--database-url", database_url
+    )
+    assert status == 0
+    r = await client.get(f"/v1/runs/{stored[0]}/export")
+    assert r.status_code == 200
+    assert r.headers["content-type"].startswith("application/x-ndjson")
+    assert r.content == read(out)
+    assert loads(r.content.split(b"\n")[0])["runs"][0]["run_id"] == stored[0]
+    assert (await client.get("/v1/runs/nope/export")).status_code == 404
+
+
+async def test_export_when_thread_unknown_then_exit_1_and_no_file(
+    database_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "none.jsonl"
+    status, _, err = await replay(
+        capsys, "export", "--thread", "nope", "--out", str(out), "--database-url", database_url
+    )
+    assert status == 1 and "no run belongs to thread 'nope'" in err
+    assert listing(tmp_path) == []
