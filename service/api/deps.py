@@ -37,21 +37,29 @@ class AppState:
         return Limits(s.max_chunk_bytes, s.max_batch_bytes, s.max_batch_events)
 
 
-def _state(request: Request) -> AppState:
+# Dependencies are `async def` on purpose: FastAPI runs a plain `def`
+# dependency in a worker thread, a thread hop per request on the append path.
+
+
+def state_of(request: Request) -> AppState:
     state: AppState = request.app.state.replay
     return state
 
 
-def _log(request: Request) -> EventLog:
-    return _state(request).log
+async def _state(request: Request) -> AppState:
+    return state_of(request)
 
 
-def _hub(request: Request) -> Hub:
-    return _state(request).hub
+async def _log(request: Request) -> EventLog:
+    return state_of(request).log
 
 
-def _engine(request: Request) -> AsyncEngine:
-    return _state(request).engine
+async def _hub(request: Request) -> Hub:
+    return state_of(request).hub
+
+
+async def _engine(request: Request) -> AsyncEngine:
+    return state_of(request).engine
 
 
 StateDep = Annotated[AppState, Depends(_state)]
@@ -60,15 +68,15 @@ HubDep = Annotated[Hub, Depends(_hub)]
 EngineDep = Annotated[AsyncEngine, Depends(_engine)]
 
 
-def _drivers(request: Request) -> Drivers:
-    return _state(request).drivers
+async def _drivers(request: Request) -> Drivers:
+    return state_of(request).drivers
 
 
 DriversDep = Annotated[Drivers, Depends(_drivers)]
 
 
-def require_api_key(request: Request) -> None:
-    keys = _state(request).settings.api_key_set
+async def require_api_key(request: Request) -> None:
+    keys = state_of(request).settings.api_key_set
     if not keys:
         return
     header = request.headers.get("authorization", "")
