@@ -27,12 +27,11 @@ them as read-only.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from typing import Any
 
 from service.projector.handlers import HANDLERS
-from service.projector.jsvalues import iso_from_ms, tanstack_bag
+from service.projector.jsvalues import tanstack_bag
 from service.projector.normalize import normalize_chunk
 from service.projector.processor import StreamState
 
@@ -44,18 +43,13 @@ _NOT_LIFTED = frozenset({"usage", "interruptErrors"})
 
 def _restore_inbound(chunk: dict[str, Any]) -> dict[str, Any]:
     """``restoreInboundChunk`` (spec §3), on a copy: the caller's dict is left alone."""
+    if "metadata" not in chunk and "tanstack" not in chunk:
+        return chunk
     bag = tanstack_bag(chunk)
     if not bag:
         return chunk
     missing = {k: v for k, v in bag.items() if k not in chunk and k not in _NOT_LIFTED}
     return {**chunk, **missing} if missing else chunk
-
-
-def _timestamp(chunk: dict[str, Any]) -> str | None:
-    value = chunk.get("timestamp")
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return iso_from_ms(value) if math.isfinite(value) and abs(value) <= 8.64e15 else None
 
 
 class Projector:
@@ -78,7 +72,7 @@ class Projector:
         if not isinstance(chunk, dict):
             return
         st = self._state
-        st.begin_chunk(position, _timestamp(chunk))
+        st.begin_chunk(position, chunk.get("timestamp"))
         for item in normalize_chunk(chunk) if self._normalize else (chunk,):
             kind = item.get("type")
             handler = HANDLERS.get(kind) if type(kind) is str else None

@@ -21,6 +21,7 @@ from service.projector.draft import MessageDraft, StepDraft, ToolCallDraft
 from service.projector.jsvalues import (
     UNDEF,
     JSONParseError,
+    iso_from_ms,
     key_of,
     parse_json,
     to_string,
@@ -45,7 +46,9 @@ class StreamState:
         self.id_prefix = id_prefix
         self.position = -1  # index of the chunk being applied
         self._generated = 0  # ids generated for that chunk
-        self.now: str | None = None  # createdAt for messages the projector creates
+        self.now: int | float | None = (
+            None  # latest chunk timestamp (ms): createdAt of new messages
+        )
         self.reset()
 
     def reset(self) -> None:
@@ -63,11 +66,11 @@ class StreamState:
 
     # --- ids and times -----------------------------------------------------
 
-    def begin_chunk(self, position: int, now: str | None) -> None:
+    def begin_chunk(self, position: int, timestamp: Any) -> None:
         self.position = position
         self._generated = 0
-        if now is not None:
-            self.now = now
+        if type(timestamp) in (int, float) and abs(timestamp) <= 8.64e15:  # also false for NaN
+            self.now = timestamp
 
     def generate_id(self) -> str:
         """A fresh id, a function of the chunk's position in the log."""
@@ -112,7 +115,7 @@ class StreamState:
     def new_message(self, ident: Any, role: str) -> Message:
         fields: dict[str, Any] = {"id": ident, "role": role}
         if self.now is not None:
-            fields["createdAt"] = self.now
+            fields["createdAt"] = iso_from_ms(self.now)
         message = Message(fields, [])
         self.append_message(message)
         return message

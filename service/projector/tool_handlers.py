@@ -24,6 +24,8 @@ from service.projector.jsvalues import (
 from service.projector.processor import StreamState
 from service.projector.updaters import (
     update_tool_call_approval,
+    update_tool_call_arguments,
+    update_tool_call_part,
     update_tool_call_with_output,
     update_tool_result_part,
     with_thought_signature,
@@ -50,7 +52,8 @@ def on_tool_call_start(st: StreamState, chunk: Chunk) -> None:
 
 
 def on_tool_call_args(st: StreamState, chunk: Chunk) -> None:
-    key = key_of(chunk.get("toolCallId", UNDEF))
+    call_id = chunk.get("toolCallId", UNDEF)
+    key = call_id if type(call_id) is str else key_of(call_id)
     ident = st.tool_index.get(key)
     if not truthy(ident):
         return
@@ -64,9 +67,17 @@ def on_tool_call_args(st: StreamState, chunk: Chunk) -> None:
         call.state = "input-streaming"
     # Only the draft's fields: the part keeps input/metadata/output/approval
     # from before, and its state is overwritten with the draft's.
-    st.put_call(
-        ident, {"id": call.id, "name": call.name, "arguments": call.args.ref(), "state": call.state}
-    )
+    arguments = call.args.ref()
+    for message in st.each(ident):
+        position = message.find("tool-call", call_id)
+        existing = message.part_at(position)
+        if existing is None:  # the part went away (a snapshot): rebuild it
+            fields = {"id": call.id, "name": call.name, "arguments": arguments, "state": call.state}
+            message.put(position, update_tool_call_part(None, fields))
+        else:
+            message.put(
+                position, update_tool_call_arguments(existing, call.name, arguments, call.state)
+            )
 
 
 def on_tool_call_end(st: StreamState, chunk: Chunk) -> None:

@@ -55,6 +55,16 @@ def update_tool_call_part(existing: Part | None, call: Part) -> Part:
     return part
 
 
+def update_tool_call_arguments(existing: Part, name: Any, arguments: StrRef, state: str) -> Part:
+    """``updateToolCallPart`` as TOOL_CALL_ARGS calls it (no input, no metadata).
+
+    The existing part was built by ``update_tool_call_part`` at the start of
+    the call, so copying it and setting the draft's fields gives the same
+    part; this is the hot path of a streamed argument.
+    """
+    return {**existing, "name": name, "arguments": arguments, "state": state}
+
+
 def update_tool_result_part(tool_call_id: Any, content: Any, state: str, error: Any) -> Part:
     """``updateToolResultPart``: the tool-result part for a call."""
     part: Part = {
