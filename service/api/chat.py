@@ -24,6 +24,7 @@ from starlette.responses import Response
 
 from service.api.agents import RunAgentInput
 from service.api.deps import StateDep
+from service.api.hydration import hydrate
 from service.api.models import ERRORS
 from service.api.stream import STREAM_HEADERS, stream_response
 from service.errors import InvalidRequest, OffsetOutOfRange, RunNotFound
@@ -112,7 +113,5 @@ async def chat_get(
     if run_id is not None:
         return await _stream(request, state, run_id)
     if thread_id is not None:
-        from service.api.hydration import hydrate
-
         return await hydrate(state, agent, thread_id, limit=limit, before=before)
     raise InvalidRequest("name a run (?runId=&offset=-1) or a thread (?threadId=)")
