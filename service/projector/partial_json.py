@@ -170,10 +170,7 @@ class _Parser:
             try:
                 return parse_json(s)
             except JSONParseError:
-                try:
-                    return parse_json(_substring(s, 0, s.rfind("e")))
-                except JSONParseError:
-                    raise _Malformed from None
+                return self.number_before_e(0)
         start = self.i
         if s[self.i] == "-":
             self.i += 1
@@ -185,11 +182,15 @@ class _Parser:
         except JSONParseError:
             if token == "-":
                 raise _Incomplete from None
-            # Quirk: the last lower-case "e" of the whole input, not the token.
-            try:
-                return parse_json(_substring(s, start, s.rfind("e")))
-            except JSONParseError:
-                raise _Malformed from None
+            return self.number_before_e(start)
+
+    def number_before_e(self, start: int) -> Any:
+        # A cut exponent ("34.5e") is retried without it. Quirk: the cut is at
+        # the last lower-case "e" of the whole input, not of the number.
+        try:
+            return parse_json(_substring(self.s, start, self.s.rfind("e")))
+        except JSONParseError:
+            raise _Malformed from None
 
 
 def parse_partial(text: str) -> Any:
