@@ -49,6 +49,12 @@ def demo_agent(delay: float) -> PythonAgent:
             await asyncio.sleep(delay)
 
         yield chunk("RUN_STARTED", threadId=thread_id, runId=run_id)
+        # The text message opens before the reasoning: TanStack's ChatClient,
+        # rejoining a run, drops the last assistant message at the first
+        # TEXT_MESSAGE_START it replays, which would be the reasoning's own
+        # message had reasoning come first (and the rejoined answer would lose it).
+        text = ids["text-1"]
+        yield chunk("TEXT_MESSAGE_START", messageId=text, role="assistant")
         reasoning = ids["reasoning"]
         yield chunk("REASONING_START", messageId=reasoning)
         yield chunk("REASONING_MESSAGE_START", messageId=reasoning, role="reasoning")
@@ -58,8 +64,6 @@ def demo_agent(delay: float) -> PythonAgent:
         yield chunk("REASONING_MESSAGE_END", messageId=reasoning)
         yield chunk("REASONING_END", messageId=reasoning)
 
-        text = ids["text-1"]
-        yield chunk("TEXT_MESSAGE_START", messageId=text, role="assistant")
         for piece in _pieces(f"You said “{question}”. Let me look up the weather in Oslo. ", 8):
             await pace()
             yield chunk("TEXT_MESSAGE_CONTENT", messageId=text, delta=piece)

@@ -39,6 +39,13 @@ def _text_parts(content: Any) -> list[dict[str, Any]]:
     return parts
 
 
+def _tanstack_created_at(message: dict[str, Any]) -> Any:
+    """TanStack's wire messages carry their UI time in `metadata.tanstack.createdAt`."""
+    metadata = message.get("metadata")
+    tanstack = metadata.get("tanstack") if isinstance(metadata, dict) else None
+    return tanstack.get("createdAt") if isinstance(tanstack, dict) else None
+
+
 def user_turns(run_id: str, input_text: str | None) -> list[dict[str, Any]]:
     """The user messages a run added, as UIMessages; [] when its input has none."""
     if not input_text:
@@ -62,7 +69,7 @@ def user_turns(run_id: str, input_text: str | None) -> list[dict[str, Any]]:
             "role": "user",
             "parts": _text_parts(message.get("content")),
         }
-        created = parse_date(message.get("createdAt"))
+        created = parse_date(message.get("createdAt", _tanstack_created_at(message)))
         if created is not None:
             turn["createdAt"] = created
         turns.append(turn)
