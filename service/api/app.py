@@ -21,7 +21,7 @@ from starlette.routing import Route
 from service import migrate
 from service.agents import Drivers, load_catalog
 from service.agents.demo import demo_agent
-from service.api import agents, audit, chat, health, runs, stream
+from service.api import agents, audit, chat, demo_page, health, runs, stream
 from service.api.deps import AppState, require_api_key
 from service.api.responses import (
     JSON,
@@ -116,6 +116,7 @@ def create_app(
         0, Route("/v1/runs/{run_id}/events", runs.append_events_fast, methods=["POST"])
     )
     app.include_router(health.router)
+    app.include_router(demo_page.router)
     # Before runs.router: its /v1/runs/{run_id} must not shadow /v1/runs.
     app.include_router(audit.router, dependencies=[Depends(require_api_key)])
     app.include_router(runs.router, dependencies=[Depends(require_api_key)])

@@ -1,0 +1,47 @@
+"""The demo page at `/`, in headless Chromium driven by Playwright, as a person would use it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import subprocess
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import settings_for
+from tests.servers import Running, serve_in_process
+from tests.stream.test_tanstack_client import node_harness  # noqa: F401  (fixture)
+
+NODE = Path(__file__).resolve().parents[1] / "node"
+
+
+@pytest.fixture(scope="module")
+async def paced(database_url: str) -> AsyncIterator[Running]:
+    async with serve_in_process(settings_for(database_url, demo_delay_seconds=0.05)) as running:
+        yield running
+
+
+async def test_demo_page_when_tab_closed_mid_answer_then_reopened_page_shows_whole_answer_once(
+    paced: Running,
+    node_harness: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    assert shutil.which("chromium"), "the browser test needs Chromium (.ci/run installs it)"
+    shot = tmp_path / "demo.png"
+    proc = await asyncio.create_subprocess_exec(
+        "node", "browser_demo.mjs", paced.base_url, "th-browser", str(shot),
+        cwd=NODE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(proc.communicate(), 120)
+    assert proc.returncode == 0, err.decode()[-3000:]
+    result = json.loads(out.decode().strip().splitlines()[-1])
+    first, final = result["first"], result["final"]
+    assert not any("Dress warmly" in turn for turn in first)  # closed mid-answer
+    # One user turn, the two assistant turns, each once (not replayed twice).
+    assert [turn.split("\n")[0] for turn in final] == ["USER", "ASSISTANT", "ASSISTANT"]
+    text = "\n".join(final)
+    assert text.count("Dress warmly") == 1 and "GET_WEATHER" in text.upper()
+    assert shot.stat().st_size > 10_000
