@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 import httpx
 import pytest
-import uvicorn
 from fastapi import FastAPI
 
 from service.api.app import create_app
 from service.config import Settings
 from service.stream import Hub
 from tests.conftest import settings_for
+from tests.servers import serve_asgi
 
 
 @dataclass
@@ -31,21 +30,10 @@ class Served:
 
 @asynccontextmanager
 async def serve_app(settings: Settings) -> AsyncIterator[Served]:
+    """The service on loopback, with its app (and so its hub) in reach."""
     app = create_app(settings, migrate_on_start=False)
-    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve())
-    while not server.started:
-        if task.done():
-            task.result()
-            raise RuntimeError("uvicorn stopped before it started")
-        await asyncio.sleep(0.01)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield Served(f"http://127.0.0.1:{port}", app)
-    finally:
-        server.should_exit = True
-        await task
+    async with serve_asgi(app) as base_url:
+        yield Served(base_url, app)
 
 
 @pytest.fixture(scope="module")
