@@ -39,7 +39,9 @@ async def get_runs(
     created_before: Annotated[datetime | None, Query(description="exclusive")] = None,
     agent: str | None = None,
     tool: Annotated[str | None, Query(description="runs that called a tool of this name")] = None,
-    has_error: bool | None = None,
+    has_error: Annotated[
+        bool | None, Query(description="the run's last terminal event was RUN_ERROR")
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: Annotated[str | None, Query(description="next_cursor of the previous page")] = None,
 ) -> Response:

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 
-from sqlalchemy import Text, cast, select
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from service.archive.format import event_line, header_line
+from service.audit.summary import RUN_COLUMNS
 from service.errors import RunNotFound, ThreadNotFound, Unavailable
 from service.log import check_run_id
 from service.log.bulk import RunRecord
@@ -21,19 +22,7 @@ from service.log.schema import events, runs
 
 PAGE = 5000
 
-_RECORD_COLUMNS = (
-    runs.c.run_id,
-    runs.c.thread_id,
-    runs.c.agent,
-    runs.c.status,
-    runs.c.created_at,
-    runs.c.updated_at,
-    runs.c.closed_at,
-    runs.c.last_seq,
-    runs.c.error_message,
-    cast(runs.c.metadata, Text).label("metadata"),
-    runs.c.input,
-)
+_RECORD_COLUMNS = (*RUN_COLUMNS, runs.c.input)
 
 
 async def run_records(

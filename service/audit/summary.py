@@ -11,8 +11,8 @@ from sqlalchemy import ColumnElement, Text, cast
 from service.log.chunks import loads
 from service.log.schema import runs
 
-# Everything a summary needs, all maintained on the run row by appends.
-SUMMARY_COLUMNS: tuple[ColumnElement[Any], ...] = (
+# What both a summary and an export record say about a run.
+RUN_COLUMNS: tuple[ColumnElement[Any], ...] = (
     runs.c.run_id,
     runs.c.thread_id,
     runs.c.agent,
@@ -21,13 +21,18 @@ SUMMARY_COLUMNS: tuple[ColumnElement[Any], ...] = (
     runs.c.updated_at,
     runs.c.closed_at,
     runs.c.last_seq,
-    runs.c.tool_names,
     runs.c.error_message,
+    # jsonb as text, decoded by the log's exact parser like Run.from_record.
+    cast(runs.c.metadata, Text).label("metadata"),
+)
+
+# Everything a summary needs, all maintained on the run row by appends.
+SUMMARY_COLUMNS = (
+    *RUN_COLUMNS,
+    runs.c.tool_names,
     runs.c.prompt_tokens,
     runs.c.completion_tokens,
     runs.c.total_tokens,
-    # jsonb as text, decoded by the log's exact parser like Run.from_record.
-    cast(runs.c.metadata, Text).label("metadata"),
 )
 
 

@@ -13,6 +13,7 @@ import pytest
 from service.audit.cache import thread_messages
 from service.log import EventLog
 from service.log.chunks import loads
+from service.projector import project
 from tests.audit.helpers import fingerprint, listing, read, replay, store_thread, write
 from tests.pg import Databases
 
@@ -223,3 +224,21 @@ async def test_export_when_thread_unknown_then_exit_1_and_no_file(
     )
     assert status == 1 and "no run belongs to thread 'nope'" in err
     assert listing(tmp_path) == []
+
+
+async def test_project_cli_when_given_an_export_then_projects_its_chunks(
+    database_url: str, stored: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "one.jsonl"
+    args = ("--out", str(out), "--database-url", database_url)
+    assert (await replay(capsys, "export", "--run", stored[1], *args))[0] == 0
+    status, printed, err = await replay(capsys, "project", str(out))
+    assert status == 0, err
+    conn = await asyncpg.connect(database_url)
+    try:
+        rows = await conn.fetch(
+            "SELECT chunk FROM events WHERE run_id = $1 ORDER BY seq", stored[1]
+        )
+    finally:
+        await conn.close()
+    assert loads(printed) == project([loads(r["chunk"]) for r in rows])
