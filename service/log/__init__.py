@@ -8,4 +8,4 @@ from service.log.chunks import StoredChunk
 from service.log.eventlog import Event, EventLog, Run, check_run_id
 from service.log.writer import AppendResult
 
-__all__ = ["leases", "AppendResult", "Event", "EventLog", "Run", "StoredChunk", "check_run_id"]
+__all__ = ["AppendResult", "Event", "EventLog", "Run", "StoredChunk", "check_run_id", "leases"]

@@ -20,6 +20,7 @@ import asyncpg
 
 from service.errors import InvalidRequest, RunConflict
 from service.log.chunks import StoredChunk, dumps, loads
+from service.log.summary import summarize
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,27 +87,8 @@ def maintained_columns(
     events: Sequence[LoggedEvent],
 ) -> tuple[str | None, list[str], list[int | None]]:
     """(last terminal type, tool names, usage sums) as the append path keeps them."""
-    terminal: str | None = None
-    tools: set[str] = set()
-    usage: list[int | None] = [None, None, None]
-    for event in events:
-        kind = event.chunk.type
-        if kind not in ("TOOL_CALL_START", "RUN_FINISHED", "RUN_ERROR"):
-            continue
-        value = loads(event.chunk.text)
-        if kind == "TOOL_CALL_START":
-            name = value.get("toolCallName", value.get("toolName"))
-            if isinstance(name, str) and name:
-                tools.add(name)
-            continue
-        terminal = kind
-        counts = value.get("usage") if kind == "RUN_FINISHED" else None
-        if isinstance(counts, dict):
-            for i, key in enumerate(_USAGE_KEYS):
-                count = counts.get(key)
-                if isinstance(count, int) and not isinstance(count, bool):
-                    usage[i] = (usage[i] or 0) + count
-    return terminal, sorted(tools), usage
+    summary = summarize(event.chunk for event in events)
+    return summary.terminal, summary.tools, summary.usage
 
 
 def _difference(stored: asyncpg.Record, record: RunRecord) -> str | None:

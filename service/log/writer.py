@@ -24,7 +24,8 @@ import asyncpg
 
 from service.errors import ReplayError, RunClosed, RunNotFound, SeqConflict, Unavailable
 from service.log import sql
-from service.log.chunks import StoredChunk, error_message, loads
+from service.log.chunks import StoredChunk, loads
+from service.log.summary import summarize
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,47 +65,6 @@ def _json_equal(a: Any, b: Any) -> bool:
     return (type(a) is type(b) and a == b) or (
         isinstance(a, int | float) and isinstance(b, int | float) and a == b
     )
-
-
-_SUMMARIZED = frozenset({"RUN_FINISHED", "RUN_ERROR", "TOOL_CALL_START"})
-_USAGE_KEYS = ("promptTokens", "completionTokens", "totalTokens")
-
-
-@dataclass(slots=True)
-class _Summary:
-    """What one group adds to its run's maintained summary columns."""
-
-    terminal: str | None = None
-    error: str | None = None
-    tools: str | None = None  # new tool names joined by U+001F
-    usage: list[int | None] = field(default_factory=lambda: [None, None, None])
-
-
-def _summarize(items: list[_Pending]) -> _Summary:
-    summary = _Summary()
-    tools: set[str] = set()
-    for item in items:
-        for chunk in item.chunks:
-            kind = chunk.type
-            if kind not in _SUMMARIZED:
-                continue
-            value = loads(chunk.text)
-            if kind == "TOOL_CALL_START":
-                name = value.get("toolCallName", value.get("toolName"))
-                if isinstance(name, str) and name:
-                    tools.add(name)
-                continue
-            summary.terminal = kind
-            summary.error = error_message(value) if kind == "RUN_ERROR" else None
-            usage = value.get("usage")
-            if kind == "RUN_FINISHED" and isinstance(usage, dict):
-                for i, key in enumerate(_USAGE_KEYS):
-                    count = usage.get(key)
-                    if isinstance(count, int) and not isinstance(count, bool):
-                        summary.usage[i] = (summary.usage[i] or 0) + count
-    if tools:
-        summary.tools = "\x1f".join(sorted(tools))
-    return summary
 
 
 def _thread_of(chunks: list[StoredChunk]) -> str | None:
@@ -235,14 +195,15 @@ class GroupCommitter:
                 ev_ord.extend(range(n + 1, n + len(chunks) + 1))
                 n += len(chunks)
             ev_req.extend([index] * n)
-            summary = _summarize(items)
+            summary = summarize(chunk for item in items for chunk in item.chunks)
             counts.append(n)
             expected.append(items[0].expected_seq)
             closes.append(items[-1].close)
             statuses.append(items[-1].close_status)
             terminals.append(summary.terminal)
             errors.append(summary.error)
-            tools.append(summary.tools)
+            # One text per run (unnest cannot take ragged arrays), split in SQL.
+            tools.append("\x1f".join(summary.tools) if summary.tools else None)
             for column, count in zip(usage, summary.usage, strict=True):
                 column.append(count)
 
