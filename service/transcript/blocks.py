@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import partial_json_parser
+
 from service.projector.jsvalues import JSONParseError, parse_json
 
 _LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
@@ -34,6 +36,23 @@ def pretty(value: Any) -> str:
     return readable(json.dumps(value, indent=2, ensure_ascii=False, default=str))
 
 
+def _arguments(text: Any) -> Section:
+    """A call's arguments; when the stream stopped mid-arguments (a run that
+    failed or was cancelled), what did arrive, completed by partial-json-parser
+    so a reader sees the fields rather than a cut string."""
+    if not isinstance(text, str):
+        return Section("Arguments", pretty(text), code=True)
+    try:
+        return Section("Arguments", pretty(parse_json(text)), code=True)
+    except JSONParseError:
+        pass
+    try:
+        value = partial_json_parser.loads(text)
+    except Exception:  # the library raises several kinds on text it cannot read
+        return Section("Arguments (incomplete)", readable(text), code=True)
+    return Section("Arguments (incomplete, as far as they arrived)", pretty(value), code=True)
+
+
 @dataclass(frozen=True, slots=True)
 class Section:
     label: str | None
@@ -53,7 +72,7 @@ class Block:
 
 
 def _tool_call(part: dict[str, Any], shown_results: set[str], time: datetime | None) -> Block:
-    sections = [Section("Arguments", pretty(part.get("arguments", "")), code=True)]
+    sections = [_arguments(part.get("arguments", ""))]
     output = part.get("output")
     if output is not None and part.get("id") not in shown_results:
         sections.append(Section("Result", pretty(output), code=True))

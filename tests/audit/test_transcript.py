@@ -186,3 +186,24 @@ async def test_transcript_html_in_chromium_then_turns_visible_in_order_and_reaso
     assert turns[-1][2] < image.size[1] - 50  # the page ended inside the window
     marks = bands(image, {SUMMARY: "summary", REASONING_BODY: "reasoning"})
     assert [name for name, _, _ in marks] == ["summary"]  # shown, but collapsed
+
+
+def test_transcript_tool_call_when_arguments_cut_mid_stream_then_fields_that_arrived_shown() -> (
+    None
+):
+    from service.projector import project
+    from service.transcript.blocks import blocks
+
+    chunks = [
+        {"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant"},
+        {"type": "TOOL_CALL_START", "toolCallId": "c", "toolCallName": "write_file"},
+        {"type": "TOOL_CALL_ARGS", "toolCallId": "c", "delta": '{"path": "notes.md", "cont'},
+        {"type": "TOOL_CALL_ARGS", "toolCallId": "c", "delta": 'ent": "# Tit'},
+        {"type": "RUN_ERROR", "message": "cancelled"},
+    ]
+    messages = project(chunks, finalize=False)
+    shown = blocks(messages[0], shown_results=set(), call_times={}, result_times={})
+    call = next(b for b in shown if b.kind == "tool-call")
+    section = call.sections[0]
+    assert section.label is not None and "incomplete" in section.label
+    assert section.text == '{\n  "path": "notes.md",\n  "content": "# Tit"\n}'
