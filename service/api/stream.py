@@ -10,11 +10,12 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request
-from sse_starlette import EventSourceResponse, ServerSentEvent
+from sse_starlette import ServerSentEvent
 from starlette.responses import Response
 
 from service.api.deps import AppState, StateDep
 from service.api.models import ERRORS
+from service.api.sse import StreamResponse
 from service.stream import Encoding, Offset, choose_encoding, parse_offset, plan_stream, tail
 from service.stream.framing import sse_preamble
 from service.stream.tail import resolve_offset
@@ -76,7 +77,7 @@ async def stream_response(
         state.hub, plan, encoding, preamble=sse_preamble(settings.stream_retry_ms) if sse else b""
     )
     options: dict[str, Any] = {} if sse else {"ping_message_factory": _BlankLine}
-    return EventSourceResponse(
+    return StreamResponse(
         body,
         headers=STREAM_HEADERS,
         media_type=encoding.media_type,
