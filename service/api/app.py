@@ -77,6 +77,9 @@ def create_app(
                 recheck_seconds=settings.stream_recheck_seconds,
             )
             await hub.start()
+            # Appends committed by this process wake its followers directly;
+            # NOTIFY still covers every other process (and this one, redundantly).
+            stack.callback(event_log.on_commit(hub.announce))
             # Pushed after the log, so it stops first: readers before their pool.
             stack.push_async_callback(hub.stop)
             drivers = Drivers(

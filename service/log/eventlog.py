@@ -10,7 +10,7 @@ path:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
@@ -22,7 +22,7 @@ from service.config import asyncpg_dsn
 from service.errors import InvalidRequest, InvalidRunId, RunConflict, RunNotFound, Unavailable
 from service.log import sql
 from service.log.chunks import StoredChunk, dumps, loads, stored
-from service.log.writer import AppendResult, GroupCommitter
+from service.log.writer import AppendResult, CommitHook, GroupCommitter
 
 RUN_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 
@@ -127,6 +127,17 @@ class EventLog:
     @classmethod
     def connect(cls, url: str, **options: Any) -> _Opening:
         return _Opening(url, options)
+
+    def on_commit(self, hook: CommitHook) -> Callable[[], None]:
+        """Call `hook(run_id, last_seq, closed)` after each group this process commits.
+
+        A hint for in-process followers (the stream's hub), called before the
+        appends are acknowledged and on the committer's task, so it must be
+        quick and must not block. Like a notification it says the log *may*
+        be at `last_seq`; it never replaces reading the table. Returns a
+        function that removes the hook.
+        """
+        return self._committer.on_commit(hook)
 
     async def close(self) -> None:
         await self._committer.close()

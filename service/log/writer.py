@@ -10,13 +10,20 @@ Per-run order is kept: a lane never takes a run that another lane has in
 flight, so appends for one run commit in the order they were submitted. An
 append that carries `expected_seq` or `close` ends its run's share of a group,
 because whether it fits depends on everything before it.
+
+After a group commits, and before its producers are acknowledged, every
+`on_commit` callback is called with `(run_id, last_seq, closed)` per run the
+group changed: an in-process hint (like the NOTIFY the statement queues, it
+says the log *may* be at `last_seq`; readers still read the table).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +33,11 @@ from service.errors import ReplayError, RunClosed, RunNotFound, SeqConflict, Una
 from service.log import sql
 from service.log.chunks import StoredChunk, loads
 from service.log.summary import summarize
+
+log = logging.getLogger("replay.log")
+
+# (run_id, last_seq, closed), called on the committer's task: must not block.
+CommitHook = Callable[[str, int, bool], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +95,7 @@ class GroupCommitter:
         self._inflight: set[str] = set()
         self._wake = asyncio.Event()
         self._max_events = max_events
+        self._hooks: list[CommitHook] = []
         self._lanes = [
             asyncio.create_task(self._lane(), name=f"commit-lane-{i}") for i in range(lanes)
         ]
@@ -97,6 +110,18 @@ class GroupCommitter:
             if not item.future.done():
                 item.future.set_exception(Unavailable("the event log is shutting down"))
         self._queue.clear()
+
+    def on_commit(self, hook: CommitHook) -> Callable[[], None]:
+        """Call `hook(run_id, last_seq, closed)` after each commit; returns the remover."""
+        self._hooks.append(hook)
+        return lambda: self._hooks.remove(hook)
+
+    def _announce(self, run_id: str, last_seq: int, closed: bool) -> None:
+        for hook in self._hooks:
+            try:
+                hook(run_id, last_seq, closed)
+            except Exception:  # a hint's failure must not fail a committed append
+                log.exception("on_commit hook failed for run %s", run_id)
 
     def submit(
         self,
@@ -219,6 +244,11 @@ class GroupCommitter:
             if base is None:
                 refused[run] = items
                 continue
+            if self._hooks:
+                # Before the acknowledgements: a local follower is woken by the
+                # commit itself, not by the NOTIFY's round trip through the server.
+                added = sum(len(item.chunks) for item in items)
+                self._announce(run, base + added, items[-1].close)
             for item in items:
                 first = base + 1
                 base += len(item.chunks)
