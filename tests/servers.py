@@ -61,7 +61,7 @@ def free_port() -> int:
 
 @contextmanager
 def serve_subprocess(
-    env: Mapping[str, str], port: int | None = None
+    env: Mapping[str, str], port: int | None = None, *, inherit: bool = True
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """`replay serve` as its own process (for multi-process and kill -9 tests)."""
     port = port or free_port()
@@ -76,7 +76,8 @@ def serve_subprocess(
             "--log-level",
             "warning",
         ],
-        env={**os.environ, **env},
+        # inherit=False: exactly `env` (a test that must not see REPLAY_DATABASE_URL).
+        env={**os.environ, **env} if inherit else dict(env),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
