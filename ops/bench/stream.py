@@ -1,12 +1,13 @@
 """Stream benchmark: catch-up throughput, live latency, live fan-out.
 
     python ops/bench/stream.py [--chunks 100000] [--subscribers 1000] [--seconds 5]
+                               [--only replay|live|fanout] [--client-processes 1]
 
 Prints figures with their ratio to a baseline measured in the same run: a
 bare Starlette endpoint reading the same rows with asyncpg in keyset pages of
 1,000 and writing each page pre-formatted through a `StreamingResponse`.
 Clients read raw bytes over loopback sockets so that they are not the
-bottleneck; fan-out clients run in a separate process.
+bottleneck; fan-out clients run in their own process(es), without cyclic GC.
 """
 
 # A harness, not the service: its blocking file polls and Popen are intended.
@@ -329,38 +330,47 @@ async def bench_live(ours: int, other: int, seconds: float) -> None:
         )
 
 
-async def bench_fanout(ours: int, subscribers: int, seconds: float) -> None:
+async def bench_fanout(ours: int, subscribers: int, seconds: float, processes: int) -> None:
     run = "bench-fanout"
     poster = RawPoster(ours, connections=1)
     await poster.open()
     await poster.post(f"/v1/runs/{run}/events", f'{{"events":[{CHUNK % "start"}]}}'.encode())
     await poster.close()
     with tempfile.TemporaryDirectory() as tmp:
-        ready, out = f"{tmp}/ready", f"{tmp}/out"
-        clients = subprocess.Popen(
-            [
-                sys.executable,
-                __file__,
-                "fanout-clients",
-                str(ours),
-                run,
-                str(subscribers),
-                ready,
-                out,
-            ]
-        )
-        while not Path(ready).exists():
-            if clients.poll() is not None:
-                raise RuntimeError("fan-out clients died")
-            await asyncio.sleep(0.05)
+        shares = [
+            subscribers // processes + (i < subscribers % processes) for i in range(processes)
+        ]
+        clients = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    __file__,
+                    "fanout-clients",
+                    str(ours),
+                    run,
+                    str(share),
+                    f"{tmp}/ready{i}",
+                    f"{tmp}/out{i}",
+                ]
+            )
+            for i, share in enumerate(shares)
+        ]
+        for i, client in enumerate(clients):
+            while not Path(f"{tmp}/ready{i}").exists():
+                if client.poll() is not None:
+                    raise RuntimeError("fan-out clients died")
+                await asyncio.sleep(0.05)
         # Opened now: uvicorn drops keep-alive connections idle for 5 s.
         poster = RawPoster(ours)
         await poster.open()
         acked = await produce(poster, run, 200, seconds)
         await asyncio.sleep(1.0)
-        Path(out + ".stop").write_text("")
-        clients.wait(60)
-        results = pickle.loads(Path(out).read_bytes())
+        results = []
+        for i in range(processes):
+            Path(f"{tmp}/out{i}.stop").write_text("")
+        for i, client in enumerate(clients):
+            client.wait(60)
+            results.extend(pickle.loads(Path(f"{tmp}/out{i}").read_bytes()))
     await poster.close()
     followers = []
     for received, errors in results:
@@ -372,7 +382,7 @@ async def bench_fanout(ours: int, subscribers: int, seconds: float) -> None:
         1 for f in followers if sum(last - first + 1 for first, last, _ in f.received) >= len(acked)
     )
     print(
-        f"live fan-out: {subscribers:,} SSE subscribers (own process),"
+        f"live fan-out: {subscribers:,} SSE subscribers ({processes} client processes),"
         f" 200 appends/s for {seconds:g} s"
     )
     line(
@@ -414,6 +424,12 @@ def main() -> None:
     parser.add_argument("--subscribers", type=int, default=1000)
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--only", choices=["replay", "live", "fanout"])
+    parser.add_argument(
+        "--client-processes",
+        type=int,
+        default=1,
+        help="fan-out subscribers split over this many client processes",
+    )
     args = parser.parse_args()
     with scratch_database() as url:
         env = {"REPLAY_STREAM_SEND_TIMEOUT_SECONDS": "60"}
@@ -428,7 +444,9 @@ def main() -> None:
                     if args.only in (None, "live"):
                         await bench_live(8791, 8792, args.seconds)
                     if args.only in (None, "fanout"):
-                        await bench_fanout(8791, args.subscribers, args.seconds)
+                        await bench_fanout(
+                            8791, args.subscribers, args.seconds, args.client_processes
+                        )
 
                 _run(all_benches())
             finally:
