@@ -1,8 +1,12 @@
 """The log's SQL, in one place, so the statements can be read (and tuned) together.
 
-The append is one statement: lock the run rows (in run_id order, so two group
-commits never deadlock on each other), bump each run's `last_seq`, insert the
-events numbered from the old value, and queue a NOTIFY per run. Because the
+The append is one statement: bump each run's `last_seq` (the UPDATE takes the
+run row's lock), insert the events numbered from the old value, and queue a
+NOTIFY per run. The writer passes a group's runs sorted by run_id and the plan
+walks them in that order (unnest, then the primary key), so two groups lock
+their common runs in the same order; a deadlock the planner might still make
+is retried. (A separate `SELECT ... ORDER BY ... FOR UPDATE` step made the
+order explicit but cost 40% of the statement's time.) Because the
 seq is taken under the run row's lock and the lock is held to commit, commit
 order equals seq order within a run, so a reader asking for `seq > N` can never
 skip an event that commits later. Different runs append in parallel.
@@ -27,13 +31,6 @@ WITH req AS (
         tools, prompt_tokens, completion_tokens, total_tokens, close_status, idx
     )
 ),
-locked AS (
-    SELECT runs.run_id FROM runs JOIN req USING (run_id)
-    WHERE runs.closed_at IS NULL
-      AND (req.expected IS NULL OR runs.last_seq = req.expected - 1)
-    ORDER BY runs.run_id
-    FOR UPDATE OF runs
-),
 upd AS (
     UPDATE runs SET
         last_seq = runs.last_seq + req.n,
@@ -57,7 +54,9 @@ upd AS (
             WHEN coalesce(req.terminal, runs.last_terminal) = 'RUN_ERROR' THEN 'error'
             ELSE 'finished' END
     FROM req
-    WHERE runs.run_id = req.run_id AND runs.run_id IN (SELECT run_id FROM locked)
+    -- Re-checked on the newest row version after waiting for its lock.
+    WHERE runs.run_id = req.run_id AND runs.closed_at IS NULL
+      AND (req.expected IS NULL OR runs.last_seq = req.expected - 1)
     RETURNING req.idx, runs.run_id, runs.last_seq - req.n AS base, runs.last_seq, req.close
 ),
 ins AS (

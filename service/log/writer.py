@@ -189,7 +189,7 @@ class GroupCommitter:
                 self._wake.set()
 
     async def _commit(self, group: dict[str, list[_Pending]]) -> None:
-        runs = list(group)
+        runs = sorted(group)  # lock order: see service.log.sql
         counts: list[int] = []
         expected: list[int | None] = []
         closes: list[bool] = []
