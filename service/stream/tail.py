@@ -20,17 +20,16 @@ Exactly once, in order, by construction:
 
 from __future__ import annotations
 
-import asyncio
 import re
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
 from service.errors import InvalidOffset, OffsetOutOfRange, RunNotFound
 from service.log import check_run_id
 from service.stream.framing import Encoding, encode
 from service.stream.hub import Hub, contiguous
-from service.stream.reads import Page, read_page, read_states
+from service.stream.reads import read_page, read_states
 
 NOW: Final = "now"
 Offset = int | Literal["now"]
@@ -107,72 +106,44 @@ async def tail(
     known = cursor
     end: int | None = None
     read_yet = False
-    # Catch-up reads the next page while the current one is written; it is
-    # only used if it starts exactly at the cursor (else it is cancelled).
-    prefetch: asyncio.Task[Page | None] | None = None
-    prefetch_after = -1
-    try:
-        with hub.subscribe(run_id) as sub:
-            channel = sub.channel
-            while True:
-                advanced = channel.advanced
-                buffered = channel.pending(cursor, encoding)
-                if buffered is not None:
-                    blob, cursor = buffered
+    with hub.subscribe(run_id) as sub:
+        channel = sub.channel
+        while True:
+            advanced = channel.advanced
+            buffered = channel.pending(cursor, encoding)
+            if buffered is not None:
+                blob, cursor = buffered
+                yield preamble + blob if preamble else blob
+                preamble = b""
+                continue
+            if not read_yet or cursor < max(known, channel.head or 0):
+                page = await read_page(hub.pool, run_id, cursor, page_size)
+                hub.follower_reads += 1
+                if page is None:
+                    raise RunNotFound(run_id)
+                read_yet = True
+                channel.anchor(page.state)
+                known = max(known, page.state.last_seq)
+                if page.state.closed:
+                    end = page.state.last_seq
+                rows = page.rows
+                # Judged against this read's own snapshot only: the channel may
+                # have read further since this read began.
+                if not contiguous(rows, cursor) or (not rows and cursor < page.state.last_seq):
+                    raise OutOfOrder(f"run {run_id!r}: the log skipped past seq {cursor}")
+                if rows:
+                    cursor = rows[-1][0]
+                    blob = encode(rows, encoding)
                     yield preamble + blob if preamble else blob
                     preamble = b""
-                    continue
-                if not read_yet or cursor < max(known, channel.head or 0):
-                    if prefetch is not None and prefetch_after == cursor:
-                        page = await prefetch
-                    else:
-                        if prefetch is not None:
-                            prefetch.cancel()  # the buffer moved the cursor past it
-                        page = await read_page(hub.pool, run_id, cursor, page_size)
-                    prefetch = None
-                    hub.follower_reads += 1
-                    if page is None:
-                        raise RunNotFound(run_id)
-                    read_yet = True
-                    channel.anchor(page.state)
-                    known = max(known, page.state.last_seq)
-                    if page.state.closed:
-                        end = page.state.last_seq
-                    rows = page.rows
-                    # Judged against this read's own snapshot only: the channel
-                    # may have read further since this read began.
-                    if not contiguous(rows, cursor) or (not rows and cursor < page.state.last_seq):
-                        raise OutOfOrder(f"run {run_id!r}: the log skipped past seq {cursor}")
-                    if rows:
-                        cursor = rows[-1][0]
-                        if len(rows) == page_size and cursor < page.state.last_seq:
-                            prefetch_after = cursor
-                            prefetch = _start(read_page(hub.pool, run_id, cursor, page_size))
-                        blob = encode(rows, encoding)
-                        yield preamble + blob if preamble else blob
-                        preamble = b""
-                    continue
-                if prefetch is not None:
-                    # The buffer overtook it; never leave a read running unowned.
-                    prefetch.cancel()
-                    prefetch = None
-                if (end is not None and cursor >= end) or (
-                    channel.complete and channel.head is not None and cursor >= channel.head
-                ):
-                    if preamble:
-                        yield preamble
-                    return
+                continue
+            if (end is not None and cursor >= end) or (
+                channel.complete and channel.head is not None and cursor >= channel.head
+            ):
                 if preamble:
                     yield preamble
-                    preamble = b""
-                await advanced.wait()
-    finally:
-        if prefetch is not None:
-            prefetch.cancel()
-
-
-def _start(read: Coroutine[Any, Any, Page | None]) -> asyncio.Task[Page | None]:
-    task = asyncio.create_task(read)
-    # A prefetch abandoned after failing must not log "exception never retrieved".
-    task.add_done_callback(lambda t: t.cancelled() or t.exception())
-    return task
+                return
+            if preamble:
+                yield preamble
+                preamble = b""
+            await advanced.wait()
