@@ -43,7 +43,7 @@ class Settings(BaseSettings):
     # commit's fsync overlap the next group's insert.
     commit_lanes: int = 2
     # Upper bound on one group commit, so one huge group cannot starve latency.
-    group_max_events: int = 20_000
+    group_max_events: int = 1000
     # A comment line at least this often on an idle stream (sse-starlette's ping).
     heartbeat_seconds: float = 15.0
     # A stream whose client takes longer than this to accept one write is cut

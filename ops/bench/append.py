@@ -2,7 +2,8 @@
 
     python ops/bench/append.py [--quick]
 
-Prints events/s for batches of 1, 10, 100 and 1,000 chunks: over HTTP (a
+Prints events/s for batches of 1, 10, 100 and 1,000 chunks (each producer on
+its own run; for batches of 1 also all producers on one run): over HTTP (a
 `replay serve` process on loopback), through the in-process writer, and for
 the baseline, raw asyncpg inserting the same rows with one transaction per
 batch (unnest and COPY; the faster is the baseline). Batch size 1 runs with
@@ -116,10 +117,15 @@ async def raw_baseline(url: str, size: int, total: int, method: str) -> tuple[fl
         await pool.close()
 
 
-async def writer_bench(url: str, size: int, total: int) -> tuple[float, list[float]]:
+async def writer_bench(
+    url: str, size: int, total: int, *, one_run: bool = False
+) -> tuple[float, list[float]]:
     producers = PRODUCERS_SINGLE if size == 1 else 4
     async with EventLog.connect(url) as log:
-        runs = [f"writer-{size}-{p}" for p in range(producers)]
+        # Each producer its own run (agents streaming side by side), or all on
+        # one run (many producers feeding one log).
+        tag = "one" if one_run else "own"
+        runs = [f"writer-{tag}-{size}-{0 if one_run else p}" for p in range(producers)]
 
         async def send(p: int, batch: list[dict[str, object]]) -> None:
             await log.append(runs[p], batch)
@@ -182,6 +188,10 @@ def main() -> None:
                 "copy": asyncio.run(raw_baseline(url, size, total, "copy")),
                 "writer": asyncio.run(writer_bench(url, size, total)),
             }
+            if size == 1:
+                results[size]["writer-one"] = asyncio.run(
+                    writer_bench(url, size, total, one_run=True)
+                )
         with server_process(url) as base:
             for size, total in totals.items():
                 results[size]["http"] = asyncio.run(http_bench(base, size, total))
@@ -193,6 +203,8 @@ def main() -> None:
             print(line("raw asyncpg unnest", *r["unnest"], None))
             print(line("raw asyncpg COPY", *r["copy"], None))
             print(line("in-process writer", *r["writer"], raw))
+            if "writer-one" in r:
+                print(line("in-process, all on one run", *r["writer-one"], raw))
             print(line("HTTP POST /events", *r["http"], raw))
 
 

@@ -21,17 +21,22 @@ def _add_tokens(column: str) -> str:
     )
 
 
-APPEND = f"""
-WITH req AS (
+def _req(first: int) -> str:
+    """The group's per-run requests, one row each; parameters $first.. in order."""
+    p = [f"${first + i}" for i in range(11)]
+    return f"""req AS (
     SELECT * FROM unnest(
-        $1::text[], $2::bigint[], $3::bigint[], $4::bool[], $5::text[], $6::text[],
-        $13::text[], $14::bigint[], $15::bigint[], $16::bigint[], $17::text[]
+        {p[0]}::text[], {p[1]}::bigint[], {p[2]}::bigint[], {p[3]}::bool[], {p[4]}::text[],
+        {p[5]}::text[], {p[6]}::text[], {p[7]}::bigint[], {p[8]}::bigint[], {p[9]}::bigint[],
+        {p[10]}::text[]
     ) WITH ORDINALITY AS r(
         run_id, n, expected, close, terminal, error_message,
         tools, prompt_tokens, completion_tokens, total_tokens, close_status, idx
     )
-),
-upd AS (
+)"""
+
+
+_UPD = f"""upd AS (
     UPDATE runs SET
         last_seq = runs.last_seq + req.n,
         updated_at = now(),
@@ -58,20 +63,38 @@ upd AS (
     WHERE runs.run_id = req.run_id AND runs.closed_at IS NULL
       AND (req.expected IS NULL OR runs.last_seq = req.expected - 1)
     RETURNING req.idx, runs.run_id, runs.last_seq - req.n AS base, runs.last_seq, req.close
-),
+)"""
+
+_NOTIFY_PAYLOAD = "run_id || ' ' || last_seq || CASE WHEN close THEN ' c' ELSE '' END"
+
+# Small groups: everything in one statement (one round trip, one commit).
+# Parameters: $1-$6 the events' columns, $7-$17 the requests (see _req).
+APPEND = f"""
+WITH {_req(7)},
+{_UPD},
 ins AS (
     -- Events name their run by its position in req: an int per row, not the id.
     INSERT INTO events (run_id, seq, type, chunk, message_id, tool_call_id)
     SELECT upd.run_id, upd.base + e.ord, e.type, e.chunk, e.message_id, e.tool_call_id
-    FROM unnest($7::int[], $8::bigint[], $9::text[], $10::text[], $11::text[], $12::text[])
+    FROM unnest($1::int[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[])
         AS e(idx, ord, type, chunk, message_id, tool_call_id)
     JOIN upd ON upd.idx = e.idx
 )
-SELECT run_id, base, pg_notify(
-    'replay_events', run_id || ' ' || last_seq || CASE WHEN close THEN ' c' ELSE '' END
-)
-FROM upd
+SELECT idx, run_id, base, pg_notify('replay_events', {_NOTIFY_PAYLOAD}) FROM upd
 """
+
+# Large groups, in one transaction: BUMP the runs, COPY the events (PostgreSQL's
+# bulk path, cheaper per row than unnesting arrays), then NOTIFY.
+BUMP = f"""
+WITH {_req(1)},
+{_UPD}
+SELECT idx, run_id, base, {_NOTIFY_PAYLOAD} AS payload FROM upd
+"""
+
+NOTIFY = "SELECT pg_notify('replay_events', p) FROM unnest($1::text[]) AS p"
+
+EVENT_COLUMNS = ("run_id", "seq", "type", "chunk", "message_id", "tool_call_id")
+
 
 RUN_STATES = """
 SELECT run_id, last_seq, closed_at IS NOT NULL AS closed FROM runs WHERE run_id = ANY($1::text[])

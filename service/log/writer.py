@@ -23,7 +23,7 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -88,8 +88,15 @@ def _thread_of(chunks: list[StoredChunk]) -> str | None:
     return None
 
 
+# From this many events a group takes the COPY path (see service.log.sql).
+_COPY_MIN_EVENTS = 256
+
+Requests = tuple[list[Any], ...]
+Events = tuple[list[Any], ...]
+
+
 class GroupCommitter:
-    def __init__(self, pool: asyncpg.Pool, *, lanes: int = 2, max_events: int = 20_000) -> None:
+    def __init__(self, pool: asyncpg.Pool, *, lanes: int = 2, max_events: int = 1000) -> None:
         self._pool = pool
         self._queue: deque[_Pending] = deque()
         self._inflight: set[str] = set()
@@ -232,11 +239,12 @@ class GroupCommitter:
             for column, count in zip(usage, summary.usage, strict=True):
                 column.append(count)
 
-        rows = await self._execute(
-            runs, counts, expected, closes, terminals, errors,
-            ev_req, ev_ord, ev_type, ev_text, ev_msg, ev_tool,
-            tools, *usage, statuses,
-        )  # fmt: skip
+        requests = (runs, counts, expected, closes, terminals, errors, tools, *usage, statuses)
+        events = (ev_req, ev_ord, ev_type, ev_text, ev_msg, ev_tool)
+        if len(ev_text) >= _COPY_MIN_EVENTS:
+            rows = await self._retrying(self._bump_and_copy, requests, events)
+        else:
+            rows = await self._retrying(self._append_statement, requests, events)
         bases = {row["run_id"]: row["base"] for row in rows}
         refused: dict[str, list[_Pending]] = {}
         for run, items in group.items():
@@ -256,18 +264,41 @@ class GroupCommitter:
         if refused:
             await self._explain(refused)
 
-    async def _execute(self, *arrays: list[Any]) -> list[asyncpg.Record]:
-        for attempt in range(5):
+    async def _retrying(
+        self,
+        attempt: Callable[[Requests, Events], Awaitable[list[asyncpg.Record]]],
+        requests: Requests,
+        events: Events,
+    ) -> list[asyncpg.Record]:
+        for tries in range(5):
             try:
-                async with self._pool.acquire() as conn:
-                    return list(await conn.fetch(sql.APPEND, *arrays))
+                return await attempt(requests, events)
             except asyncpg.DeadlockDetectedError:
                 # Another process's group locked our runs in another order.
-                if attempt == 4:
+                if tries == 4:
                     raise
             except (OSError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError) as exc:
                 raise Unavailable(f"the database is unreachable: {exc}") from exc
         raise AssertionError("unreachable")
+
+    async def _append_statement(self, requests: Requests, events: Events) -> list[asyncpg.Record]:
+        async with self._pool.acquire() as conn:
+            return list(await conn.fetch(sql.APPEND, *events, *requests))
+
+    async def _bump_and_copy(self, requests: Requests, events: Events) -> list[asyncpg.Record]:
+        async with self._pool.acquire() as conn, conn.transaction():
+            rows = list(await conn.fetch(sql.BUMP, *requests))
+            bases = {row["idx"]: (row["run_id"], row["base"]) for row in rows}
+            records = [
+                (bases[idx][0], bases[idx][1] + ord_, kind, text, message_id, tool_call_id)
+                for idx, ord_, kind, text, message_id, tool_call_id in zip(*events, strict=True)
+                if idx in bases
+            ]
+            await conn.copy_records_to_table(
+                "events", records=records, columns=list(sql.EVENT_COLUMNS)
+            )
+            await conn.execute(sql.NOTIFY, [row["payload"] for row in rows])
+        return rows
 
     async def _explain(self, refused: dict[str, list[_Pending]]) -> None:
         """Settle appends the statement did not apply: missing, closed, or misfit runs."""

@@ -263,3 +263,27 @@ async def test_run_summary_when_tools_called_and_usage_reported_then_maintained_
     assert run.to_json()["usage"] == {"promptTokens": 11, "completionTokens": 7, "totalTokens": 18}
     plain = await event_log.get_run((await event_log.append("summary-2", [{"type": "A"}])).run_id)
     assert (plain.tool_names, plain.to_json()["usage"]) == ([], None)
+
+
+async def test_append_when_groups_large_then_copy_path_keeps_order_text_and_retries(
+    event_log: EventLog,
+) -> None:
+    """Big groups take the COPY path: same numbering, text, summary and idempotence."""
+    big = [
+        {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": f"{i} \ud83d"}
+        for i in range(700)
+    ]
+    big.append({"type": "TOOL_CALL_START", "toolCallId": "c", "toolCallName": "search"})
+    results = await asyncio.gather(
+        event_log.append("copy-1", big, expected_seq=1),
+        event_log.append("copy-2", [{"type": "A"}]),
+        event_log.append("copy-3", big[:300]),
+    )
+    assert [(r.first_seq, r.last_seq) for r in results] == [(1, 701), (1, 1), (1, 300)]
+    stored = await event_log.read_events("copy-1", 0, 10_000)
+    assert [e.seq for e in stored] == list(range(1, 702))
+    assert [json.loads(e.chunk) for e in stored] == big
+    assert (await event_log.get_run("copy-1")).tool_names == ["search"]
+    again = await event_log.append("copy-1", big, expected_seq=1)
+    assert (again.first_seq, again.last_seq) == (1, 701)
+    assert (await event_log.get_run("copy-1")).last_seq == 701
