@@ -67,6 +67,14 @@ _UPD = f"""upd AS (
 
 _NOTIFY_PAYLOAD = "run_id || ' ' || last_seq || CASE WHEN close THEN ' c' ELSE '' END"
 
+# One NOTIFY carries up to 40 runs, a line each (PostgreSQL caps a payload at
+# 8,000 bytes; a line is at most ~150): one per run costs a group commit 15%.
+_NOTIFY_ALL = f"""note AS (
+    SELECT pg_notify('replay_events', string_agg(line, E'\\n'))
+    FROM (SELECT {_NOTIFY_PAYLOAD} AS line, (row_number() OVER ()) / 40 AS bucket FROM upd) AS l
+    GROUP BY bucket
+)"""
+
 # Small groups: everything in one statement (one round trip, one commit).
 # Parameters: $1-$6 the events' columns, $7-$17 the requests (see _req).
 APPEND = f"""
@@ -79,8 +87,9 @@ ins AS (
     FROM unnest($1::int[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[])
         AS e(idx, ord, type, chunk, message_id, tool_call_id)
     JOIN upd ON upd.idx = e.idx
-)
-SELECT idx, run_id, base, pg_notify('replay_events', {_NOTIFY_PAYLOAD}) FROM upd
+),
+{_NOTIFY_ALL}
+SELECT idx, run_id, base, (SELECT count(*) FROM note) AS notes FROM upd
 """
 
 # Large groups, in one transaction: BUMP the runs, COPY the events (PostgreSQL's
@@ -91,7 +100,13 @@ WITH {_req(1)},
 SELECT idx, run_id, base, {_NOTIFY_PAYLOAD} AS payload FROM upd
 """
 
-NOTIFY = "SELECT pg_notify('replay_events', p) FROM unnest($1::text[]) AS p"
+NOTIFY = """
+SELECT pg_notify('replay_events', string_agg(line, E'\\n'))
+FROM (
+    SELECT line, (n - 1) / 40 AS bucket FROM unnest($1::text[]) WITH ORDINALITY AS u(line, n)
+) AS l
+GROUP BY bucket
+"""
 
 EVENT_COLUMNS = ("run_id", "seq", "type", "chunk", "message_id", "tool_call_id")
 

@@ -323,10 +323,12 @@ class Hub:
             channel.announce(last_seq, closed)
 
     def _on_notify(self, conn: Any, pid: int, channel: str, payload: object) -> None:
-        run_id, _, rest = str(payload).partition(" ")
-        seq, _, flag = rest.partition(" ")
-        if run_id in self._channels and seq.isdigit():
-            self.announce(run_id, int(seq), flag == "c")
+        # A line per run: "<run_id> <last_seq>[ c]" (see service.log.sql).
+        for line in str(payload).split("\n"):
+            run_id, _, rest = line.partition(" ")
+            seq, _, flag = rest.partition(" ")
+            if run_id in self._channels and seq.isdigit():
+                self.announce(run_id, int(seq), flag == "c")
 
     async def recheck(self) -> None:
         """Re-read every followed run's state and wake the channels that are behind."""
