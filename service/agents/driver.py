@@ -66,7 +66,8 @@ class _Drive:
             self.reader.cancel()
 
 
-_QUEUE_EVENTS = 4096
+# Upstream reads (each a list of events) waiting for the appender.
+_QUEUE_READS = 256
 
 # How each ending closes the run: (RUN_ERROR code, status to record) or None
 # when the run's own terminal event decides.
@@ -181,7 +182,7 @@ class Drivers:
     async def _drive(self, drive: _Drive, agent: Agent, run_input: RunInput) -> None:
         # Bounded: an upstream faster than the log waits (TCP backpressure)
         # instead of growing this process's memory.
-        queue: asyncio.Queue[upstream.Event | _End] = asyncio.Queue(maxsize=_QUEUE_EVENTS)
+        queue: asyncio.Queue[list[upstream.Event] | _End] = asyncio.Queue(maxsize=_QUEUE_READS)
         drive.reader = asyncio.create_task(self._read(drive, agent, run_input, queue))
         renewer = asyncio.create_task(self._renew(drive))
         last_type: str | None = None
@@ -192,7 +193,7 @@ class Drivers:
                     items.append(queue.get_nowait())
                 # The reader's _End is always its last item.
                 end = items[-1] if isinstance(items[-1], _End) else None
-                events = [e for e in items if not isinstance(e, _End)]
+                events = [e for item in items if not isinstance(item, _End) for e in item]
                 if events:
                     chunks = [stored(value, i, text) for i, (value, text) in enumerate(events)]
                     await self.log.append(drive.run_id, chunks, create=False)
@@ -232,11 +233,11 @@ class Drivers:
         drive: _Drive,
         agent: Agent,
         run_input: RunInput,
-        queue: asyncio.Queue[upstream.Event | _End],
+        queue: asyncio.Queue[list[upstream.Event] | _End],
     ) -> None:
         try:
-            async for event in upstream.events(agent, run_input, self._client, self.idle_seconds):
-                await queue.put(event)
+            async for batch in upstream.events(agent, run_input, self._client, self.idle_seconds):
+                await queue.put(batch)
             end = _End("done")
         except asyncio.CancelledError:
             # Leaving the upstream request aborts it; say why we stopped.

@@ -1,7 +1,9 @@
 """Reading an upstream agent's event stream: SSE (AG-UI's default) or NDJSON.
 
-Yields each event's JSON text exactly as the upstream sent it, so the log
-keeps the upstream's bytes.
+Works on the raw bytes, a network read at a time, and yields each read's
+complete events as a list: a fast upstream's events are then parsed, queued
+and appended in batches rather than one async step each. Each event is its
+JSON text exactly as the upstream sent it, so the log keeps the upstream's bytes.
 """
 
 from __future__ import annotations
@@ -9,29 +11,44 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 
-async def sse_data(lines: AsyncIterator[str]) -> AsyncIterator[str]:
-    """The `data` of each SSE event (multi-line data joined by \\n)."""
-    data: list[str] = []
-    async for raw in lines:
-        line = raw.rstrip("\r")
-        if not line:
-            if data:
-                yield "\n".join(data)
-                data = []
-            continue
-        if line.startswith(":"):
-            continue
-        name, _, value = line.partition(":")
-        if name == "data":
-            data.append(value[1:] if value.startswith(" ") else value)
+def _sse_block(block: bytes) -> str | None:
+    """The data of one SSE event (several `data:` lines joined by \\n), if any."""
+    data: list[bytes] = []
+    for line in block.split(b"\n"):
+        if line.startswith(b"data:"):
+            value = line[5:]
+            data.append(value[1:] if value.startswith(b" ") else value)
+        # Comments (":"), `event:`, `id:` and `retry:` carry no chunk.
+    return b"\n".join(data).decode() if data else None
+
+
+async def sse_batches(reads: AsyncIterator[bytes]) -> AsyncIterator[list[str]]:
+    buffer = b""
+    async for read in reads:
+        buffer += read
+        if b"\r" in buffer:
+            # CRLF and bare CR line ends; a CR at the very end may be half a CRLF.
+            keep = buffer.endswith(b"\r")
+            body = buffer[:-1] if keep else buffer
+            buffer = body.replace(b"\r\n", b"\n").replace(b"\r", b"\n") + (b"\r" if keep else b"")
+        *blocks, buffer = buffer.split(b"\n\n")
+        events = [text for text in map(_sse_block, blocks) if text is not None]
+        if events:
+            yield events
     # The SSE specification drops an event not ended by a blank line; an agent
     # that closes right after its last `data:` line still meant it.
-    if data:
-        yield "\n".join(data)
+    last = _sse_block(buffer.rstrip(b"\r\n"))
+    if last is not None:
+        yield [last]
 
 
-async def ndjson_lines(lines: AsyncIterator[str]) -> AsyncIterator[str]:
-    async for raw in lines:
-        line = raw.strip()
-        if line:
-            yield line
+async def ndjson_batches(reads: AsyncIterator[bytes]) -> AsyncIterator[list[str]]:
+    buffer = b""
+    async for read in reads:
+        buffer += read
+        *lines, buffer = buffer.split(b"\n")
+        events = [text for line in lines if (text := line.strip().decode())]
+        if events:
+            yield events
+    if buffer.strip():
+        yield [buffer.strip().decode()]

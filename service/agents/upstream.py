@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 
 from service.agents.catalog import Agent, HttpAgent, RunInput
-from service.agents.sse import ndjson_lines, sse_data
+from service.agents.sse import ndjson_batches, sse_batches
 from service.errors import InvalidJson
 from service.log.chunks import loads
 
@@ -36,7 +36,7 @@ def _event(text: str, number: int) -> Event:
 
 async def _http_events(
     client: httpx.AsyncClient, agent: HttpAgent, run_input: RunInput, idle_seconds: float
-) -> AsyncIterator[Event]:
+) -> AsyncIterator[list[Event]]:
     timeout = httpx.Timeout(connect=10.0, read=idle_seconds, write=30.0, pool=10.0)
     headers = {"Accept": "text/event-stream", **agent.headers}
     try:
@@ -48,14 +48,20 @@ async def _http_events(
                 detail = body or response.reason_phrase
                 raise UpstreamError(f"upstream answered HTTP {response.status_code}: {detail}")
             media = response.headers.get("content-type", "").split(";")[0].strip().lower()
-            lines = response.aiter_lines()
-            texts = (
-                ndjson_lines(lines) if "ndjson" in media or "jsonl" in media else sse_data(lines)
-            )
+            reads = response.aiter_bytes()
+            ndjson = "ndjson" in media or "jsonl" in media
             number = 0
-            async for text in texts:
-                number += 1
-                yield _event(text, number)
+            async for texts in ndjson_batches(reads) if ndjson else sse_batches(reads):
+                batch: list[Event] = []
+                for text in texts:
+                    number += 1
+                    try:
+                        batch.append(_event(text, number))
+                    except UpstreamError:
+                        if batch:
+                            yield batch  # what came before the bad event is kept
+                        raise
+                yield batch
     except httpx.ReadTimeout as exc:
         raise UpstreamError(f"upstream stalled: no event for {idle_seconds:g} s") from exc
     except httpx.ConnectError as exc:
@@ -64,18 +70,19 @@ async def _http_events(
         raise UpstreamError(f"upstream connection failed: {exc!r}") from exc
 
 
-async def _python_events(agent: Any, run_input: RunInput) -> AsyncIterator[Event]:
+async def _python_events(agent: Any, run_input: RunInput) -> AsyncIterator[list[Event]]:
     number = 0
     async for chunk in agent.source(run_input):
         number += 1
         if not isinstance(chunk, dict) or not isinstance(chunk.get("type"), str):
             raise UpstreamError(f"agent event {number} is not an AG-UI event (no string 'type')")
-        yield chunk, None
+        yield [(chunk, None)]
 
 
 def events(
     agent: Agent, run_input: RunInput, client: httpx.AsyncClient, idle_seconds: float
-) -> AsyncIterator[Event]:
+) -> AsyncIterator[list[Event]]:
+    """The upstream's events, a list per network read (a fast upstream's come together)."""
     if isinstance(agent, HttpAgent):
         return _http_events(client, agent, run_input, idle_seconds)
     return _python_events(agent, run_input)

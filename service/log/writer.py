@@ -88,8 +88,10 @@ def _thread_of(chunks: list[StoredChunk]) -> str | None:
     return None
 
 
-# From this many events a group takes the COPY path (see service.log.sql).
-_COPY_MIN_EVENTS = 256
+# From this many events a group takes the COPY path (see service.log.sql): COPY
+# has a fixed cost (asyncpg looks the table up on each call) that pays off only
+# for big groups; below this, unnesting arrays in one statement is faster.
+_COPY_MIN_EVENTS = 1000
 
 Requests = tuple[list[Any], ...]
 Events = tuple[list[Any], ...]
