@@ -24,7 +24,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
+import aiohttp
 
 from service.agents import upstream
 from service.agents.catalog import Agent, AgentCatalog, RunInput
@@ -96,7 +96,7 @@ class Drivers:
         instance = instance_id or f"{socket.gethostname()}:{os.getpid()}"
         self.owner = f"{instance}/{uuid.uuid4().hex[:12]}"
         self._drives: dict[str, _Drive] = {}
-        self._client = httpx.AsyncClient()
+        self._client: aiohttp.ClientSession | None = None
         self._reaper: asyncio.Task[None] | None = None
 
     async def start_reaper(self) -> None:
@@ -120,7 +120,8 @@ class Drivers:
         for drive in drives:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(drive.done.wait(), 10)
-        await self._client.aclose()
+        if self._client is not None:
+            await self._client.close()
 
     @property
     def active(self) -> list[str]:
@@ -236,6 +237,8 @@ class Drivers:
         queue: asyncio.Queue[list[upstream.Event] | _End],
     ) -> None:
         try:
+            if self._client is None:  # made in the loop it serves
+                self._client = aiohttp.ClientSession()
             async for batch in upstream.events(agent, run_input, self._client, self.idle_seconds):
                 await queue.put(batch)
             end = _End("done")
