@@ -163,6 +163,12 @@ class Drivers:
         )
         return await self.log.get_run(run_id), True
 
+    def closed_elsewhere(self, run_id: str) -> None:
+        """The run was closed by someone else (a cancel on another process): stop driving."""
+        drive = self._drives.get(run_id)
+        if drive is not None:
+            drive.halt("lost")
+
     async def cancel(self, run_id: str) -> Run:
         """Stop a run: RUN_ERROR "cancelled", closed. A closed run is left as it is."""
         drive = self._drives.get(run_id)

@@ -91,6 +91,8 @@ def create_app(
                 instance_id=settings.instance_id,
             )
             await drivers.start_reaper()
+            # A run closed anywhere (cancelled on another replica) stops its driver here.
+            hub.on_close(drivers.closed_elsewhere)
             # Stops before the hub and the log: drivers still append as they end.
             stack.push_async_callback(drivers.close)
             app.state.replay = AppState(

@@ -266,6 +266,9 @@ class Hub:
         self._recheck_seconds = recheck_seconds
         self._poll_seconds = poll_seconds
         self._channels: dict[str, Channel] = {}
+        # Told of every run another process closes (e.g. the drivers, so a
+        # cancel anywhere aborts the upstream here at once).
+        self._close_hooks: list[Callable[[str], None]] = []
         self._conn: asyncpg.Connection | None = None
         self._lost: asyncio.Event | None = None
         self._connected = asyncio.Event()
@@ -322,6 +325,10 @@ class Hub:
         if channel is not None:
             channel.announce(last_seq, closed)
 
+    def on_close(self, hook: Callable[[str], None]) -> None:
+        """Call `hook(run_id)` whenever a notification says a run was closed."""
+        self._close_hooks.append(hook)
+
     def _on_notify(self, conn: Any, pid: int, channel: str, payload: object) -> None:
         # A line per run: "<run_id> <last_seq>[ c]" (see service.log.sql).
         for line in str(payload).split("\n"):
@@ -329,6 +336,12 @@ class Hub:
             seq, _, flag = rest.partition(" ")
             if run_id in self._channels and seq.isdigit():
                 self.announce(run_id, int(seq), flag == "c")
+            if flag == "c":
+                for hook in self._close_hooks:
+                    try:
+                        hook(run_id)
+                    except Exception:  # a hook's failure must not stop the listener
+                        log.exception("stream: a close hook failed for run %s", run_id)
 
     async def recheck(self) -> None:
         """Re-read every followed run's state and wake the channels that are behind."""

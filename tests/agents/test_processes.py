@@ -95,3 +95,29 @@ async def test_driver_process_stopped_gracefully_then_run_closed_interrupted_at_
             assert (run["status"], run["closed"]) == ("interrupted", True)
             last = (await _stored(http, base, run_id))[-1]
             assert last["type"] == "RUN_ERROR" and "shut down" in last["message"]
+
+
+async def test_cancel_on_another_process_then_driver_aborts_its_upstream_at_once(
+    database_url: str, upstream: tuple[str, Any]
+) -> None:
+    """The upstream is silent and the lease is 30 s (renewed every 10 s), so only
+    the close notification can explain the driver letting go within seconds."""
+    base_url, app = upstream
+    state = app.state.stalls
+    env = {
+        "REPLAY_DATABASE_URL": database_url,
+        "REPLAY_LEASE_SECONDS": "30",
+        "REPLAY_UPSTREAM_IDLE_SECONDS": "60",
+        "REPLAY_AGENTS": json.dumps({"slow": f"{base_url}/stalls"}),
+    }
+    async with httpx.AsyncClient(timeout=30) as http:
+        with serve_subprocess(env) as (base_a, _), serve_subprocess(env) as (base_b, _):
+            r = await http.post(f"{base_a}/v1/agents/slow/runs", json={})
+            run_id = r.json()["run_id"]
+            await asyncio.wait_for(state["started"].wait(), 10)
+            cancelled = await http.post(f"{base_b}/v1/runs/{run_id}/cancel")
+            assert cancelled.json()["status"] == "cancelled"
+            await asyncio.wait_for(state["aborted"].wait(), 5)
+            events = (await http.get(f"{base_a}/v1/runs/{run_id}/events")).json()["events"]
+            assert events[-1]["chunk"]["code"] == "cancelled"
+            assert (await http.get(f"{base_a}/v1/runs/{run_id}")).json()["status"] == "cancelled"

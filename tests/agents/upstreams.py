@@ -88,12 +88,18 @@ async def no_terminal(request: Request) -> Response:
 
 
 async def stalls(request: Request) -> Response:
+    """Sends its opening, then nothing; remembers whether its client went away."""
     run_id, thread_id = await _ids(request)
+    state: dict[str, Any] = request.app.state.stalls
+    state["started"].set()
 
     async def body() -> AsyncIterator[bytes]:
-        for part in _opening(run_id, thread_id):
-            yield part
-        await asyncio.Event().wait()  # never sends another byte
+        try:
+            for part in _opening(run_id, thread_id):
+                yield part
+            await asyncio.Event().wait()  # never sends another byte
+        finally:
+            state["aborted"].set()
 
     return _streaming(body())
 
@@ -134,4 +140,5 @@ def upstream_app() -> Starlette:
         ]
     )
     app.state.slow = {"started": asyncio.Event(), "aborted": asyncio.Event()}
+    app.state.stalls = {"started": asyncio.Event(), "aborted": asyncio.Event()}
     return app
