@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -11,6 +14,29 @@ from service.config import Settings
 from service.log import EventLog
 from tests.pg import Databases, server_url
 from tests.servers import Running, serve_in_process
+
+NODE_HARNESS = Path(__file__).resolve().parent / "node"
+
+
+@pytest.fixture(scope="session")
+def node_harness() -> Path:
+    """tests/node with its pinned npm packages (TanStack AI, Playwright) installed:
+    a fresh clone has no node_modules. Node is part of the test setup, so its
+    absence fails the tests that need it rather than skipping them."""
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        pytest.fail("Node.js and npm are needed to run TanStack AI's client and Playwright")
+    installed = NODE_HARNESS / "node_modules"
+    if not (
+        (installed / "@tanstack" / "ai-client").is_dir()
+        and (installed / "playwright-core").is_dir()
+    ):
+        subprocess.run(
+            ["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"],
+            cwd=NODE_HARNESS,
+            check=True,
+            timeout=300,
+        )
+    return NODE_HARNESS
 
 
 @pytest.fixture(scope="session")

@@ -20,7 +20,6 @@ import pytest
 
 from tests.conftest import settings_for
 from tests.servers import Running, serve_in_process
-from tests.stream.test_tanstack_client import node_harness  # noqa: F401  (fixture)
 
 NODE = Path(__file__).resolve().parents[1] / "node"
 
@@ -47,7 +46,7 @@ def _normalized(messages: list[dict[str, Any]], run_id: str) -> list[dict[str, A
 
 async def test_chat_client_when_tab_closes_mid_answer_then_new_client_resumes_to_the_same_answer(
     paced: Running,
-    node_harness: Path,  # noqa: F811
+    node_harness: Path,
 ) -> None:
     result = await _run_node(paced.base_url)
     closed_run, plain_run = result["runs"]["closed"], result["runs"]["plain"]

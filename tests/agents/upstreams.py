@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from pydantic_ai import Agent
@@ -87,40 +87,46 @@ async def no_terminal(request: Request) -> Response:
     return _streaming(body())
 
 
-async def stalls(request: Request) -> Response:
-    """Sends its opening, then nothing; remembers whether its client went away."""
+async def _tracked(
+    request: Request, name: str, after_opening: Callable[[], AsyncIterator[bytes]]
+) -> Response:
+    """Opens a run, then streams `after_opening`; records in app.state.<name>
+    when it started and when its client went away (the finally runs on abort)."""
     run_id, thread_id = await _ids(request)
-    state: dict[str, Any] = request.app.state.stalls
+    state: dict[str, Any] = getattr(request.app.state, name)
     state["started"].set()
 
     async def body() -> AsyncIterator[bytes]:
         try:
             for part in _opening(run_id, thread_id):
                 yield part
-            await asyncio.Event().wait()  # never sends another byte
+            async for part in after_opening():
+                yield part
         finally:
             state["aborted"].set()
 
     return _streaming(body())
+
+
+async def stalls(request: Request) -> Response:
+    """Sends its opening, then never another byte."""
+
+    async def nothing() -> AsyncIterator[bytes]:
+        await asyncio.Event().wait()
+        yield b""
+
+    return await _tracked(request, "stalls", nothing)
 
 
 async def slow(request: Request) -> Response:
-    """Keeps streaming until cancelled; remembers whether its client went away."""
-    run_id, thread_id = await _ids(request)
-    state: dict[str, Any] = request.app.state.slow
-    state["started"].set()
+    """Keeps streaming a delta every 20 ms until its client goes away."""
 
-    async def body() -> AsyncIterator[bytes]:
-        try:
-            for part in _opening(run_id, thread_id):
-                yield part
-            for i in range(10_000):
-                await asyncio.sleep(0.02)
-                yield sse({"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": f"{i} "})
-        finally:
-            state["aborted"].set()
+    async def deltas() -> AsyncIterator[bytes]:
+        for i in range(10_000):
+            await asyncio.sleep(0.02)
+            yield sse({"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": f"{i} "})
 
-    return _streaming(body())
+    return await _tracked(request, "slow", deltas)
 
 
 async def http_error(request: Request) -> Response:

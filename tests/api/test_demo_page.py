@@ -13,7 +13,6 @@ import pytest
 
 from tests.conftest import settings_for
 from tests.servers import Running, serve_in_process
-from tests.stream.test_tanstack_client import node_harness  # noqa: F401  (fixture)
 
 NODE = Path(__file__).resolve().parents[1] / "node"
 
@@ -26,7 +25,7 @@ async def paced(database_url: str) -> AsyncIterator[Running]:
 
 async def test_demo_page_when_tab_closed_mid_answer_then_reopened_page_shows_whole_answer_once(
     paced: Running,
-    node_harness: Path,  # noqa: F811
+    node_harness: Path,
     tmp_path: Path,
 ) -> None:
     assert shutil.which("chromium"), "the browser test needs Chromium (.ci/run installs it)"

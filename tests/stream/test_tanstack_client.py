@@ -10,9 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-import shutil
-import subprocess
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -22,21 +20,6 @@ from tests.stream.conftest import Served
 
 HARNESS = Path(__file__).resolve().parents[1] / "node"
 DEADLINE = 60.0
-
-
-@pytest.fixture(scope="module")
-def node_harness() -> Iterator[Path]:
-    """tests/node with its pinned packages installed (a fresh clone has no node_modules)."""
-    if shutil.which("node") is None or shutil.which("npm") is None:
-        pytest.skip("Node.js and npm are needed to run TanStack AI's client")
-    if not (HARNESS / "node_modules" / "@tanstack" / "ai-client").is_dir():
-        subprocess.run(
-            ["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"],
-            cwd=HARNESS,
-            check=True,
-            timeout=300,
-        )
-    yield HARNESS
 
 
 class CuttingProxy:
