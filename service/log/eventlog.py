@@ -115,9 +115,7 @@ class PooledConnection(asyncpg.Connection):
 class EventLog:
     """A pool, a group committer and the log's reads."""
 
-    def __init__(
-        self, pool: asyncpg.Pool, *, commit_lanes: int = 2, group_max_events: int = 1000
-    ):
+    def __init__(self, pool: asyncpg.Pool, *, commit_lanes: int = 2, group_max_events: int = 1000):
         self.pool = pool
         self._committer = GroupCommitter(pool, lanes=commit_lanes, max_events=group_max_events)
 
