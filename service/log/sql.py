@@ -2,68 +2,71 @@
 
 The append is one statement: bump each run's `last_seq` (the UPDATE takes the
 run row's lock), insert the events numbered from the old value, and queue a
-NOTIFY per run. The writer passes a group's runs sorted by run_id and the plan
-walks them in that order (unnest, then the primary key), so two groups lock
-their common runs in the same order; a deadlock the planner might still make
-is retried. (A separate `SELECT ... ORDER BY ... FOR UPDATE` step made the
-order explicit but cost 40% of the statement's time.) Because the
-seq is taken under the run row's lock and the lock is held to commit, commit
-order equals seq order within a run, so a reader asking for `seq > N` can never
-skip an event that commits later. Different runs append in parallel.
+NOTIFY per run. Because the seq is taken under the run row's lock and the lock
+is held to commit, commit order equals seq order within a run, so a reader
+asking for `seq > N` can never skip an event that commits later. Different
+runs append in parallel; two groups that share runs (only across processes:
+within one, a run is in one lane at a time) can deadlock, and are retried.
+
+No joins, by design. The group's per-run requests arrive as one JSON object
+keyed by run id, looked up from each run row, and the events find their run's
+base seq in a one-row map. An earlier form joined `unnest`ed request arrays
+with `runs`: a generic plan made while `runs` looked tiny (no statistics yet,
+and `closed_at IS NULL` guessed at 0.5%) rescanned the arrays once per run
+row, and appends fell to a third of their rate as the table grew. Without
+joins there is no join order to get wrong: `runs` is read by its primary key
+(`run_id = ANY`), the events arrays once.
+
+A request is `{"n": events, "expected": seq, "close": true, "status": s,
+"terminal": type, "error": text, "tools": [names], "prompt_tokens": n, ...}`;
+absent keys mean "no", "none" or "unchanged".
 """
 
-
-def _add_tokens(column: str) -> str:
-    """Sum usage across RUN_FINISHED chunks; NULL until some chunk reports it."""
-    return (
-        f"{column} = CASE WHEN req.{column} IS NULL THEN runs.{column} "
-        f"ELSE coalesce(runs.{column}, 0) + req.{column} END"
-    )
+from service.log.summary import BIGINT_MAX
 
 
-def _req(first: int) -> str:
-    """The group's per-run requests, one row each; parameters $first.. in order."""
-    p = [f"${first + i}" for i in range(11)]
-    return f"""req AS (
-    SELECT * FROM unnest(
-        {p[0]}::text[], {p[1]}::bigint[], {p[2]}::bigint[], {p[3]}::bool[], {p[4]}::text[],
-        {p[5]}::text[], {p[6]}::text[], {p[7]}::bigint[], {p[8]}::bigint[], {p[9]}::bigint[],
-        {p[10]}::text[]
-    ) WITH ORDINALITY AS r(
-        run_id, n, expected, close, terminal, error_message,
-        tools, prompt_tokens, completion_tokens, total_tokens, close_status, idx
-    )
-)"""
+def _upd(requests: int, run_ids: int) -> str:
+    """Bump the runs in `$run_ids` by the requests in `$requests` (jsonb)."""
+    r = f"(${requests}::jsonb -> runs.run_id)"
 
+    def tokens(column: str) -> str:
+        # Saturating: a producer's absurd usage must not fail everyone's group.
+        return (
+            f"{column} = CASE WHEN {r} ? '{column}' THEN greatest(least("
+            f"coalesce(runs.{column}, 0)::numeric + ({r} ->> '{column}')::numeric, {BIGINT_MAX}),"
+            f" -{BIGINT_MAX})::bigint ELSE runs.{column} END"
+        )
 
-_UPD = f"""upd AS (
+    return f"""upd AS (
     UPDATE runs SET
-        last_seq = runs.last_seq + req.n,
+        last_seq = runs.last_seq + ({r} ->> 'n')::bigint,
         updated_at = now(),
-        last_terminal = coalesce(req.terminal, runs.last_terminal),
+        last_terminal = coalesce({r} ->> 'terminal', runs.last_terminal),
         error_message = CASE
-            WHEN req.terminal = 'RUN_ERROR' THEN req.error_message
-            WHEN req.terminal IS NOT NULL THEN NULL
+            WHEN {r} ->> 'terminal' = 'RUN_ERROR' THEN {r} ->> 'error'
+            WHEN {r} ? 'terminal' THEN NULL
             ELSE runs.error_message END,
-        closed_at = CASE WHEN req.close THEN now() END,
-        -- tools: this group's new names, joined by U+001F (one text per run).
-        tool_names = CASE WHEN req.tools IS NULL THEN runs.tool_names ELSE ARRAY(
-            SELECT DISTINCT t FROM unnest(runs.tool_names || string_to_array(req.tools, E'\x1f')) t
-            ORDER BY t) END,
-        {_add_tokens("prompt_tokens")},
-        {_add_tokens("completion_tokens")},
-        {_add_tokens("total_tokens")},
+        closed_at = CASE WHEN {r} ? 'close' THEN now() END,
+        tool_names = CASE WHEN {r} ? 'tools' THEN ARRAY(
+            SELECT DISTINCT t
+            FROM unnest(runs.tool_names || ARRAY(SELECT jsonb_array_elements_text({r} -> 'tools')))
+                AS t
+            ORDER BY t) ELSE runs.tool_names END,
+        {tokens("prompt_tokens")},
+        {tokens("completion_tokens")},
+        {tokens("total_tokens")},
         status = CASE
-            WHEN NOT req.close THEN runs.status
-            WHEN req.close_status IS NOT NULL THEN req.close_status
-            WHEN coalesce(req.terminal, runs.last_terminal) = 'RUN_ERROR' THEN 'error'
+            WHEN NOT {r} ? 'close' THEN runs.status
+            WHEN {r} ? 'status' THEN {r} ->> 'status'
+            WHEN coalesce({r} ->> 'terminal', runs.last_terminal) = 'RUN_ERROR' THEN 'error'
             ELSE 'finished' END
-    FROM req
     -- Re-checked on the newest row version after waiting for its lock.
-    WHERE runs.run_id = req.run_id AND runs.closed_at IS NULL
-      AND (req.expected IS NULL OR runs.last_seq = req.expected - 1)
-    RETURNING req.idx, runs.run_id, runs.last_seq - req.n AS base, runs.last_seq, req.close
+    WHERE runs.run_id = ANY(${run_ids}::text[]) AND runs.closed_at IS NULL
+      AND (NOT {r} ? 'expected' OR runs.last_seq = ({r} ->> 'expected')::bigint - 1)
+    RETURNING runs.run_id, runs.last_seq - ({r} ->> 'n')::bigint AS base, runs.last_seq,
+        {r} ? 'close' AS close
 )"""
+
 
 _NOTIFY_PAYLOAD = "run_id || ' ' || last_seq || CASE WHEN close THEN ' c' ELSE '' END"
 
@@ -76,28 +79,28 @@ _NOTIFY_ALL = f"""note AS (
 )"""
 
 # Small groups: everything in one statement (one round trip, one commit).
-# Parameters: $1-$6 the events' columns, $7-$17 the requests (see _req).
+# $1-$6 the events' columns (each event names its run), $7 the requests, $8 their run ids.
 APPEND = f"""
-WITH {_req(7)},
-{_UPD},
+WITH {_upd(7, 8)},
+bases AS (SELECT jsonb_object_agg(run_id, base) AS m FROM upd),
 ins AS (
-    -- Events name their run by its position in req: an int per row, not the id.
+    -- A run the UPDATE refused (closed, missing, not at `expected`) has no base.
     INSERT INTO events (run_id, seq, type, chunk, message_id, tool_call_id)
-    SELECT upd.run_id, upd.base + e.ord, e.type, e.chunk, e.message_id, e.tool_call_id
-    FROM unnest($1::int[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[])
-        AS e(idx, ord, type, chunk, message_id, tool_call_id)
-    JOIN upd ON upd.idx = e.idx
+    SELECT e.run_id, ((SELECT m FROM bases) ->> e.run_id)::bigint + e.ord,
+        e.type, e.chunk, e.message_id, e.tool_call_id
+    FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[])
+        AS e(run_id, ord, type, chunk, message_id, tool_call_id)
+    WHERE (SELECT m FROM bases) ? e.run_id
 ),
 {_NOTIFY_ALL}
-SELECT idx, run_id, base, (SELECT count(*) FROM note) AS notes FROM upd
+SELECT run_id, base, (SELECT count(*) FROM note) AS notes FROM upd
 """
 
 # Large groups, in one transaction: BUMP the runs, COPY the events (PostgreSQL's
 # bulk path, cheaper per row than unnesting arrays), then NOTIFY.
 BUMP = f"""
-WITH {_req(1)},
-{_UPD}
-SELECT idx, run_id, base, {_NOTIFY_PAYLOAD} AS payload FROM upd
+WITH {_upd(1, 2)}
+SELECT run_id, base, {_NOTIFY_PAYLOAD} AS payload FROM upd
 """
 
 NOTIFY = """

@@ -4,10 +4,17 @@ One set of rules for the append path (per group commit) and for import
 (per whole run): the last terminal chunk and its error text, the distinct
 tool names called (`TOOL_CALL_START.toolCallName`, or the legacy `toolName`),
 and token usage summed over `RUN_FINISHED.usage`.
+
+The chunks themselves are stored as received; a summary is derived data kept
+in ordinary columns, so it is made storable: `\\u0000` and unpaired surrogates
+(valid in a chunk, refused by PostgreSQL text) become U+FFFD, and token sums
+saturate at the bigint range. Otherwise one such chunk would fail its whole
+group commit, every producer in it included.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -15,6 +22,19 @@ from service.log.chunks import StoredChunk, error_message, loads
 
 _SUMMARIZED = frozenset({"RUN_FINISHED", "RUN_ERROR", "TOOL_CALL_START"})
 USAGE_KEYS = ("promptTokens", "completionTokens", "totalTokens")
+TOKEN_COLUMNS = ("prompt_tokens", "completion_tokens", "total_tokens")
+BIGINT_MAX = 2**63 - 1
+
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def storable(text: str) -> str:
+    """`text` as PostgreSQL can store it: NUL and lone surrogates as U+FFFD."""
+    return _UNSTORABLE.sub("\ufffd", text)
+
+
+def _saturate(count: int) -> int:
+    return max(-BIGINT_MAX, min(BIGINT_MAX, count))
 
 
 @dataclass(slots=True)
@@ -36,15 +56,15 @@ def summarize(chunks: Iterable[StoredChunk]) -> Summary:
         if kind == "TOOL_CALL_START":
             name = value.get("toolCallName", value.get("toolName"))
             if isinstance(name, str) and name:
-                tools.add(name)
+                tools.add(storable(name))
             continue
         summary.terminal = kind
-        summary.error = error_message(value) if kind == "RUN_ERROR" else None
+        summary.error = storable(error_message(value)) if kind == "RUN_ERROR" else None
         usage = value.get("usage") if kind == "RUN_FINISHED" else None
         if isinstance(usage, dict):
             for i, key in enumerate(USAGE_KEYS):
                 count = usage.get(key)
                 if isinstance(count, int) and not isinstance(count, bool):
-                    summary.usage[i] = (summary.usage[i] or 0) + count
+                    summary.usage[i] = _saturate((summary.usage[i] or 0) + count)
     summary.tools = sorted(tools)
     return summary

@@ -28,11 +28,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import asyncpg
+import orjson
 
 from service.errors import ReplayError, RunClosed, RunNotFound, SeqConflict, Unavailable
 from service.log import sql
 from service.log.chunks import StoredChunk, loads
-from service.log.summary import summarize
+from service.log.summary import TOKEN_COLUMNS, Summary, summarize
 
 log = logging.getLogger("replay.log")
 
@@ -93,8 +94,24 @@ def _thread_of(chunks: list[StoredChunk]) -> str | None:
 # for big groups; below this, unnesting arrays in one statement is faster.
 _COPY_MIN_EVENTS = 1000
 
-Requests = tuple[list[Any], ...]
+# The requests as JSON (see service.log.sql) and their run ids; the events' columns.
+Plan = tuple[str, list[str]]
 Events = tuple[list[Any], ...]
+
+
+def _request(count: int, summary: Summary) -> dict[str, Any]:
+    """A run's share of a group, as the append statement reads it (see service.log.sql)."""
+    request: dict[str, Any] = {"n": count}
+    if summary.terminal is not None:
+        request["terminal"] = summary.terminal
+        if summary.error is not None:
+            request["error"] = summary.error
+    if summary.tools:
+        request["tools"] = summary.tools
+    for column, value in zip(TOKEN_COLUMNS, summary.usage, strict=True):
+        if value is not None:
+            request[column] = value
+    return request
 
 
 class GroupCommitter:
@@ -198,22 +215,15 @@ class GroupCommitter:
                 self._wake.set()
 
     async def _commit(self, group: dict[str, list[_Pending]]) -> None:
-        runs = sorted(group)  # lock order: see service.log.sql
-        counts: list[int] = []
-        expected: list[int | None] = []
-        closes: list[bool] = []
-        terminals: list[str | None] = []
-        errors: list[str | None] = []
-        tools: list[str | None] = []
-        statuses: list[str | None] = []
-        usage: tuple[list[int | None], list[int | None], list[int | None]] = ([], [], [])
-        ev_req: list[int] = []
+        runs = sorted(group)
+        requests: dict[str, dict[str, Any]] = {}
+        ev_run: list[str] = []
         ev_ord: list[int] = []
         ev_type: list[str] = []
         ev_text: list[str] = []
         ev_msg: list[str | None] = []
         ev_tool: list[str | None] = []
-        for index, run in enumerate(runs, start=1):
+        for run in runs:
             items = group[run]
             n = 0
             for item in items:
@@ -228,25 +238,22 @@ class GroupCommitter:
                 ev_tool.extend(tool_call_ids)
                 ev_ord.extend(range(n + 1, n + len(chunks) + 1))
                 n += len(chunks)
-            ev_req.extend([index] * n)
-            summary = summarize(chunk for item in items for chunk in item.chunks)
-            counts.append(n)
-            expected.append(items[0].expected_seq)
-            closes.append(items[-1].close)
-            statuses.append(items[-1].close_status)
-            terminals.append(summary.terminal)
-            errors.append(summary.error)
-            # One text per run (unnest cannot take ragged arrays), split in SQL.
-            tools.append("\x1f".join(summary.tools) if summary.tools else None)
-            for column, count in zip(usage, summary.usage, strict=True):
-                column.append(count)
+            ev_run.extend([run] * n)
+            request = _request(n, summarize(chunk for item in items for chunk in item.chunks))
+            if items[0].expected_seq is not None:
+                request["expected"] = items[0].expected_seq
+            if items[-1].close:
+                request["close"] = True
+                if items[-1].close_status is not None:
+                    request["status"] = items[-1].close_status
+            requests[run] = request
 
-        requests = (runs, counts, expected, closes, terminals, errors, tools, *usage, statuses)
-        events = (ev_req, ev_ord, ev_type, ev_text, ev_msg, ev_tool)
+        plan = (orjson.dumps(requests).decode(), runs)
+        events = (ev_run, ev_ord, ev_type, ev_text, ev_msg, ev_tool)
         if len(ev_text) >= _COPY_MIN_EVENTS:
-            rows = await self._retrying(self._bump_and_copy, requests, events)
+            rows = await self._retrying(self._bump_and_copy, plan, events)
         else:
-            rows = await self._retrying(self._append_statement, requests, events)
+            rows = await self._retrying(self._append_statement, plan, events)
         bases = {row["run_id"]: row["base"] for row in rows}
         refused: dict[str, list[_Pending]] = {}
         for run, items in group.items():
@@ -268,13 +275,13 @@ class GroupCommitter:
 
     async def _retrying(
         self,
-        attempt: Callable[[Requests, Events], Awaitable[list[asyncpg.Record]]],
-        requests: Requests,
+        attempt: Callable[[Plan, Events], Awaitable[list[asyncpg.Record]]],
+        plan: Plan,
         events: Events,
     ) -> list[asyncpg.Record]:
         for tries in range(5):
             try:
-                return await attempt(requests, events)
+                return await attempt(plan, events)
             except asyncpg.DeadlockDetectedError:
                 # Another process's group locked our runs in another order.
                 if tries == 4:
@@ -283,18 +290,18 @@ class GroupCommitter:
                 raise Unavailable(f"the database is unreachable: {exc}") from exc
         raise AssertionError("unreachable")
 
-    async def _append_statement(self, requests: Requests, events: Events) -> list[asyncpg.Record]:
+    async def _append_statement(self, plan: Plan, events: Events) -> list[asyncpg.Record]:
         async with self._pool.acquire() as conn:
-            return list(await conn.fetch(sql.APPEND, *events, *requests))
+            return list(await conn.fetch(sql.APPEND, *events, *plan))
 
-    async def _bump_and_copy(self, requests: Requests, events: Events) -> list[asyncpg.Record]:
+    async def _bump_and_copy(self, plan: Plan, events: Events) -> list[asyncpg.Record]:
         async with self._pool.acquire() as conn, conn.transaction():
-            rows = list(await conn.fetch(sql.BUMP, *requests))
-            bases = {row["idx"]: (row["run_id"], row["base"]) for row in rows}
+            rows = list(await conn.fetch(sql.BUMP, *plan))
+            bases = {row["run_id"]: row["base"] for row in rows}
             records = [
-                (bases[idx][0], bases[idx][1] + ord_, kind, text, message_id, tool_call_id)
-                for idx, ord_, kind, text, message_id, tool_call_id in zip(*events, strict=True)
-                if idx in bases
+                (run, bases[run] + ord_, kind, text, message_id, tool_call_id)
+                for run, ord_, kind, text, message_id, tool_call_id in zip(*events, strict=True)
+                if run in bases
             ]
             await conn.copy_records_to_table(
                 "events", records=records, columns=list(sql.EVENT_COLUMNS)

@@ -9,7 +9,7 @@ import asyncpg
 import pytest
 
 from service.errors import InvalidEvent, InvalidRunId, RunClosed, RunNotFound, SeqConflict
-from service.log import EventLog
+from service.log import EventLog, sql
 
 
 async def stored_texts(log: EventLog, run_id: str) -> list[str]:
@@ -287,3 +287,61 @@ async def test_append_when_groups_large_then_copy_path_keeps_order_text_and_retr
     again = await event_log.append("copy-1", big, expected_seq=1)
     assert (again.first_seq, again.last_seq) == (1, 701)
     assert (await event_log.get_run("copy-1")).last_seq == 701
+
+
+@pytest.mark.parametrize("copy_path", [False, True], ids=["statement", "copy"])
+async def test_append_when_summary_values_unstorable_then_chunks_kept_and_summary_sanitized(
+    event_log: EventLog, copy_path: bool
+) -> None:
+    """NUL, lone surrogates and huge usage are valid in a chunk but not in a text or
+    bigint column: the chunk is stored as sent, the summary made storable, and the
+    producers sharing the group commit are not failed with it."""
+    raw = [
+        '{"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"look\\u0000up"}',
+        '{"type":"TOOL_CALL_START","toolCallId":"d","toolCallName":"half \\ud83d"}',
+        f'{{"type":"RUN_FINISHED","usage":{{"totalTokens":{2**70},"promptTokens":-{2**70}}}}}',
+        '{"type":"RUN_ERROR","message":"bad \\u0000 and \\udc00"}',
+    ]
+    chunks = [json.loads(text) for text in raw]
+    padding = [{"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "x"}] * (
+        1000 if copy_path else 0
+    )
+    bad, neighbour = await asyncio.gather(
+        event_log.append(f"unstorable-1-{copy_path}", padding + chunks),
+        event_log.append(f"unstorable-2-{copy_path}", [{"type": "A"}]),
+    )
+    assert (bad.last_seq, neighbour.last_seq) == (len(padding) + 4, 1)
+    texts = await stored_texts(event_log, f"unstorable-1-{copy_path}")
+    assert [json.loads(t) for t in texts[len(padding) :]] == chunks
+    run = await event_log.get_run(f"unstorable-1-{copy_path}")
+    assert run.tool_names == ["half \ufffd", "look\ufffdup"]
+    assert (run.total_tokens, run.prompt_tokens) == (2**63 - 1, -(2**63 - 1))
+    assert (run.last_terminal, run.error_message) == ("RUN_ERROR", "bad \ufffd and \ufffd")
+    # Summing past the bigint range saturates instead of failing the commit.
+    await event_log.append(f"unstorable-1-{copy_path}", [chunks[2]])
+    assert (await event_log.get_run(f"unstorable-1-{copy_path}")).total_tokens == 2**63 - 1
+
+
+@pytest.mark.parametrize("statement", ["APPEND", "BUMP"])
+async def test_append_statements_when_planned_generic_on_unanalyzed_runs_then_no_joins(
+    event_log: EventLog, statement: str
+) -> None:
+    """A generic plan made while `runs` had no statistics once joined the request
+    arrays to every run row (an append rate that fell as the table grew). The
+    statements are written without joins; a join creeping back fails here."""
+    async with event_log.pool.acquire() as conn:
+        runs = [(f"plan-{statement}-{i}",) for i in range(300)]
+        await conn.executemany("INSERT INTO runs (run_id) VALUES ($1)", runs)
+        async with conn.transaction():
+            await conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+            text = getattr(sql, statement)
+            run = f"plan-{statement}-1"
+            explain = await conn.prepare("EXPLAIN " + text)
+            requests = json.dumps({run: {"n": 1}})
+            events = ([run], [1], ["A"], ['{"type":"A"}'], [None], [None])
+            bump = (requests, [run])
+            args = (*events, *bump) if statement == "APPEND" else bump
+            plan = "\n".join(row[0] for row in await explain.fetch(*args))
+    assert "Seq Scan on runs" in plan or "Index Scan using runs_pkey" in plan, plan
+    for join in ("Nested Loop", "Hash Join", "Merge Join"):
+        assert join not in plan, plan
