@@ -41,7 +41,7 @@ class Settings(BaseSettings):
     pool_size: int = 10
     # Concurrent group-commit transactions per process. More than one lets a
     # commit's fsync overlap the next group's insert.
-    commit_lanes: int = 2
+    commit_lanes: int = 4
     # Upper bound on one group commit, so one huge group cannot starve latency.
     group_max_events: int = 1000
     # A comment line at least this often on an idle stream (sse-starlette's ping).

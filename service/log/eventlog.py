@@ -115,7 +115,7 @@ class PooledConnection(asyncpg.Connection):
 class EventLog:
     """A pool, a group committer and the log's reads."""
 
-    def __init__(self, pool: asyncpg.Pool, *, commit_lanes: int = 2, group_max_events: int = 1000):
+    def __init__(self, pool: asyncpg.Pool, *, commit_lanes: int = 4, group_max_events: int = 1000):
         self.pool = pool
         self._committer = GroupCommitter(pool, lanes=commit_lanes, max_events=group_max_events)
 
@@ -125,7 +125,7 @@ class EventLog:
         url: str,
         *,
         pool_size: int = 10,
-        commit_lanes: int = 2,
+        commit_lanes: int = 4,
         group_max_events: int = 1000,
     ) -> EventLog:
         try:

@@ -115,7 +115,7 @@ def _request(count: int, summary: Summary) -> dict[str, Any]:
 
 
 class GroupCommitter:
-    def __init__(self, pool: asyncpg.Pool, *, lanes: int = 2, max_events: int = 1000) -> None:
+    def __init__(self, pool: asyncpg.Pool, *, lanes: int = 4, max_events: int = 1000) -> None:
         self._pool = pool
         self._queue: deque[_Pending] = deque()
         self._inflight: set[str] = set()
