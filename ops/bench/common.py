@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import subprocess
 import sys
 import time
@@ -99,3 +100,37 @@ def pct(values: list[float], p: float) -> float:
         return float("nan")
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
+
+
+class RawPoster:
+    """Keep-alive POSTs over a few raw connections (httpx would cost more than the server)."""
+
+    def __init__(self, port: int, connections: int = 16) -> None:
+        self._port = port
+        self._free: asyncio.Queue[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = (
+            asyncio.Queue()
+        )
+        self._n = connections
+
+    async def open(self) -> None:
+        for _ in range(self._n):
+            self._free.put_nowait(await asyncio.open_connection("127.0.0.1", self._port))
+
+    async def post(self, path: str, body: bytes) -> bytes:
+        reader, writer = await self._free.get()
+        writer.write(
+            f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = int(re.search(rb"(?i)content-length: (\d+)", head).group(1))  # type: ignore[union-attr]
+        answer = await reader.readexactly(length)
+        self._free.put_nowait((reader, writer))
+        if not head.startswith(b"HTTP/1.1 200"):
+            raise RuntimeError(answer.decode())
+        return answer
+
+    async def close(self) -> None:
+        while not self._free.empty():
+            self._free.get_nowait()[1].close()
