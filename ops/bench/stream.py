@@ -5,7 +5,9 @@
 
 Prints figures with their ratio to a baseline measured in the same run: a
 bare Starlette endpoint reading the same rows with asyncpg in keyset pages of
-1,000 and writing each page pre-formatted through a `StreamingResponse`.
+1,000 and writing each page pre-formatted through a `StreamingResponse`; for
+fan-out, the same bare server keeping appends in memory, each follower writing
+all it has not sent in one write per wake-up (the floor for 1,000 sockets).
 Clients read raw bytes over loopback sockets so that they are not the
 bottleneck; fan-out clients run in their own process(es), without cyclic GC.
 """
@@ -26,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,10 +45,11 @@ CHUNK = '{"type":"TEXT_MESSAGE_CONTENT","messageId":"msg-1","delta":"%s"}'
 
 def baseline_server(port: int, dsn: str) -> None:
     import asyncpg
+    import orjson
     import uvicorn
     from starlette.applications import Starlette
     from starlette.requests import Request
-    from starlette.responses import StreamingResponse
+    from starlette.responses import Response, StreamingResponse
     from starlette.routing import Route
 
     pool: asyncpg.Pool | None = None
@@ -71,6 +75,33 @@ def baseline_server(port: int, dsn: str) -> None:
 
         return StreamingResponse(pages(), media_type="text/event-stream")
 
+    # The fan-out floor: appends kept in memory (no database, no checks), each
+    # follower writing everything it has not sent yet in one write per wake-up.
+    framed: list[bytes] = []
+    advanced = asyncio.Event()
+
+    async def append(request: Request) -> Response:
+        nonlocal advanced
+        for chunk in orjson.loads(await request.body())["events"]:
+            framed.append(b"id: %d\ndata: %s\n\n" % (len(framed) + 1, orjson.dumps(chunk)))
+        done, advanced = advanced, asyncio.Event()
+        done.set()
+        return Response(b'{"last_seq":%d}' % len(framed), media_type="application/json")
+
+    async def follow(request: Request) -> StreamingResponse:
+        async def blobs():  # type: ignore[no-untyped-def]
+            cursor = len(framed)
+            yield b"retry: 1000\n\n"
+            while True:
+                wake = advanced
+                if cursor < len(framed):
+                    blob, cursor = b"".join(framed[cursor:]), len(framed)
+                    yield blob
+                else:
+                    await wake.wait()
+
+        return StreamingResponse(blobs(), media_type="text/event-stream")
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette):  # type: ignore[no-untyped-def]
         nonlocal pool
@@ -78,7 +109,12 @@ def baseline_server(port: int, dsn: str) -> None:
         yield
         await pool.close()
 
-    app = Starlette(routes=[Route("/replay/{run}", replay)], lifespan=lifespan)
+    routes = [
+        Route("/replay/{run}", replay),
+        Route("/v1/runs/{run}/events", append, methods=["POST"]),
+        Route("/v1/runs/{run}/stream", follow),
+    ]
+    app = Starlette(routes=routes, lifespan=lifespan)
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
 
 
@@ -296,7 +332,42 @@ async def bench_live(ours: int, other: int, seconds: float) -> None:
         )
 
 
-async def bench_fanout(ours: int, subscribers: int, seconds: float, processes: int) -> None:
+@dataclass
+class FanOut:
+    latencies: list[float]
+    missing: int
+    complete: int
+    writes: int
+
+
+async def bench_fanout(
+    ours: int, base: int, subscribers: int, seconds: float, processes: int
+) -> None:
+    print(
+        f"live fan-out: {subscribers:,} SSE subscribers ({processes} client processes),"
+        f" 200 appends/s for {seconds:g} s"
+    )
+    for name, port in (("baseline (in memory, StreamingResponse)", base), ("ours", ours)):
+        result = await fan_out(port, subscribers, seconds, processes)
+        values = result.latencies
+        line(
+            name,
+            f"p50 {pct(values, 50):.2f} ms",
+            f"p99 {pct(values, 99):.2f} ms" + (" (goal p99 < 50 ms)" if port == ours else ""),
+        )
+        line(
+            "  writes received per subscriber",
+            f"{result.writes / subscribers:,.0f}",
+            f"{len(values) / max(1, result.writes):.1f} chunks per write",
+        )
+        line(
+            "  subscribers that received every chunk",
+            f"{result.complete:,} / {subscribers:,}",
+            f"missing or out of order {result.missing}",
+        )
+
+
+async def fan_out(ours: int, subscribers: int, seconds: float, processes: int) -> FanOut:
     run = "bench-fanout"
     poster = RawPoster(ours, connections=1)
     await poster.open()
@@ -347,26 +418,8 @@ async def bench_fanout(ours: int, subscribers: int, seconds: float, processes: i
     complete = sum(
         1 for f in followers if sum(last - first + 1 for first, last, _ in f.received) >= len(acked)
     )
-    print(
-        f"live fan-out: {subscribers:,} SSE subscribers ({processes} client processes),"
-        f" 200 appends/s for {seconds:g} s"
-    )
-    line(
-        "latency",
-        f"p50 {pct(values, 50):.2f} ms",
-        f"p99 {pct(values, 99):.2f} ms (goal p99 < 50 ms)",
-    )
     writes = sum(len(f.received) for f in followers)
-    line(
-        "writes received per subscriber",
-        f"{writes / max(1, len(followers)):,.0f}",
-        f"{len(values) / max(1, writes):.1f} chunks per write",
-    )
-    line(
-        "subscribers that received every chunk",
-        f"{complete:,} / {subscribers:,}",
-        f"missing or out of order {missing}",
-    )
+    return FanOut(values, missing, complete, writes)
 
 
 def _wait_listening(port: int, proc: subprocess.Popen[bytes]) -> None:
@@ -411,7 +464,7 @@ def main() -> None:
                         await bench_live(8791, 8792, args.seconds)
                     if args.only in (None, "fanout"):
                         await bench_fanout(
-                            8791, args.subscribers, args.seconds, args.client_processes
+                            8791, 8793, args.subscribers, args.seconds, args.client_processes
                         )
 
                 _run(all_benches())
