@@ -96,19 +96,13 @@ ins AS (
 SELECT run_id, base, (SELECT count(*) FROM note) AS notes FROM upd
 """
 
-# Large groups, in one transaction: BUMP the runs, COPY the events (PostgreSQL's
-# bulk path, cheaper per row than unnesting arrays), then NOTIFY.
+# Large groups, in one transaction: BUMP the runs (queueing their NOTIFY, sent
+# at commit), then COPY the events: PostgreSQL's bulk path, cheaper per row
+# than unnesting arrays.
 BUMP = f"""
-WITH {_upd(1, 2)}
-SELECT run_id, base, {_NOTIFY_PAYLOAD} AS payload FROM upd
-"""
-
-NOTIFY = """
-SELECT pg_notify('replay_events', string_agg(line, E'\\n'))
-FROM (
-    SELECT line, (n - 1) / 40 AS bucket FROM unnest($1::text[]) WITH ORDINALITY AS u(line, n)
-) AS l
-GROUP BY bucket
+WITH {_upd(1, 2)},
+{_NOTIFY_ALL}
+SELECT run_id, base, (SELECT count(*) FROM note) AS notes FROM upd
 """
 
 EVENT_COLUMNS = ("run_id", "seq", "type", "chunk", "message_id", "tool_call_id")

@@ -306,7 +306,6 @@ class GroupCommitter:
             await conn.copy_records_to_table(
                 "events", records=records, columns=list(sql.EVENT_COLUMNS)
             )
-            await conn.execute(sql.NOTIFY, [row["payload"] for row in rows])
         return rows
 
     async def _explain(self, refused: dict[str, list[_Pending]]) -> None:
