@@ -19,6 +19,11 @@ all). And since 50 closed-loop producers make latency at saturation equal
 50 producers paced to the goal's 2,500 events/s, each request timed from when
 it was due (so a stall is charged to every request it delays).
 
+The peer a user would pick instead, the Durable Streams reference server
+(Node, npm `@durable-streams/server`, its file store fdatasync'ing each
+append), takes the same load in the same run: a stream per producer, each
+batch POSTed as a JSON array (installed into ops/bench/peer on first use).
+
 Phases start after a CHECKPOINT; the 1,000-chunk phases run twice and report
 the better run of each, as the machine's disk is noisy.
 """
@@ -27,10 +32,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import shutil
+import subprocess
 import sys
+import tempfile
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import asyncpg
 import orjson
-from common import RawPoster, pct, scratch_database, server_process
+from common import RawPoster, free_port, pct, scratch_database, server_process
 
 from service.log import EventLog
 
@@ -237,6 +246,56 @@ async def http_bench(base: str, size: int, total: int) -> Result:
         await poster.close()
 
 
+PEER_DIR = Path(__file__).resolve().parent / "peer"
+
+
+@contextmanager
+def peer_process() -> Iterator[int | None]:
+    """The Durable Streams reference server (file store) on a free port; None without Node."""
+    if shutil.which("node") is None:
+        yield None
+        return
+    if not (PEER_DIR / "node_modules" / "@durable-streams" / "server").is_dir():
+        subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=PEER_DIR, check=True)
+    with tempfile.TemporaryDirectory() as data:
+        port = free_port()
+        proc = subprocess.Popen(
+            ["node", "server.mjs", str(port), data],
+            cwd=PEER_DIR,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert proc.stdout is not None
+            for out in proc.stdout:
+                if out.strip() == "ready":
+                    break
+            else:
+                raise RuntimeError("the Durable Streams server did not start")
+            yield port
+        finally:
+            proc.terminate()
+            proc.wait(10)
+
+
+async def peer_bench(port: int, size: int, total: int) -> Result:
+    """The same load against the peer: a stream per producer, JSON arrays of chunks."""
+    producers = PRODUCERS_SINGLE if size == 1 else 4
+    poster = RawPoster(port, connections=producers)
+    await poster.open()
+    try:
+        streams = [f"/bench-{size}-{uuid.uuid4().hex[:6]}-{p}" for p in range(producers)]
+        for stream in streams:
+            await poster.request("PUT", stream)
+
+        async def send(p: int, batch: list[dict[str, object]]) -> None:
+            await poster.post(streams[p], orjson.dumps(batch))
+
+        return await drive(producers, batches(total, size), send)
+    finally:
+        await poster.close()
+
+
 def port_of(base: str) -> int:
     return int(base.rsplit(":", 1)[1])
 
@@ -341,6 +400,11 @@ def main() -> None:
                 runs = repeats.get(size, 1)
                 results[size]["http"] = measure(url, runs, http_bench, base, size, total)
             paced = measure(url, 1, paced_http, base, 2500, 8 * scale)
+        with peer_process() as peer:
+            for size, total in totals.items():
+                if peer is not None:
+                    runs = repeats.get(size, 1)
+                    results[size]["peer"] = measure(url, runs, peer_bench, peer, size, total)
         for size in totals:
             r = results[size]
             raw = max(r["unnest"][0], r["copy"][0])
@@ -362,6 +426,11 @@ def main() -> None:
             else:
                 print(line("in-process writer", *r["writer"], raw))
                 print(line("HTTP POST /events", *r["http"], raw))
+            if "peer" in r:
+                print(line("Durable Streams server", *r["peer"], raw))
+                print(f"  {'':<28} HTTP is {r['http'][0] / r['peer'][0]:>6.0%} of the peer")
+            else:
+                print("  Durable Streams server: skipped (no node on PATH)")
 
 
 if __name__ == "__main__":

@@ -117,18 +117,30 @@ class RawPoster:
             self._free.put_nowait(await asyncio.open_connection("127.0.0.1", self._port))
 
     async def post(self, path: str, body: bytes) -> bytes:
+        return await self.request("POST", path, body)
+
+    async def request(self, method: str, path: str, body: bytes = b"") -> bytes:
+        """Send `body`; returns the answer's body (empty for 204). Not 2xx raises."""
         reader, writer = await self._free.get()
         writer.write(
-            f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            f"{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
             f"Content-Length: {len(body)}\r\n\r\n".encode()
             + body
         )
         head = await reader.readuntil(b"\r\n\r\n")
-        length = int(re.search(rb"(?i)content-length: (\d+)", head).group(1))  # type: ignore[union-attr]
-        answer = await reader.readexactly(length)
+        length = re.search(rb"(?i)content-length: (\d+)", head)
+        if length:
+            answer = await reader.readexactly(int(length.group(1)))
+        elif re.search(rb"(?i)transfer-encoding: chunked", head):
+            answer = b""
+            while size := int((await reader.readuntil(b"\r\n"))[:-2], 16):
+                answer += (await reader.readexactly(size + 2))[:-2]
+            await reader.readuntil(b"\r\n")
+        else:
+            answer = b""
         self._free.put_nowait((reader, writer))
-        if not head.startswith(b"HTTP/1.1 200"):
-            raise RuntimeError(answer.decode())
+        if not head.startswith(b"HTTP/1.1 2"):
+            raise RuntimeError(head.decode() + answer.decode())
         return answer
 
     async def close(self) -> None:
