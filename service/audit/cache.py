@@ -26,6 +26,7 @@ from service.audit.projection import (
 )
 from service.audit.threads import ThreadRun, assemble_thread
 from service.errors import OffsetOutOfRange, ThreadNotFound
+from service.log.chunks import storable
 from service.log.schema import events, run_projections, runs
 
 
@@ -144,7 +145,7 @@ async def thread_runs(engine: AsyncEngine, thread_id: str) -> list[StoredRun]:
     async with engine.connect() as conn:
         rows = await conn.execute(
             select(runs.c.run_id, runs.c.last_seq, runs.c.closed_at, runs.c.input)
-            .where(runs.c.thread_id == thread_id)
+            .where(runs.c.thread_id == storable(thread_id))
             .order_by(runs.c.created_at, runs.c.run_id)
         )
         return [StoredRun(r.run_id, r.last_seq, r.closed_at is not None, r.input) for r in rows]

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 import orjson
 
 from service.errors import InvalidCursor, InvalidRequest
+from service.log.chunks import storable
 
 # `cancelled` and `interrupted` are set by hosted runs; listed so filters on
 # them are valid before any run has them.
@@ -38,6 +39,12 @@ class RunFilter:
     has_error: bool | None = None
 
     def __post_init__(self) -> None:
+        # Matched against columns stored through `storable` (NUL and lone
+        # surrogates as U+FFFD), so mapped the same way; PostgreSQL would refuse them.
+        for name in ("thread_id", "agent", "tool"):
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, storable(value))
         unknown = [s for s in self.statuses if s not in STATUSES]
         if unknown:
             raise InvalidRequest(f"unknown status {unknown[0]!r}; use one of {', '.join(STATUSES)}")

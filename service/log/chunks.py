@@ -10,6 +10,7 @@ text, not `jsonb`.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, NamedTuple
 
 import orjson
@@ -28,8 +29,23 @@ _DIGITS_ONLY = bytes.maketrans(
 _TWENTY_DIGITS = b"0" * 20
 
 
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def storable(text: str) -> str:
+    """`text` as a PostgreSQL text column can hold it: NUL and lone surrogates as U+FFFD.
+
+    For the columns derived from a chunk (its type and ids, a run's thread and
+    summaries): valid in the chunk, whose text keeps them as JSON escapes, but
+    refused by a text column, which would fail the whole group commit.
+    """
+    if text.isascii() and "\x00" not in text:
+        return text  # the common case, without a regex
+    return _UNSTORABLE.sub("\ufffd", text)
+
+
 class StoredChunk(NamedTuple):
-    """A tuple, not a dataclass: the hot path builds one per chunk."""
+    """A tuple, not a dataclass: the hot path builds one per chunk. Make it with `stored`."""
 
     type: str
     text: str
@@ -100,8 +116,8 @@ def stored(chunk: Any, index: int, text: str | None = None) -> StoredChunk:
     message_id = chunk.get("messageId")
     tool_call_id = chunk.get("toolCallId")
     return StoredChunk(
-        kind,
+        storable(kind),
         dumps(chunk) if text is None else text,
-        message_id if type(message_id) is str else None,
-        tool_call_id if type(tool_call_id) is str else None,
+        storable(message_id) if type(message_id) is str else None,
+        storable(tool_call_id) if type(tool_call_id) is str else None,
     )

@@ -21,7 +21,7 @@ import asyncpg
 from service.config import asyncpg_dsn
 from service.errors import InvalidRequest, InvalidRunId, RunConflict, RunNotFound, Unavailable
 from service.log import sql
-from service.log.chunks import StoredChunk, dumps, loads, stored
+from service.log.chunks import StoredChunk, dumps, loads, storable, stored
 from service.log.writer import AppendResult, CommitHook, GroupCommitter
 
 RUN_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
@@ -206,6 +206,9 @@ class EventLog:
         """Create a run; idempotent. Returns (run, created). An existing run
         with different thread or metadata is a conflict."""
         check_run_id(run_id)
+        # As a RUN_STARTED chunk's threadId is stored: lookups sanitize alike.
+        thread_id = None if thread_id is None else storable(thread_id)
+        agent = None if agent is None else storable(agent)
         meta = dict(metadata or {})
         meta_text = dumps(meta)
         input_text = None if input is None else dumps(input)

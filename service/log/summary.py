@@ -14,24 +14,15 @@ group commit, every producer in it included.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from service.log.chunks import StoredChunk, error_message, loads
+from service.log.chunks import StoredChunk, error_message, loads, storable
 
 _SUMMARIZED = frozenset({"RUN_FINISHED", "RUN_ERROR", "TOOL_CALL_START"})
 USAGE_KEYS = ("promptTokens", "completionTokens", "totalTokens")
 TOKEN_COLUMNS = ("prompt_tokens", "completion_tokens", "total_tokens")
 BIGINT_MAX = 2**63 - 1
-
-_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
-
-
-def storable(text: str) -> str:
-    """`text` as PostgreSQL can store it: NUL and lone surrogates as U+FFFD."""
-    return _UNSTORABLE.sub("\ufffd", text)
-
 
 def _saturate(count: int) -> int:
     return max(-BIGINT_MAX, min(BIGINT_MAX, count))

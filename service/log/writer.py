@@ -32,7 +32,7 @@ import orjson
 
 from service.errors import ReplayError, RunClosed, RunNotFound, SeqConflict, Unavailable
 from service.log import sql
-from service.log.chunks import StoredChunk, loads
+from service.log.chunks import StoredChunk, loads, storable
 from service.log.summary import TOKEN_COLUMNS, Summary, summarize
 
 log = logging.getLogger("replay.log")
@@ -85,7 +85,7 @@ def _thread_of(chunks: list[StoredChunk]) -> str | None:
     for chunk in chunks:
         if chunk.type == "RUN_STARTED":
             thread = loads(chunk.text).get("threadId")
-            return thread if isinstance(thread, str) else None
+            return storable(thread) if isinstance(thread, str) else None
     return None
 
 
