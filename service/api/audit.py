@@ -20,6 +20,7 @@ from service.audit.cache import StoredRun, run_projection, thread_messages
 from service.audit.filters import STATUSES, RunFilter
 from service.audit.projection import messages_json
 from service.audit.queries import list_runs
+from service.log import MAX_SEQ
 from service.log.chunks import dumps
 
 router = APIRouter(tags=["audit"], responses=ERRORS)
@@ -65,7 +66,9 @@ async def get_run_messages(
     log: LogDep,
     engine: EngineDep,
     run_id: RunId,
-    at: Annotated[int | None, Query(ge=0, description="project events with seq <= at")] = None,
+    at: Annotated[
+        int | None, Query(ge=0, le=MAX_SEQ, description="project events with seq <= at")
+    ] = None,
     normalize: Normalize = False,
 ) -> Response:
     """The run's UIMessage[]: finalized once the run is closed (and `at`

@@ -30,7 +30,9 @@ def _page(
     """The newest `limit` messages before the cursor (an index into the transcript)."""
     end = len(messages)
     if before is not None:
-        if not before.isdigit() or int(before) > len(messages):
+        # ASCII digits, and few: "²".isdigit() holds and int() refuses it.
+        cursor = before.isascii() and before.isdigit() and len(before) < 20
+        if not cursor or int(before) > len(messages):
             raise InvalidRequest(f"before={before!r} is not a cursor this thread gave out")
         end = int(before)
     start = 0 if limit is None else max(0, end - limit)

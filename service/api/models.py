@@ -6,6 +6,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from service.log import MAX_SEQ
+
 
 class ErrorBody(BaseModel):
     code: str = Field(examples=["seq_conflict"])
@@ -38,7 +40,10 @@ class RunOut(BaseModel):
 class AppendIn(BaseModel):
     events: list[dict[str, Any]] = Field(description="AG-UI chunks, each with a string 'type'")
     expected_seq: int | None = Field(
-        default=None, ge=1, description="The seq the first event must get (safe retries)"
+        default=None,
+        ge=1,
+        le=MAX_SEQ,
+        description="The seq the first event must get (safe retries)",
     )
     close: bool = Field(default=False, description="Close the run in the same transaction")
 

@@ -21,7 +21,7 @@ from service.api.responses import JSON
 from service.audit.events import EventFilter, read_events
 from service.errors import InvalidRequest, PayloadTooLarge, UnsupportedMediaType
 from service.ingest import parse_json_batch, parse_ndjson_batch
-from service.log import check_run_id
+from service.log import MAX_SEQ, check_run_id
 from service.log.chunks import dumps
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"], responses=ERRORS)
@@ -35,7 +35,7 @@ _JSON_TYPES = frozenset({"application/json", "", "text/plain", "application/x-ww
 async def read_body(request: Request, limit: int) -> bytes:
     """The body, refused as soon as it is known to be over `limit`."""
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+    if declared is not None and declared.isascii() and declared.isdigit() and int(declared) > limit:
         raise PayloadTooLarge(f"the batch is over {limit} bytes; split it", limit=limit)
     parts: list[bytes] = []
     size = 0
@@ -77,7 +77,9 @@ async def append_events(
     request: Request,
     state: StateDep,
     run_id: RunId,
-    expected_seq: Annotated[int | None, Query(ge=1, description="NDJSON bodies only")] = None,
+    expected_seq: Annotated[
+        int | None, Query(ge=1, le=MAX_SEQ, description="NDJSON bodies only")
+    ] = None,
     close: Annotated[bool, Query(description="NDJSON bodies only")] = False,
 ) -> Response:
     """Append a batch durably; answers after commit. Creates the run if missing."""
@@ -97,8 +99,10 @@ async def append_events_fast(request: Request) -> Response:
     expected_text = query.get("expected_seq")
     expected_seq = None
     if expected_text is not None:
-        if not expected_text.isdigit() or int(expected_text) < 1:
-            raise InvalidRequest("expected_seq must be a whole number, 1 or more")
+        # ASCII digits only ("²".isdigit() holds), and few enough for int() and a bigint.
+        digits = expected_text.isascii() and expected_text.isdigit() and len(expected_text) < 20
+        if not digits or not 1 <= int(expected_text) <= MAX_SEQ:
+            raise InvalidRequest(f"expected_seq must be a whole number from 1 to {MAX_SEQ}")
         expected_seq = int(expected_text)
     close_text = query.get("close", "false").lower()
     if close_text not in _BOOLEANS:
@@ -152,7 +156,7 @@ async def list_events(
     log: LogDep,
     engine: EngineDep,
     run_id: RunId,
-    after: Annotated[int, Query(ge=0, description="Only events with seq > after")] = 0,
+    after: Annotated[int, Query(ge=0, le=MAX_SEQ, description="Only events with seq > after")] = 0,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
     type: Annotated[list[str] | None, Query(description="repeatable: only these types")] = None,
     received_after: Annotated[datetime | None, Query(description="inclusive")] = None,

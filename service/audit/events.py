@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from service.audit.filters import utc
 from service.log import Event
+from service.log.chunks import storable
 from service.log.schema import events
 
 
@@ -37,7 +38,8 @@ async def read_events(
         events.c.run_id == run_id, events.c.seq > after
     )
     if f.types:
-        query = query.where(events.c.type.in_(f.types))
+        # Stored types went through `storable`; so do the ones asked for.
+        query = query.where(events.c.type.in_([storable(t) for t in f.types]))
     if f.received_after is not None:
         query = query.where(events.c.received_at >= utc(f.received_after))
     if f.received_before is not None:

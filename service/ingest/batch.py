@@ -7,6 +7,7 @@ from typing import Any
 
 from service.errors import InvalidEvent, InvalidJson, InvalidRequest, PayloadTooLarge
 from service.log.chunks import StoredChunk, dumps, loads, stored
+from service.log.eventlog import MAX_SEQ
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,8 +53,8 @@ class Batch:
 def _expected(value: Any) -> int | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidRequest("expected_seq must be a whole number, 1 or more")
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_SEQ:
+        raise InvalidRequest(f"expected_seq must be a whole number from 1 to {MAX_SEQ}")
     return value
 
 

@@ -5,7 +5,16 @@ Nothing here knows about HTTP, SSE or projections.
 
 from service.log import leases
 from service.log.chunks import StoredChunk
-from service.log.eventlog import Event, EventLog, Run, check_run_id
+from service.log.eventlog import MAX_SEQ, Event, EventLog, Run, check_run_id
 from service.log.writer import AppendResult
 
-__all__ = ["AppendResult", "Event", "EventLog", "Run", "StoredChunk", "check_run_id", "leases"]
+__all__ = [
+    "MAX_SEQ",
+    "AppendResult",
+    "Event",
+    "EventLog",
+    "Run",
+    "StoredChunk",
+    "check_run_id",
+    "leases",
+]

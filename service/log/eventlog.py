@@ -98,6 +98,10 @@ def _stored_chunks(chunks: Iterable[StoredChunk | Mapping[str, Any]]) -> list[St
     return [c if isinstance(c, StoredChunk) else stored(c, i) for i, c in enumerate(chunks)]
 
 
+# Seqs are bigint: a position past this can be neither stored nor asked for.
+MAX_SEQ = 2**63 - 1
+
+
 class PooledConnection(asyncpg.Connection):
     """A pool connection released without asyncpg's reset query.
 
@@ -177,8 +181,8 @@ class EventLog:
         the status the last terminal chunk implies.
         """
         check_run_id(run_id)
-        if expected_seq is not None and expected_seq < 1:
-            raise InvalidRequest("expected_seq must be 1 or more")
+        if expected_seq is not None and not 1 <= expected_seq <= MAX_SEQ:
+            raise InvalidRequest(f"expected_seq must be from 1 to {MAX_SEQ}")
         return await self._committer.submit(
             run_id,
             _stored_chunks(chunks),

@@ -24,6 +24,7 @@ USAGE_KEYS = ("promptTokens", "completionTokens", "totalTokens")
 TOKEN_COLUMNS = ("prompt_tokens", "completion_tokens", "total_tokens")
 BIGINT_MAX = 2**63 - 1
 
+
 def _saturate(count: int) -> int:
     return max(-BIGINT_MAX, min(BIGINT_MAX, count))
 

@@ -112,6 +112,24 @@ BAD_BATCHES: list[tuple[str, dict[str, Any], int, str]] = [
         "invalid_request",
     ),
     (
+        "expected past bigint",
+        {"json": {"events": [{"type": "A"}], "expected_seq": 2**70}},
+        422,
+        "invalid_request",
+    ),
+    (
+        "ndjson expected not ascii",
+        {"content": b'{"type":"A"}\n', "headers": NDJSON, "params": {"expected_seq": "\u00b2"}},
+        422,
+        "invalid_request",
+    ),
+    (
+        "ndjson expected past bigint",
+        {"content": b'{"type":"A"}\n', "headers": NDJSON, "params": {"expected_seq": str(2**70)}},
+        422,
+        "invalid_request",
+    ),
+    (
         "bad ndjson line",
         {"content": b'{"type":"A"}\n{oops\n', "headers": NDJSON},
         400,
@@ -139,6 +157,21 @@ async def test_append_when_batch_malformed_then_4xx_json_error_and_log_unchanged
     r = await client.post(f"/v1/runs/{run_id}/events", **request_kwargs)
     assert_error(r, status, code)
     assert await log_of(client, run_id) == before
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        f"/v1/runs/kept/events?after={2**70}",
+        f"/v1/runs/kept/messages?at={2**70}",
+        "/v1/chat/demo?threadId=t&before=%C2%B2",
+    ],
+)
+async def test_reads_when_numbers_out_of_range_or_not_ascii_then_422(
+    client: httpx.AsyncClient, path: str
+) -> None:
+    await client.post("/v1/runs/kept/events", json={"events": [{"type": "KEEP"}]})
+    assert_error(await client.get(path), 422, "invalid_request")
 
 
 async def test_append_when_invalid_event_then_error_names_index(client: httpx.AsyncClient) -> None:

@@ -60,6 +60,8 @@ async def test_queries_when_filters_hold_nul_then_they_match_and_never_fail(
         assert [run["run_id"] for run in r.json()["runs"]] == ["odd-3"], params
     r = await client.get("/v1/threads/q%00/messages")
     assert r.status_code == 200, r.text
+    r = await client.get("/v1/runs/odd-3/events", params={"type": "\u0000"})
+    assert (r.status_code, r.json()["events"]) == (200, [])
     r = await client.put("/v1/runs/odd-4", json={"thread_id": "q\u0000"})
     assert (r.status_code, r.json()["thread_id"]) == (201, "q\ufffd")
     r = await client.put("/v1/runs/odd-5", json={"metadata": {"k": "\u0000"}})
