@@ -22,6 +22,7 @@ from service.audit.cache import final_projections, thread_runs
 from service.audit.projection import parse_messages
 from service.audit.threads import ThreadRun, assemble_thread
 from service.errors import InvalidRequest
+from service.ingest import whole_number
 
 
 def _page(
@@ -30,11 +31,10 @@ def _page(
     """The newest `limit` messages before the cursor (an index into the transcript)."""
     end = len(messages)
     if before is not None:
-        # ASCII digits, and few: "²".isdigit() holds and int() refuses it.
-        cursor = before.isascii() and before.isdigit() and len(before) < 20
-        if not cursor or int(before) > len(messages):
+        cursor = whole_number(before)
+        if cursor is None or cursor > len(messages):
             raise InvalidRequest(f"before={before!r} is not a cursor this thread gave out")
-        end = int(before)
+        end = cursor
     start = 0 if limit is None else max(0, end - limit)
     page: dict[str, Any] = {"truncated": start > 0}
     if start > 0:

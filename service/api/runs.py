@@ -20,7 +20,12 @@ from service.api.models import (
 from service.api.responses import JSON
 from service.audit.events import EventFilter, read_events
 from service.errors import InvalidRequest, PayloadTooLarge, UnsupportedMediaType
-from service.ingest import parse_json_batch, parse_ndjson_batch
+from service.ingest import (
+    expected_from_query,
+    parse_json_batch,
+    parse_ndjson_batch,
+    whole_number,
+)
 from service.log import MAX_SEQ, check_run_id
 from service.log.chunks import dumps
 
@@ -35,7 +40,8 @@ _JSON_TYPES = frozenset({"application/json", "", "text/plain", "application/x-ww
 async def read_body(request: Request, limit: int) -> bytes:
     """The body, refused as soon as it is known to be over `limit`."""
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isascii() and declared.isdigit() and int(declared) > limit:
+    size = None if declared is None else whole_number(declared)
+    if size is not None and size > limit:
         raise PayloadTooLarge(f"the batch is over {limit} bytes; split it", limit=limit)
     parts: list[bytes] = []
     size = 0
@@ -96,14 +102,7 @@ async def append_events_fast(request: Request) -> Response:
     state = state_of(request)
     await require_api_key(request)
     query = request.query_params
-    expected_text = query.get("expected_seq")
-    expected_seq = None
-    if expected_text is not None:
-        # ASCII digits only ("²".isdigit() holds), and few enough for int() and a bigint.
-        digits = expected_text.isascii() and expected_text.isdigit() and len(expected_text) < 20
-        if not digits or not 1 <= int(expected_text) <= MAX_SEQ:
-            raise InvalidRequest(f"expected_seq must be a whole number from 1 to {MAX_SEQ}")
-        expected_seq = int(expected_text)
+    expected_seq = expected_from_query(query.get("expected_seq"))
     close_text = query.get("close", "false").lower()
     if close_text not in _BOOLEANS:
         raise InvalidRequest("close must be true or false")

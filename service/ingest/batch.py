@@ -50,6 +50,22 @@ class Batch:
     close: bool = False
 
 
+def whole_number(text: str) -> int | None:
+    """`text` as a whole number of at most 19 digits (bigint-sized), else None.
+
+    ASCII only: "²".isdigit() holds, and int() refuses it.
+    """
+    return int(text) if text.isascii() and text.isdigit() and len(text) < 20 else None
+
+
+def expected_from_query(text: str | None) -> int | None:
+    """`?expected_seq=` (NDJSON bodies), checked as the body's field is."""
+    if text is None:
+        return None
+    number = whole_number(text)
+    return _expected(text if number is None else number)
+
+
 def _expected(value: Any) -> int | None:
     if value is None:
         return None

@@ -22,6 +22,7 @@ from service.config import asyncpg_dsn
 from service.errors import InvalidRequest, InvalidRunId, RunConflict, RunNotFound, Unavailable
 from service.log import sql
 from service.log.chunks import StoredChunk, dumps, loads, storable, stored
+from service.log.summary import BIGINT_MAX
 from service.log.writer import AppendResult, CommitHook, GroupCommitter
 
 RUN_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
@@ -99,7 +100,7 @@ def _stored_chunks(chunks: Iterable[StoredChunk | Mapping[str, Any]]) -> list[St
 
 
 # Seqs are bigint: a position past this can be neither stored nor asked for.
-MAX_SEQ = 2**63 - 1
+MAX_SEQ = BIGINT_MAX
 
 
 class PooledConnection(asyncpg.Connection):

@@ -215,7 +215,7 @@ class GroupCommitter:
                 self._wake.set()
 
     async def _commit(self, group: dict[str, list[_Pending]]) -> None:
-        runs = sorted(group)
+        runs = list(group)
         requests: dict[str, dict[str, Any]] = {}
         ev_run: list[str] = []
         ev_ord: list[int] = []
