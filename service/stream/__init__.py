@@ -5,8 +5,9 @@ and `tail` serve one follower; `framing` encodes events for the wire. This
 package reads the log and knows nothing of HTTP routes.
 """
 
+from service.stream.channel import Limits
 from service.stream.framing import Encoding, choose_encoding
-from service.stream.hub import Hub, HubStats, Limits
+from service.stream.hub import Hub, HubStats
 from service.stream.tail import NOW, Offset, Plan, parse_offset, plan_stream, resolve_offset, tail
 
 __all__ = [

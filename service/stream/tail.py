@@ -27,8 +27,9 @@ from typing import Final, Literal
 
 from service.errors import InvalidOffset, OffsetOutOfRange, RunNotFound
 from service.log import check_run_id
+from service.stream.channel import contiguous
 from service.stream.framing import Encoding, encode
-from service.stream.hub import Hub, contiguous
+from service.stream.hub import Hub
 from service.stream.reads import read_page, read_states
 
 NOW: Final = "now"

@@ -1,0 +1,190 @@
+"""A run's channel: one reader task, one read per wake-up, a bounded buffer.
+
+All of a run's followers in this process share it (see `service.stream.hub`
+for what wakes it, `service.stream.tail` for how a follower uses it). The
+buffer is bounded in events and bytes; a follower whose next event was evicted
+reads the log itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import deque
+from dataclasses import dataclass, field
+
+import asyncpg
+
+from service.errors import Unavailable
+from service.stream.framing import Encoding, Row, encode
+from service.stream.reads import Page, RunState, read_page
+
+log = logging.getLogger("replay.stream")
+
+
+@dataclass(slots=True)
+class Batch:
+    """One page the channel read: contiguous seqs `first..last`, encoded lazily once."""
+
+    first: int
+    last: int
+    rows: list[Row]
+    size: int
+    _encoded: dict[Encoding, bytes] = field(default_factory=dict)
+
+    def encoded(self, encoding: Encoding) -> bytes:
+        blob = self._encoded.get(encoding)
+        if blob is None:
+            blob = self._encoded[encoding] = encode(self.rows, encoding)
+        return blob
+
+    def encoded_after(self, cursor: int, encoding: Encoding) -> bytes:
+        if cursor < self.first:
+            return self.encoded(encoding)
+        return encode(self.rows[cursor - self.first + 1 :], encoding)
+
+
+def contiguous(rows: list[Row], after: int) -> bool:
+    """Rows are exactly after+1, after+2, ... (they come ordered and unique by seq)."""
+    return not rows or (rows[0][0] == after + 1 and rows[-1][0] == after + len(rows))
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    page_size: int = 1000
+    buffer_events: int = 4096
+    buffer_bytes: int = 8 << 20
+
+
+class Channel:
+    """What this process knows about one followed run, and its one reader."""
+
+    def __init__(self, run_id: str, pool: asyncpg.Pool, limits: Limits) -> None:
+        self.run_id = run_id
+        self._pool = pool
+        self._limits = limits
+        # The seq up to which the buffer (or the log before the first page) is
+        # read; None until a read made after the channel existed anchors it.
+        self.head: int | None = None
+        # Everything up to `head` is all there will ever be.
+        self.complete = False
+        self.subscribers = 0
+        self.reads = 0
+        # The highest last_seq / close any hint announced; kept even before the
+        # anchor so a hint arriving in between is not lost.
+        self._hint = -1
+        self._hint_closed = False
+        self._batches: deque[Batch] = deque()
+        self._buffered_events = 0
+        self._buffered_bytes = 0
+        self._wake = asyncio.Event()
+        # Replaced on every advance: a follower takes the current one *before*
+        # looking at the buffer, so an advance in between still wakes it.
+        self.advanced = asyncio.Event()
+        self._task = asyncio.create_task(self._read_forever(), name=f"stream-channel:{run_id}")
+
+    # -- what the hub and followers tell the channel ------------------------
+
+    def anchor(self, state: RunState) -> None:
+        """A read made after the channel existed: the log's truth at that moment."""
+        if self.head is None:
+            self.head = state.last_seq
+            if state.closed:
+                self.complete = True
+                self._advance()
+        self.announce(state.last_seq, state.closed)
+
+    def announce(self, last_seq: int, closed: bool) -> None:
+        """A hint (notification or re-check): the log may be at `last_seq`."""
+        self._hint = max(self._hint, last_seq)
+        self._hint_closed = self._hint_closed or closed
+        if (
+            self.head is not None
+            and not self.complete
+            and (self._hint > self.head or self._hint_closed)
+        ):
+            self._wake.set()
+
+    # -- what followers read ------------------------------------------------
+
+    def pending(self, cursor: int, encoding: Encoding) -> tuple[bytes, int] | None:
+        """Everything buffered after `cursor`, as one blob, and its last seq.
+
+        None when the buffer has nothing after `cursor`, or no longer holds
+        `cursor + 1` (the follower then reads the log itself).
+        """
+        head = self.head
+        batches = self._batches
+        if head is None or head <= cursor or not batches:
+            return None
+        index = len(batches) - 1
+        while index > 0 and batches[index - 1].last > cursor:
+            index -= 1
+        start = batches[index]
+        if start.first > cursor + 1:
+            return None
+        parts = [start.encoded_after(cursor, encoding)]
+        parts.extend(batches[i].encoded(encoding) for i in range(index + 1, len(batches)))
+        return (parts[0] if len(parts) == 1 else b"".join(parts)), batches[-1].last
+
+    # -- the reader ---------------------------------------------------------
+
+    async def _read_forever(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            try:
+                await self._read_ahead()
+            except Unavailable as exc:
+                log.warning("stream: reading run %s failed, retrying: %s", self.run_id, exc)
+                asyncio.get_running_loop().call_later(0.5, self._wake.set)
+
+    async def _read_ahead(self) -> None:
+        page_size = self._limits.page_size
+        while self.head is not None and not self.complete:
+            page = await read_page(self._pool, self.run_id, self.head, page_size)
+            self.reads += 1
+            if page is None or not self._take(page) or len(page.rows) < page_size:
+                return
+
+    def _take(self, page: Page) -> bool:
+        assert self.head is not None
+        rows = page.rows
+        if not contiguous(rows, self.head):
+            # Cannot happen while seqs are gap-free and committed in order;
+            # followers then read the log themselves rather than trust this.
+            log.error("stream: run %s read out of order after %s", self.run_id, self.head)
+            return False
+        if rows:
+            size = sum(len(chunk) for _, chunk in rows)
+            self._batches.append(Batch(rows[0][0], rows[-1][0], rows, size))
+            self._buffered_events += len(rows)
+            self._buffered_bytes += size
+            self.head = rows[-1][0]
+            self._evict()
+        if page.complete and self.head >= page.state.last_seq:
+            self.complete = True
+        if rows or self.complete:
+            self._advance()
+        return bool(rows)
+
+    def _evict(self) -> None:
+        limits = self._limits
+        while len(self._batches) > 1 and (
+            self._buffered_events > limits.buffer_events
+            or self._buffered_bytes > limits.buffer_bytes
+        ):
+            old = self._batches.popleft()
+            self._buffered_events -= old.last - old.first + 1
+            self._buffered_bytes -= old.size
+
+    def _advance(self) -> None:
+        done, self.advanced = self.advanced, asyncio.Event()
+        done.set()
+
+    async def close(self) -> None:
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+        self._advance()
