@@ -13,7 +13,8 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from service.config import sqlalchemy_url
 
-MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"
+# Shipped inside the package, so an installed `replay` finds its revisions.
+MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 
 
 def alembic_config(database_url: str) -> Config:
