@@ -1,0 +1,157 @@
+"""`pip wheel .` and `pip install` of that wheel into a clean venv outside the repository:
+the installed `replay` migrates, serves and finds its own files (alembic scripts, static
+files) from the installed package. pip's cache is reused, so this takes seconds once the
+dependencies have been downloaded."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from service import migrate
+from tests.pg import Databases
+from tests.servers import free_port
+
+
+@dataclass
+class Installed:
+    wheel: Path
+    bin: Path
+    # A folder with nothing of the repository in it: where the commands run.
+    elsewhere: Path
+
+    def env(self, **extra: str) -> dict[str, str]:
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith("REPLAY_") and k not in ("PYTHONPATH", "VIRTUAL_ENV")
+        }
+        env["PATH"] = f"{self.bin}{os.pathsep}{env.get('PATH', '')}"
+        return {**env, **extra}
+
+    def replay(self, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(self.bin / "replay"), *args],
+            cwd=self.elsewhere,
+            env=self.env(**env),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+
+def _run(*args: str | Path, cwd: Path) -> None:
+    done = subprocess.run(
+        [str(a) for a in args], cwd=cwd, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+
+@pytest.fixture(scope="module")
+def installed(clone: Path, tmp_path_factory: pytest.TempPathFactory) -> Installed:
+    home = tmp_path_factory.mktemp("installed")
+    wheels, venv, elsewhere = home / "wheels", home / "venv", home / "elsewhere"
+    elsewhere.mkdir()
+    _run(sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", wheels, ".", cwd=clone)
+    (wheel,) = wheels.glob("agent_replay-*.whl")
+    _run(sys.executable, "-m", "venv", venv, cwd=home)
+    _run(venv / "bin" / "python", "-m", "pip", "install", "--quiet", wheel, cwd=elsewhere)
+    return Installed(wheel, venv / "bin", elsewhere)
+
+
+def test_wheel_when_built_then_ships_migrations_and_static_files(installed: Installed) -> None:
+    names = set(zipfile.ZipFile(installed.wheel).namelist())
+    revisions = {p.name for p in migrate.MIGRATIONS.glob("versions/*.py")}
+    assert revisions
+    assert {f"service/migrations/versions/{r}" for r in revisions} <= names
+    assert {"service/migrations/env.py", "service/migrations/script.py.mako"} <= names
+    assert "service/api/static/demo.html" in names
+    assert not any(n.startswith("tests/") for n in names)
+
+
+def test_installed_replay_when_run_outside_repo_then_imports_the_installed_package(
+    installed: Installed,
+) -> None:
+    python = installed.bin / "python"
+    where = subprocess.run(
+        [str(python), "-c", "import service; print(service.__file__)"],
+        cwd=installed.elsewhere,
+        env=installed.env(),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert Path(where.stdout.strip()).is_relative_to(installed.bin.parent)
+    assert installed.replay("--help").returncode == 0
+
+
+async def test_installed_replay_migrate_when_database_configured_then_schema_at_head(
+    installed: Installed, databases: Databases
+) -> None:
+    url = await databases.empty()
+    try:
+        done = installed.replay("migrate", REPLAY_DATABASE_URL=url)
+        assert done.returncode == 0, done.stderr
+        assert await migrate.current_revision(url) == migrate.head_revision()
+        check = installed.replay("migrate", "--check", "--database-url", url)
+        assert check.returncode == 0, check.stderr
+    finally:
+        await databases.drop(url)
+
+
+@pytest.fixture(scope="module")
+def served(installed: Installed) -> Iterator[str]:
+    """`replay serve` from the installed package on its embedded default database."""
+    port = free_port()
+    log = (installed.elsewhere / "serve.log").open("wb")
+    proc = subprocess.Popen(
+        [str(installed.bin / "replay"), "serve", "--port", str(port)],
+        cwd=installed.elsewhere,
+        env=installed.env(),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    try:
+        while True:
+            try:
+                if httpx.get(f"{base}/readyz", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                output = (installed.elsewhere / "serve.log").read_text(errors="replace")
+                pytest.fail(f"installed replay serve never became ready:\n{output[-3000:]}")
+            time.sleep(0.1)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+def test_installed_replay_when_serving_embedded_default_then_ready_and_demo_page_served(
+    installed: Installed, served: str
+) -> None:
+    ready = httpx.get(f"{served}/readyz", timeout=10)
+    assert ready.status_code == 200
+    assert ready.json()["schema"] == migrate.head_revision()
+    # The embedded cluster lives in the working directory's .replay/, not in the package.
+    assert (installed.elsewhere / ".replay" / "pg" / "PG_VERSION").is_file()
+    page = httpx.get(f"{served}/", timeout=10)
+    assert page.status_code == 200
+    assert "<html" in page.text.lower()
