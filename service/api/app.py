@@ -22,7 +22,7 @@ from starlette.routing import Route
 from service import migrate
 from service.agents import Drivers, load_catalog
 from service.agents.demo import demo_agent
-from service.api import agents, audit, chat, demo_page, health, runs, stream
+from service.api import agents, audit, chat, demo_page, docs, health, runs, stream
 from service.api.deps import AppState, require_api_key
 from service.api.responses import (
     JSON,
@@ -115,7 +115,10 @@ def create_app(
         version="0.1.0",
         lifespan=lifespan,
         default_response_class=JSON,
+        docs_url=None,  # docs.install: the same pages, with their assets served from here
+        redoc_url=None,
     )
+    docs.install(app)
     app.add_exception_handler(ReplayError, on_replay_error)
     app.add_exception_handler(HTTPException, on_http_error)
     app.add_exception_handler(RequestValidationError, on_validation_error)

@@ -20,9 +20,8 @@ def _in_clone(clone: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 def test_fresh_clone_when_nothing_beside_it_then_corpus_found_inside_it(clone: Path) -> None:
     assert not (clone.parent / "shared").exists()
-    where = _in_clone(
-        clone, "-c", "import tests.projector.conftest as c, service; print(c.CASES, service.__file__)"
-    )
+    code = "import tests.projector.conftest as c, service; print(c.CASES, service.__file__)"
+    where = _in_clone(clone, "-c", code)
     assert where.returncode == 0, where.stderr
     cases, package = (Path(p) for p in where.stdout.split())
     assert cases == clone / "tests" / "projector" / "golden"

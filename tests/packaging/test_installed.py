@@ -155,3 +155,6 @@ def test_installed_replay_when_serving_embedded_default_then_ready_and_demo_page
     page = httpx.get(f"{served}/", timeout=10)
     assert page.status_code == 200
     assert "<html" in page.text.lower()
+    for asset in ("/static/docs/swagger-ui-bundle.js", "/static/docs/redoc.standalone.js"):
+        assert httpx.get(f"{served}{asset}", timeout=10).status_code == 200, asset
+    assert httpx.get(f"{served}/favicon.svg", timeout=10).status_code == 200
