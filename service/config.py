@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from functools import cached_property
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -67,6 +68,10 @@ class Settings(BaseSettings):
     instance_id: str | None = None
     upstream_idle_seconds: float = 300.0
     demo_delay_seconds: float = 0.04
+    # Operations: log lines as text or JSON; one access line per request; /metrics open.
+    log_format: Literal["text", "json"] = "text"
+    access_log: bool = True
+    metrics_public: bool = False
 
     @cached_property
     def api_key_set(self) -> frozenset[str]:

@@ -11,7 +11,7 @@ import time
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import IO, Any
 
 import httpx
 import uvicorn
@@ -61,9 +61,18 @@ def free_port() -> int:
 
 @contextmanager
 def serve_subprocess(
-    env: Mapping[str, str], port: int | None = None, *, inherit: bool = True
+    env: Mapping[str, str],
+    port: int | None = None,
+    *,
+    inherit: bool = True,
+    log_level: str = "warning",
+    log_file: IO[bytes] | None = None,
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """`replay serve` as its own process (for multi-process and kill -9 tests)."""
+    """`replay serve` as its own process (for multi-process and kill -9 tests).
+
+    Its log goes to `log_file` when given (a pipe nobody reads would fill and
+    stall the server), else only its last words are kept, for a failed start.
+    """
     port = port or free_port()
     proc = subprocess.Popen(
         [
@@ -74,12 +83,12 @@ def serve_subprocess(
             "--port",
             str(port),
             "--log-level",
-            "warning",
+            log_level,
         ],
         # inherit=False: exactly `env` (a test that must not see REPLAY_DATABASE_URL).
         env={**os.environ, **env} if inherit else dict(env),
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        stderr=subprocess.PIPE if log_file is None else log_file,
     )
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30

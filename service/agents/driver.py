@@ -26,6 +26,7 @@ from typing import Any
 
 import aiohttp
 
+from service import metrics
 from service.agents import upstream
 from service.agents.catalog import Agent, AgentCatalog, RunInput
 from service.errors import ReplayError, RunClosed
@@ -107,6 +108,7 @@ class Drivers:
                     self.log.pool, run_id, self.owner, self.lease_seconds, self.instance_id
                 ):
                     await self._terminalize(run_id, "the service restarted while it drove this run")
+                    metrics.LEASES_REAPED.inc()
         self._reaper = asyncio.create_task(self._reap_forever(), name="lease-reaper")
 
     async def close(self) -> None:
@@ -293,6 +295,7 @@ class Drivers:
                 await self._terminalize(
                     run_id, "the process driving this run stopped (lease expired)"
                 )
+                metrics.LEASES_REAPED.inc()
                 reaped.append(run_id)
         return reaped
 

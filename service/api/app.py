@@ -10,19 +10,22 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
 
 from fastapi import Depends, FastAPI
 from fastapi.exceptions import RequestValidationError
-from sqlalchemy.ext.asyncio import create_async_engine
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from starlette.exceptions import HTTPException
 from starlette.routing import Route
 
-from service import migrate
+from service import metrics, migrate
 from service.agents import Drivers, load_catalog
 from service.agents.demo import demo_agent
 from service.api import agents, audit, chat, demo_page, docs, health, runs, stream
+from service.api import metrics as metrics_route
+from service.api.access import AccessLog
 from service.api.deps import AppState, require_api_key
 from service.api.responses import (
     JSON,
@@ -38,6 +41,9 @@ from service.log import EventLog
 from service.stream import Hub, Limits
 
 log = logging.getLogger("replay")
+
+# Connections the audit's engine may open past its pool size.
+_AUDIT_OVERFLOW = 2
 
 
 def create_app(
@@ -63,8 +69,9 @@ def create_app(
             )
             stack.push_async_callback(event_log.close)
             # SQLAlchemy Core for the audit's dynamic queries; connects lazily.
+            audit_pool_size = max(2, settings.pool_size // 2)
             engine = create_async_engine(
-                sqlalchemy_url(url), pool_size=max(2, settings.pool_size // 2), max_overflow=2
+                sqlalchemy_url(url), pool_size=audit_pool_size, max_overflow=_AUDIT_OVERFLOW
             )
             stack.push_async_callback(engine.dispose)
             hub = Hub(
@@ -95,6 +102,10 @@ def create_app(
             hub.on_close(drivers.closed_elsewhere)
             # Stops before the hub and the log: drivers still append as they end.
             stack.push_async_callback(drivers.close)
+            for stop_sampling in _gauges(
+                event_log, engine, audit_pool_size + _AUDIT_OVERFLOW, hub, drivers
+            ):
+                stack.callback(stop_sampling)
             app.state.replay = AppState(
                 settings=settings,
                 log=event_log,
@@ -128,7 +139,9 @@ def create_app(
     app.router.routes.insert(
         0, Route("/v1/runs/{run_id}/events", runs.append_events_fast, methods=["POST"])
     )
+    app.add_middleware(AccessLog, routes=app.router.routes, log_requests=settings.access_log)
     app.include_router(health.router)
+    app.include_router(metrics_route.router)
     app.include_router(demo_page.router)
     # Before runs.router: its /v1/runs/{run_id} must not shadow /v1/runs.
     app.include_router(audit.router, dependencies=[Depends(require_api_key)])
@@ -137,3 +150,29 @@ def create_app(
     app.include_router(agents.router, dependencies=[Depends(require_api_key)])
     app.include_router(chat.router, dependencies=[Depends(require_api_key)])
     return app
+
+
+def _gauges(
+    event_log: EventLog, engine: AsyncEngine, audit_max: int, hub: Hub, drivers: Drivers
+) -> list[Callable[[], None]]:
+    """Register this app's gauges with the metrics registry; returns their removers."""
+    pool = event_log.pool
+    audit_pool: Any = engine.pool  # QueuePool: checkedout() / size()
+    return [
+        metrics.sample("replay_stream_followers", lambda: hub.stats().subscribers),
+        metrics.sample("replay_stream_runs_followed", lambda: hub.stats().channels),
+        metrics.sample("replay_hosted_runs", lambda: len(drivers.active)),
+        metrics.sample("replay_listen_connected", lambda: float(hub.listening)),
+        metrics.sample(
+            "replay_db_pool_in_use", lambda: pool.get_size() - pool.get_idle_size(), pool="log"
+        ),
+        metrics.sample("replay_db_pool_size", pool.get_size, pool="log"),
+        metrics.sample("replay_db_pool_max_size", pool.get_max_size, pool="log"),
+        metrics.sample("replay_db_pool_in_use", audit_pool.checkedout, pool="audit"),
+        metrics.sample(
+            "replay_db_pool_size",
+            lambda: audit_pool.checkedin() + audit_pool.checkedout(),
+            pool="audit",
+        ),
+        metrics.sample("replay_db_pool_max_size", lambda: audit_max, pool="audit"),
+    ]

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import time
 from datetime import datetime
+from types import TracebackType
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request
 from starlette.responses import Response
 
+from service import metrics
 from service.api.deps import AppState, EngineDep, LogDep, StateDep, require_api_key, state_of
 from service.api.models import (
     ERRORS,
@@ -19,7 +22,7 @@ from service.api.models import (
 )
 from service.api.responses import JSON
 from service.audit.events import EventFilter, read_events
-from service.errors import InvalidRequest, PayloadTooLarge, UnsupportedMediaType
+from service.errors import InvalidRequest, PayloadTooLarge, ReplayError, UnsupportedMediaType
 from service.ingest import (
     expected_from_query,
     parse_json_batch,
@@ -89,7 +92,8 @@ async def append_events(
     close: Annotated[bool, Query(description="NDJSON bodies only")] = False,
 ) -> Response:
     """Append a batch durably; answers after commit. Creates the run if missing."""
-    return await _append(request, state, run_id, expected_seq, close)
+    with _Counted():
+        return await _append(request, state, run_id, expected_seq, close)
 
 
 async def append_events_fast(request: Request) -> Response:
@@ -99,16 +103,36 @@ async def append_events_fast(request: Request) -> Response:
     document): dependency solving and parameter validation cost more CPU than
     the append itself, and single-chunk producers post thousands a second.
     """
-    state = state_of(request)
-    await require_api_key(request)
-    query = request.query_params
-    expected_seq = expected_from_query(query.get("expected_seq"))
-    close_text = query.get("close", "false").lower()
-    if close_text not in _BOOLEANS:
-        raise InvalidRequest("close must be true or false")
-    return await _append(
-        request, state, request.path_params["run_id"], expected_seq, _BOOLEANS[close_text]
-    )
+    with _Counted():
+        state = state_of(request)
+        await require_api_key(request)
+        query = request.query_params
+        expected_seq = expected_from_query(query.get("expected_seq"))
+        close_text = query.get("close", "false").lower()
+        if close_text not in _BOOLEANS:
+            raise InvalidRequest("close must be true or false")
+        return await _append(
+            request, state, request.path_params["run_id"], expected_seq, _BOOLEANS[close_text]
+        )
+
+
+class _Counted:
+    """An append request's outcome (ok or the error code) and, if acknowledged, its duration."""
+
+    __slots__ = ("_started",)
+
+    def __enter__(self) -> None:
+        self._started = time.perf_counter()
+
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if ev is None:
+            metrics.APPEND_DURATION.observe(time.perf_counter() - self._started)
+            metrics.APPEND_REQUESTS.labels("ok").inc()
+        else:
+            outcome = ev.code if isinstance(ev, ReplayError) else "internal"
+            metrics.APPEND_REQUESTS.labels(outcome).inc()
 
 
 _BOOLEANS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}

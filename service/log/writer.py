@@ -30,6 +30,7 @@ from typing import Any
 import asyncpg
 import orjson
 
+from service import metrics
 from service.errors import ReplayError, RunClosed, RunNotFound, SeqConflict, Unavailable
 from service.log import sql
 from service.log.chunks import StoredChunk, loads, storable
@@ -256,20 +257,25 @@ class GroupCommitter:
             rows = await self._retrying(self._append_statement, plan, events)
         bases = {row["run_id"]: row["base"] for row in rows}
         refused: dict[str, list[_Pending]] = {}
+        committed = 0
         for run, items in group.items():
             base = bases.get(run)
             if base is None:
                 refused[run] = items
                 continue
+            added = sum(len(item.chunks) for item in items)
+            committed += added
             if self._hooks:
                 # Before the acknowledgements: a local follower is woken by the
                 # commit itself, not by the NOTIFY's round trip through the server.
-                added = sum(len(item.chunks) for item in items)
                 self._announce(run, base + added, items[-1].close)
             for item in items:
                 first = base + 1
                 base += len(item.chunks)
                 item.future.set_result(AppendResult(run, first if item.chunks else None, base))
+        if committed:
+            metrics.EVENTS_APPENDED.inc(committed)
+            metrics.GROUP_COMMIT_EVENTS.observe(committed)
         if refused:
             await self._explain(refused)
 

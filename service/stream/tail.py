@@ -25,6 +25,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Final, Literal
 
+from service import metrics
 from service.errors import InvalidOffset, OffsetOutOfRange, RunNotFound
 from service.log import check_run_id
 from service.stream.channel import contiguous
@@ -90,6 +91,12 @@ async def plan_stream(hub: Hub, run_id: str, offset: Offset) -> Plan:
     return Plan(run_id, cursor, state.last_seq, state.closed)
 
 
+def _count_sent(events: int, lag: int) -> None:
+    """`events` about to be written; `lag`: events known to exist past them."""
+    metrics.STREAM_EVENTS_SENT.inc(events)
+    metrics.FOLLOWER_LAG.observe(lag)
+
+
 class OutOfOrder(RuntimeError):
     """The log answered with a gap: never deliver past it."""
 
@@ -113,7 +120,9 @@ async def tail(
             advanced = channel.advanced
             buffered = channel.pending(cursor, encoding)
             if buffered is not None:
-                blob, cursor = buffered
+                blob, last = buffered
+                _count_sent(last - cursor, max(known, channel.head or 0) - last)
+                cursor = last
                 yield preamble + blob if preamble else blob
                 preamble = b""
                 continue
@@ -134,6 +143,7 @@ async def tail(
                     raise OutOfOrder(f"run {run_id!r}: the log skipped past seq {cursor}")
                 if rows:
                     cursor = rows[-1][0]
+                    _count_sent(len(rows), max(known, channel.head or 0) - cursor)
                     blob = encode(rows, encoding)
                     yield preamble + blob if preamble else blob
                     preamble = b""

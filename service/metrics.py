@@ -1,0 +1,153 @@
+"""Prometheus metrics: the registry, what the layers count, and what is sampled when scraped.
+
+Counters and histograms are bumped where the thing happens: the HTTP edge
+(append requests and their duration, every request by route), the group
+committer (events appended, group sizes), a follower's writes (events sent,
+lag), the lease reaper. Gauges are never kept in step by hand: the app
+registers a reading (its hub's followers, its drivers' runs, its pools) with
+`sample`, and the collector reads them at scrape time, summed over whatever
+registered (one app per process in production; several in a test process).
+
+This module imports nothing else of the service, so any layer may call it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+)
+from prometheus_client import gc_collector as _gc
+from prometheus_client import platform_collector as _platform
+from prometheus_client import process_collector as _process
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+REGISTRY = CollectorRegistry(auto_describe=True)
+_process.ProcessCollector(registry=REGISTRY)
+_platform.PlatformCollector(registry=REGISTRY)
+_gc.GCCollector(registry=REGISTRY)
+
+_SECONDS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+APPEND_REQUESTS = Counter(
+    "replay_append_requests",
+    "POST /v1/runs/{run_id}/events requests by outcome (ok, or the error code answered).",
+    ["outcome"],
+    registry=REGISTRY,
+)
+APPEND_DURATION = Histogram(
+    "replay_append_duration_seconds",
+    "Acknowledged appends: from the request's arrival to its commit being acknowledged.",
+    buckets=_SECONDS,
+    registry=REGISTRY,
+)
+EVENTS_APPENDED = Counter(
+    "replay_events_appended",
+    "Events committed by this process's append path (HTTP, hosted runs, in-process writers).",
+    registry=REGISTRY,
+)
+GROUP_COMMIT_EVENTS = Histogram(
+    "replay_group_commit_events",
+    "Events per group commit (one transaction, one fsync).",
+    buckets=(1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000),
+    registry=REGISTRY,
+)
+STREAM_EVENTS_SENT = Counter(
+    "replay_stream_events_sent",
+    "Events written to stream followers (SSE and NDJSON).",
+    registry=REGISTRY,
+)
+FOLLOWER_LAG = Histogram(
+    "replay_stream_follower_lag_events",
+    "Per write to a follower: events the log is known to hold past what it has been sent.",
+    buckets=(0, 1, 10, 100, 1000, 10_000, 100_000, 1_000_000),
+    registry=REGISTRY,
+)
+LEASES_REAPED = Counter(
+    "replay_leases_reaped",
+    "Hosted runs closed as interrupted by this process because their driver died"
+    " (its lease ran out, or it was an earlier life of this instance).",
+    registry=REGISTRY,
+)
+HTTP_REQUESTS = Counter(
+    "replay_http_requests",
+    "HTTP requests by method, route template and status.",
+    ["method", "route", "status"],
+    registry=REGISTRY,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class _Gauge:
+    help: str
+    labels: tuple[str, ...] = ()
+
+
+GAUGES: dict[str, _Gauge] = {
+    "replay_stream_followers": _Gauge("Stream followers (open SSE / NDJSON responses)."),
+    "replay_stream_runs_followed": _Gauge("Runs with at least one follower in this process."),
+    "replay_hosted_runs": _Gauge("Hosted runs this process is driving."),
+    "replay_listen_connected": _Gauge("1 while the LISTEN connection is up, else 0."),
+    "replay_db_pool_in_use": _Gauge("Database connections checked out.", ("pool",)),
+    "replay_db_pool_size": _Gauge("Database connections open.", ("pool",)),
+    "replay_db_pool_max_size": _Gauge("Most database connections the pool opens.", ("pool",)),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class _Reading:
+    name: str
+    labels: tuple[str, ...]
+    read: Callable[[], float]
+
+
+class _Sampled(Collector):
+    def __init__(self) -> None:
+        self._readings: list[_Reading] = []
+
+    def add(self, reading: _Reading) -> Callable[[], None]:
+        self._readings.append(reading)
+
+        def remove() -> None:
+            if reading in self._readings:
+                self._readings.remove(reading)
+
+        return remove
+
+    def collect(self) -> Iterator[Metric]:
+        for name, gauge in GAUGES.items():
+            family = GaugeMetricFamily(name, gauge.help, labels=gauge.labels)
+            totals: dict[tuple[str, ...], float] = {}
+            for reading in self._readings:
+                if reading.name == name:
+                    totals[reading.labels] = totals.get(reading.labels, 0.0) + reading.read()
+            if not totals and not gauge.labels:
+                totals[()] = 0.0
+            for labels, value in totals.items():
+                family.add_metric(list(labels), value)
+            yield family
+
+
+_SAMPLED = _Sampled()
+REGISTRY.register(_SAMPLED)
+
+
+def sample(name: str, read: Callable[[], float], **labels: str) -> Callable[[], None]:
+    """Report `read()` as gauge `name` at every scrape; returns the function that stops it."""
+    gauge = GAUGES[name]
+    if tuple(labels) != gauge.labels:
+        raise ValueError(f"{name} takes labels {gauge.labels}, not {tuple(labels)}")
+    return _SAMPLED.add(_Reading(name, tuple(labels.values()), read))
+
+
+def exposition() -> bytes:
+    """The registry in Prometheus text format."""
+    return generate_latest(REGISTRY)

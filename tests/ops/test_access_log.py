@@ -1,0 +1,176 @@
+"""Access lines and request ids, read from a real `replay serve`'s stderr.
+
+JSON lines (`REPLAY_LOG_FORMAT=json`) are parsed; text lines are checked for
+the same facts. No line may carry a key or a token, wherever it was sent.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.servers import serve_subprocess
+from tests.stream.wire import SseReader
+
+KEY = "sk-live-7f3a9c1e5b"
+TOKEN = "tok-8d2e4f6a0c"
+
+# A server's base URL and the file its stderr goes to.
+Server = tuple[str, Path]
+
+
+@pytest.fixture(scope="module")
+def json_server(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """One server for the module: each test finds its own lines by request id."""
+    yield from _server(database_url, tmp_path_factory.mktemp("json-log"), "json")
+
+
+@pytest.fixture
+def text_server(database_url: str, tmp_path: Path) -> Iterator[Server]:
+    yield from _server(database_url, tmp_path, "text")
+
+
+def _server(database_url: str, folder: Path, fmt: str) -> Iterator[Server]:
+    path = folder / "replay.log"
+    env = {
+        "REPLAY_DATABASE_URL": database_url,
+        "REPLAY_LOG_FORMAT": fmt,
+        "REPLAY_API_KEYS": KEY,
+        "REPLAY_HEARTBEAT_SECONDS": "1",
+    }
+    with (
+        path.open("wb") as log_file,
+        serve_subprocess(env, log_level="info", log_file=log_file) as (base, _),
+    ):
+        yield base, path
+
+
+def _json_lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _access(path: Path, request_id: str) -> list[dict[str, Any]]:
+    return [
+        line
+        for line in _json_lines(path)
+        if line["logger"] == "replay.access" and line.get("request_id") == request_id
+    ]
+
+
+AUTH = {"authorization": f"Bearer {KEY}"}
+
+
+async def test_access_log_when_json_then_one_line_per_request_with_route_status_run_and_id(
+    json_server: Server,
+) -> None:
+    base, path = json_server
+    async with httpx.AsyncClient(base_url=base, timeout=30, headers=AUTH) as http:
+        r = await http.post(
+            "/v1/runs/acc-1/events",
+            json={"events": [{"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "x"}]},
+            headers={"x-request-id": "req-append-1"},
+        )
+        assert r.status_code == 200
+        assert r.headers["x-request-id"] == "req-append-1"
+        missing = await http.get("/v1/runs/acc-missing", headers={"x-request-id": "req-404"})
+        assert missing.status_code == 404 and missing.headers["x-request-id"] == "req-404"
+        await http.get("/healthz", headers={"x-request-id": "req-flush"})
+    (line,) = _access(path, "req-append-1")
+    assert line["level"] == "info"
+    assert (line["method"], line["route"], line["status"]) == (
+        "POST",
+        "/v1/runs/{run_id}/events",
+        200,
+    )
+    assert line["run_id"] == "acc-1" and line["path"] == "/v1/runs/acc-1/events"
+    assert isinstance(line["duration_ms"], float) and line["duration_ms"] > 0
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00", line["time"])
+    (nf,) = _access(path, "req-404")
+    assert (nf["route"], nf["status"], nf["run_id"]) == ("/v1/runs/{run_id}", 404, "acc-missing")
+
+
+async def test_access_log_when_no_or_bad_request_id_then_one_is_generated_and_echoed(
+    json_server: Server,
+) -> None:
+    base, path = json_server
+    async with httpx.AsyncClient(base_url=base, timeout=30) as http:
+        plain = await http.get("/healthz")
+        hostile = await http.get("/healthz", headers={"x-request-id": "a b\tc" + "x" * 200})
+        await http.get("/healthz", headers={"x-request-id": "req-flush"})
+    ids = [plain.headers["x-request-id"], hostile.headers["x-request-id"]]
+    for request_id in ids:
+        assert re.fullmatch(r"[0-9a-f]{32}", request_id)
+        (line,) = _access(path, request_id)
+        assert (line["route"], line["status"]) == ("/healthz", 200)
+    assert ids[0] != ids[1]
+
+
+async def test_access_log_when_a_stream_ends_then_its_line_has_the_whole_duration(
+    json_server: Server,
+) -> None:
+    base, path = json_server
+    async with httpx.AsyncClient(base_url=base, timeout=30, headers=AUTH) as http:
+        await http.post(
+            "/v1/runs/acc-stream/events",
+            json={"events": [{"type": "RUN_STARTED", "threadId": "t", "runId": "acc-stream"}]},
+        )
+        reader = SseReader()
+        async with http.stream(
+            "GET", "/v1/runs/acc-stream/stream", headers={"x-request-id": "req-stream"}
+        ) as response:
+            assert response.headers["x-request-id"] == "req-stream"
+            chunks = response.aiter_bytes()
+            while not reader.events:
+                reader.feed(await anext(chunks))
+            # Open: no line yet (it is written when the response ends).
+            assert _access(path, "req-stream") == []
+            await http.post("/v1/runs/acc-stream/close")
+            async for data in chunks:
+                reader.feed(data)
+        await http.get("/healthz", headers={"x-request-id": "req-flush"})
+    (line,) = _access(path, "req-stream")
+    assert (line["route"], line["status"], line["run_id"]) == (
+        "/v1/runs/{run_id}/stream",
+        200,
+        "acc-stream",
+    )
+
+
+async def test_access_log_when_key_and_token_sent_then_neither_is_ever_written(
+    json_server: Server,
+) -> None:
+    base, path = json_server
+    async with httpx.AsyncClient(base_url=base, timeout=30) as http:
+        await http.get("/v1/runs", headers={"authorization": f"Bearer {KEY}x"})  # a wrong key: 401
+        await http.get(
+            "/v1/runs/acc-tok/stream",
+            params={"token": TOKEN, "offset": "-1", "api_key": KEY},
+            headers={**AUTH, "x-request-id": "req-token"},
+        )
+        await http.get("/healthz", headers={"x-request-id": "req-flush"})
+    text = path.read_text()
+    assert KEY not in text and TOKEN not in text
+    (line,) = _access(path, "req-token")
+    assert line["path"] == "/v1/runs/acc-tok/stream?token=REDACTED&offset=-1&api_key=REDACTED"
+    assert line["status"] == 404
+    assert [entry["status"] for entry in _json_lines(path) if entry.get("route") == "/v1/runs"] == [
+        401
+    ]
+
+
+async def test_access_log_when_text_then_readable_line_with_the_same_fields(
+    text_server: Server,
+) -> None:
+    base, path = text_server
+    async with httpx.AsyncClient(base_url=base, timeout=30, headers=AUTH) as http:
+        await http.put("/v1/runs/acc-text", headers={"x-request-id": "req-text"})
+        await http.get("/healthz", headers={"x-request-id": "req-flush"})
+    (line,) = [entry for entry in path.read_text().splitlines() if "request_id=req-text" in entry]
+    assert line.startswith("INFO replay.access: PUT /v1/runs/{run_id} 201 ")
+    assert " run_id=acc-text " in line and " status=201 " in line
