@@ -66,6 +66,13 @@ class InvalidCursor(InvalidInput):
     code = "invalid_cursor"
 
 
+class InvalidTypes(InvalidInput):
+    """A `?types=` filter that names no type or misplaces its `*`."""
+
+    status = 400
+    code = "invalid_types"
+
+
 class InvalidRunId(InvalidInput):
     code = "invalid_run_id"
 

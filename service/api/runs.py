@@ -31,6 +31,7 @@ from service.ingest import (
 )
 from service.log import MAX_SEQ, check_run_id
 from service.log.chunks import dumps
+from service.log.typefilter import TypeFilter
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"], responses=ERRORS)
 
@@ -182,12 +183,17 @@ async def list_events(
     after: Annotated[int, Query(ge=0, le=MAX_SEQ, description="Only events with seq > after")] = 0,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
     type: Annotated[list[str] | None, Query(description="repeatable: only these types")] = None,
+    types: Annotated[
+        str | None,
+        Query(description="comma-separated types, `*` as a suffix wildcard (`TOOL_CALL_*`)"),
+    ] = None,
     received_after: Annotated[datetime | None, Query(description="inclusive")] = None,
     received_before: Annotated[datetime | None, Query(description="exclusive")] = None,
 ) -> Response:
     """A page of the log in seq order; `next_after` continues it (null at the end)."""
     run = await log.get_run(run_id)
-    event_filter = EventFilter(tuple(type or ()), received_after, received_before)
+    patterns = TypeFilter.parse(types) if types is not None else None
+    event_filter = EventFilter(tuple(type or ()), patterns, received_after, received_before)
     if event_filter.empty:
         events = await log.read_events(run_id, after, limit)
     else:

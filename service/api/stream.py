@@ -7,17 +7,21 @@ and, optionally, an offset and an Accept value it already resolved.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path, Query, Request
 from sse_starlette import ServerSentEvent
 from starlette.responses import Response
 
+from service.api.decoded import DecodedFramer
 from service.api.deps import AppState, StateDep
 from service.api.models import ERRORS
 from service.api.sse import StreamResponse
-from service.stream import Encoding, Offset, choose_encoding, parse_offset, plan_stream, tail
-from service.stream.framing import sse_preamble
+from service.errors import InvalidRequest
+from service.log.typefilter import TypeFilter
+from service.stream import Encoding, Offset, Plan, choose_encoding, parse_offset, plan_stream, tail
+from service.stream.audience import audience_framer
+from service.stream.framing import Framer, sse_preamble
 from service.stream.tail import resolve_offset
 
 router = APIRouter(prefix="/v1/runs", tags=["stream"], responses=ERRORS)
@@ -47,11 +51,15 @@ async def stream_response(
     *,
     offset: Offset | str | None = None,
     accept: str | None = None,
+    audience: bool = False,
 ) -> Response:
     """The run's stream after `offset` (else `Last-Event-ID`, else `?offset=`, else the start).
 
-    Errors (404, 409 offset_out_of_range, 400 invalid_offset) are raised
-    before any byte is sent. A closed run the client has entirely gets 204.
+    With `audience`, the request's `?types=`, `?events=` and `?view=` shape
+    what is sent (the run stream route; the chat endpoints stream as
+    TanStack reads them). Errors (404, 409 offset_out_of_range, 400
+    invalid_offset, invalid_types) are raised before any byte is sent. A
+    closed run the client has entirely gets 204.
     """
     if offset is None:
         offset = resolve_offset(
@@ -63,6 +71,7 @@ async def stream_response(
         request.headers.get("accept") if accept is None else accept,
         request.query_params.get("format"),
     )
+    framer_options = _audience_options(request) if audience else None
     plan = await plan_stream(state.hub, run_id, offset)
     if plan.exhausted:
         # The SSE specification's "do not reconnect".
@@ -73,8 +82,11 @@ async def stream_response(
     # each a pre-framed page of many events, which the library sends as they
     # are (`ensure_bytes`), instead of one ServerSentEvent per send; one write
     # per event caps catch-up at a fraction of the throughput.
+    framer: Framer = encoding
+    if framer_options is not None:
+        framer = await _framer(state, plan, encoding, *framer_options)
     body = tail(
-        state.hub, plan, encoding, preamble=sse_preamble(settings.stream_retry_ms) if sse else b""
+        state.hub, plan, framer, preamble=sse_preamble(settings.stream_retry_ms) if sse else b""
     )
     options: dict[str, Any] = {} if sse else {"ping_message_factory": _BlankLine}
     return StreamResponse(
@@ -86,6 +98,34 @@ async def stream_response(
         send_timeout=settings.stream_send_timeout_seconds,
         **options,
     )
+
+
+def _audience_options(request: Request) -> tuple[TypeFilter | None, bool, bool]:
+    params = request.query_params
+    types = params.getlist("types")
+    events = params.get("events")
+    view = params.get("view")
+    if events not in (None, "named"):
+        raise InvalidRequest(f"events must be 'named' (or omitted), not {events[:40]!r}")
+    if view not in (None, "decoded"):
+        raise InvalidRequest(f"view must be 'decoded' (or omitted), not {view[:40]!r}")
+    return (TypeFilter.parse(types) if types else None), events == "named", view == "decoded"
+
+
+async def _framer(
+    state: AppState,
+    plan: Plan,
+    encoding: Encoding,
+    types: TypeFilter | None,
+    named: bool,
+    decoded: bool,
+) -> Framer:
+    if not decoded:
+        return audience_framer(encoding, types, named)
+    framer = DecodedFramer(encoding, None if types is None or types.everything else types, named)
+    if plan.cursor > 0:
+        await framer.prime(state.engine, plan.run_id, plan.cursor)
+    return framer
 
 
 @router.get(
@@ -109,6 +149,24 @@ async def stream_run(
         Query(description="-1 (from the start), now, or the last seq seen; Last-Event-ID wins"),
     ] = None,
     format: Annotated[str | None, Query(description="sse or ndjson; overrides Accept")] = None,
+    types: Annotated[
+        str | None,
+        Query(
+            description="comma-separated chunk types, `*` as a suffix wildcard "
+            "(`TEXT_MESSAGE_*,TOOL_CALL_START`): only those; ids stay the events' seqs"
+        ),
+    ] = None,
+    events: Annotated[
+        Literal["named"] | None,
+        Query(description="named: each SSE frame also carries `event: <chunk type>`"),
+    ] = None,
+    view: Annotated[
+        Literal["decoded"] | None,
+        Query(
+            description='decoded: each frame is `{"seq", "chunk", "decoded"?}`, with the '
+            "typewriter decoder's output after tool-call argument deltas"
+        ),
+    ] = None,
 ) -> Response:
     """Replay the run's events after the offset, then tail them live until the run closes."""
-    return await stream_response(request, state, run_id)
+    return await stream_response(request, state, run_id, audience=True)

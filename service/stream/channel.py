@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import asyncpg
 
 from service.errors import Unavailable
-from service.stream.framing import Encoding, Row, encode
+from service.stream.framing import Framer, Row
 from service.stream.reads import Page, RunState, read_page
 
 log = logging.getLogger("replay.stream")
@@ -25,24 +25,27 @@ log = logging.getLogger("replay.stream")
 
 @dataclass(slots=True)
 class Batch:
-    """One page the channel read: contiguous seqs `first..last`, encoded lazily once."""
+    """One page the channel read: contiguous seqs `first..last`, framed lazily once per key."""
 
     first: int
     last: int
     rows: list[Row]
     size: int
-    _encoded: dict[Encoding, bytes] = field(default_factory=dict)
+    _encoded: dict[object, bytes] = field(default_factory=dict)
 
-    def encoded(self, encoding: Encoding) -> bytes:
-        blob = self._encoded.get(encoding)
+    def encoded(self, framer: Framer) -> bytes:
+        key = framer.key
+        if key is None:
+            return framer.frame(self.rows)
+        blob = self._encoded.get(key)
         if blob is None:
-            blob = self._encoded[encoding] = encode(self.rows, encoding)
+            blob = self._encoded[key] = framer.frame(self.rows)
         return blob
 
-    def encoded_after(self, cursor: int, encoding: Encoding) -> bytes:
+    def encoded_after(self, cursor: int, framer: Framer) -> bytes:
         if cursor < self.first:
-            return self.encoded(encoding)
-        return encode(self.rows[cursor - self.first + 1 :], encoding)
+            return self.encoded(framer)
+        return framer.frame(self.rows[cursor - self.first + 1 :])
 
 
 def contiguous(rows: list[Row], after: int) -> bool:
@@ -108,7 +111,7 @@ class Channel:
 
     # -- what followers read ------------------------------------------------
 
-    def pending(self, cursor: int, encoding: Encoding) -> tuple[bytes, int] | None:
+    def pending(self, cursor: int, framer: Framer) -> tuple[bytes, int] | None:
         """Everything buffered after `cursor`, as one blob, and its last seq.
 
         None when the buffer has nothing after `cursor`, or no longer holds
@@ -124,8 +127,8 @@ class Channel:
         start = batches[index]
         if start.first > cursor + 1:
             return None
-        parts = [start.encoded_after(cursor, encoding)]
-        parts.extend(batches[i].encoded(encoding) for i in range(index + 1, len(batches)))
+        parts = [start.encoded_after(cursor, framer)]
+        parts.extend(batches[i].encoded(framer) for i in range(index + 1, len(batches)))
         return (parts[0] if len(parts) == 1 else b"".join(parts)), batches[-1].last
 
     # -- the reader ---------------------------------------------------------

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
+from typing import Protocol
 
 # (seq, stored chunk JSON text)
 Row = tuple[int, str]
@@ -28,6 +29,21 @@ _NDJSON_ALIASES = frozenset({NDJSON_MEDIA_TYPE, "application/jsonl", "applicatio
 _LINE_BREAKS = re.compile(r"[\r\n]")
 
 
+class Framer(Protocol):
+    """What turns a page of rows into wire bytes for one follower.
+
+    Framers with equal `key`s frame equal rows alike, so a channel encodes a
+    buffered page once for all of them; a framer that keeps state between
+    pages (its output depends on what it framed before) has `key` None and
+    is called once per row, in seq order.
+    """
+
+    @property
+    def key(self) -> Hashable | None: ...
+
+    def frame(self, rows: Sequence[Row]) -> bytes: ...
+
+
 class Encoding(enum.Enum):
     SSE = "sse"
     NDJSON = "ndjson"
@@ -35,6 +51,14 @@ class Encoding(enum.Enum):
     @property
     def media_type(self) -> str:
         return SSE_MEDIA_TYPE if self is Encoding.SSE else NDJSON_MEDIA_TYPE
+
+    # An encoding is the plain framer: every event, as stored.
+    @property
+    def key(self) -> Hashable:
+        return self
+
+    def frame(self, rows: Sequence[Row]) -> bytes:
+        return encode(rows, self)
 
 
 def choose_encoding(accept: str | None, format_param: str | None = None) -> Encoding:
@@ -50,7 +74,7 @@ def choose_encoding(accept: str | None, format_param: str | None = None) -> Enco
     return Encoding.SSE
 
 
-def _one_line(text: str) -> str:
+def one_line(text: str) -> str:
     return _LINE_BREAKS.sub(" ", text)
 
 
@@ -59,14 +83,14 @@ def sse_text(rows: Sequence[Row]) -> str:
     # Three newlines per event exactly when no chunk carries a raw line break:
     # one C-speed count instead of a check per chunk.
     if text.count("\n") != 3 * len(rows) or "\r" in text:
-        text = "".join([f"id: {seq}\ndata: {_one_line(chunk)}\n\n" for seq, chunk in rows])
+        text = "".join([f"id: {seq}\ndata: {one_line(chunk)}\n\n" for seq, chunk in rows])
     return text
 
 
 def ndjson_text(rows: Sequence[Row]) -> str:
     text = "".join([f'{{"id":"{seq}","chunk":{chunk}}}\n' for seq, chunk in rows])
     if text.count("\n") != len(rows) or "\r" in text:
-        text = "".join([f'{{"id":"{seq}","chunk":{_one_line(chunk)}}}\n' for seq, chunk in rows])
+        text = "".join([f'{{"id":"{seq}","chunk":{one_line(chunk)}}}\n' for seq, chunk in rows])
     return text
 
 

@@ -29,7 +29,7 @@ from service import metrics
 from service.errors import InvalidOffset, OffsetOutOfRange, RunNotFound
 from service.log import check_run_id
 from service.stream.channel import contiguous
-from service.stream.framing import Encoding, encode
+from service.stream.framing import Framer
 from service.stream.hub import Hub
 from service.stream.reads import read_page, read_states
 
@@ -102,11 +102,14 @@ class OutOfOrder(RuntimeError):
 
 
 async def tail(
-    hub: Hub, plan: Plan, encoding: Encoding, *, preamble: bytes = b""
+    hub: Hub, plan: Plan, framer: Framer, *, preamble: bytes = b""
 ) -> AsyncIterator[bytes]:
     """The run's events after `plan.cursor`, as blobs, until the run is closed and delivered.
 
-    `preamble` goes out with the first write (the SSE `retry:` hint).
+    `framer` turns rows into bytes (an `Encoding`, or one that filters or adds
+    to them: see `service.stream.audience`); a page it frames to nothing is not
+    written, but the cursor moves past it all the same. `preamble` goes out
+    with the first write (the SSE `retry:` hint).
     """
     run_id, cursor = plan.run_id, plan.cursor
     page_size = hub.limits.page_size
@@ -118,13 +121,14 @@ async def tail(
         channel = sub.channel
         while True:
             advanced = channel.advanced
-            buffered = channel.pending(cursor, encoding)
+            buffered = channel.pending(cursor, framer)
             if buffered is not None:
                 blob, last = buffered
                 _count_sent(last - cursor, max(known, channel.head or 0) - last)
                 cursor = last
-                yield preamble + blob if preamble else blob
-                preamble = b""
+                if blob:
+                    yield preamble + blob if preamble else blob
+                    preamble = b""
                 continue
             if not read_yet or cursor < max(known, channel.head or 0):
                 page = await read_page(hub.pool, run_id, cursor, page_size)
@@ -144,9 +148,10 @@ async def tail(
                 if rows:
                     cursor = rows[-1][0]
                     _count_sent(len(rows), max(known, channel.head or 0) - cursor)
-                    blob = encode(rows, encoding)
-                    yield preamble + blob if preamble else blob
-                    preamble = b""
+                    blob = framer.frame(rows)
+                    if blob:
+                        yield preamble + blob if preamble else blob
+                        preamble = b""
                 continue
             if (end is not None and cursor >= end) or (
                 channel.complete and channel.head is not None and cursor >= channel.head

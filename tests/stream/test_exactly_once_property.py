@@ -5,7 +5,8 @@ it delivers each append's hint at once, late, twice or never, re-checks as
 the periodic timer would, pauses followers until the buffer evicts past them,
 and disconnects and reconnects followers at arbitrary points. Appends and
 reads are real. After the close and one re-check, every follower must have
-received exactly the stored events after its offset, in order, once.
+received exactly the stored events after its offset, in order, once; with a
+`?types=` filter, exactly the matching ones, resuming from the last one seen.
 """
 
 from __future__ import annotations
@@ -20,10 +21,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from service.log import EventLog
+from service.log.typefilter import TypeFilter
 from service.stream import Encoding, Hub, Limits, plan_stream, tail
+from service.stream.audience import audience_framer, chunk_type
+from service.stream.framing import Framer
 from tests.stream.wire import SseReader
 
 DEADLINE = 10.0
+KINDS = ("TEXT_MESSAGE_CONTENT", "TOOL_CALL_ARGS", "CUSTOM")
+FILTERS = (None, "TEXT_MESSAGE_*", "TOOL_CALL_ARGS,CUSTOM", "CUSTOM", "NOTHING_MATCHES")
 
 
 @pytest.fixture(scope="module")
@@ -41,6 +47,7 @@ async def log_and_hub(database_url: str) -> AsyncIterator[tuple[EventLog, Hub]]:
 @dataclass
 class Follower:
     start: int
+    framer: Framer = Encoding.SSE
     reader: SseReader = field(default_factory=SseReader)
     gate: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
@@ -52,7 +59,10 @@ class Follower:
 
     def check_order(self) -> None:
         seqs = [seq for seq, _ in self.reader.events]
-        assert seqs == list(range(self.start + 1, self.start + 1 + len(seqs))), seqs
+        if self.framer is Encoding.SSE:
+            assert seqs == list(range(self.start + 1, self.start + 1 + len(seqs))), seqs
+        else:
+            assert seqs == sorted(set(seqs)) and all(s > self.start for s in seqs), seqs
 
 
 async def _follow(hub: Hub, run: str, follower: Follower) -> None:
@@ -60,7 +70,7 @@ async def _follow(hub: Hub, run: str, follower: Follower) -> None:
     if plan.exhausted:
         follower.finished = True
         return
-    async for blob in tail(hub, plan, Encoding.SSE):
+    async for blob in tail(hub, plan, follower.framer):
         follower.reader.feed(blob)
         follower.check_order()
         await follower.gate.wait()
@@ -92,9 +102,14 @@ actions = st.lists(
     steps=actions,
     prefix=st.integers(0, 6),
     starts=st.lists(st.integers(0, 6), min_size=1, max_size=3),
+    types=st.sampled_from(FILTERS),
 )
 async def test_tail_when_hints_delayed_dropped_duplicated_and_reconnects_then_exactly_once(
-    log_and_hub: tuple[EventLog, Hub], steps: list[tuple[str, int]], prefix: int, starts: list[int]
+    log_and_hub: tuple[EventLog, Hub],
+    steps: list[tuple[str, int]],
+    prefix: int,
+    starts: list[int],
+    types: str | None,
 ) -> None:
     event_log, hub = log_and_hub
     run = f"prop-{uuid.uuid4().hex[:10]}"
@@ -103,14 +118,18 @@ async def test_tail_when_hints_delayed_dropped_duplicated_and_reconnects_then_ex
 
     async def append(n: int, close: bool = False) -> None:
         nonlocal last
-        chunks = [{"type": "TEXT_MESSAGE_CONTENT", "delta": f"{last + i + 1}"} for i in range(n)]
+        chunks = [
+            {"type": KINDS[(last + i) % len(KINDS)], "delta": f"{last + i + 1}"} for i in range(n)
+        ]
         result = await event_log.append(run, chunks, close=close)
         last = result.last_seq
         pending.append((last, close))
 
     await append(max(prefix, 1))
     pending.clear()  # committed before anyone followed: no follower needs its hint
-    followers = [Follower(min(start, last)) for start in starts]
+    type_filter = TypeFilter.parse(types) if types else None
+    framer = audience_framer(Encoding.SSE, type_filter, False)
+    followers = [Follower(min(start, last), framer) for start in starts]
 
     def begin(follower: Follower) -> None:
         follower.gate.set()
@@ -157,7 +176,9 @@ async def test_tail_when_hints_delayed_dropped_duplicated_and_reconnects_then_ex
                 await asyncio.gather(follower.task, return_exceptions=True)
 
     stored = [(e.seq, e.chunk) for e in await event_log.read_events(run, 0, 10_000)]
+    if type_filter is not None:
+        stored = [(seq, c) for seq, c in stored if type_filter.matches(chunk_type(c))]
     for follower in followers:
         assert follower.finished
-        assert follower.reader.events == stored[follower.start :]
+        assert follower.reader.events == [(seq, c) for seq, c in stored if seq > follower.start]
     assert hub.stats().subscribers == 0

@@ -1,0 +1,71 @@
+"""A stream for one audience: only the chunk types it asked for, optionally named.
+
+    ?types=TEXT_MESSAGE_*,TOOL_CALL_START    only matching chunks
+    ?events=named                            SSE `event: <chunk type>` on each frame
+
+Each frame sent keeps its own seq as the SSE id (the NDJSON `id`), so a
+client resuming with the last id it saw gets exactly the matching events
+after it: the follower's cursor moves over skipped events as over sent ones
+(`service.stream.tail`), and a resume re-applies the same filter from there.
+The filter is stateless, so one framing of a buffered page serves every
+follower with the same options.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+
+import orjson
+
+from service.log.typefilter import TypeFilter
+from service.stream.framing import Encoding, Framer, Row, one_line
+
+
+def chunk_type(text: str) -> str:
+    """The stored chunk's `type` ('' when it has none, which ingest does not let in)."""
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        # orjson refuses lone surrogates, which the log keeps as they were sent.
+        value = json.loads(text)
+    kind = value.get("type") if isinstance(value, dict) else None
+    return kind if isinstance(kind, str) else ""
+
+
+def sse_frame(seq: int, data: str, event: str | None = None) -> str:
+    named = f"event: {one_line(event)}\n" if event else ""
+    return f"id: {seq}\n{named}data: {one_line(data)}\n\n"
+
+
+@dataclass(frozen=True, slots=True)
+class AudienceFramer:
+    encoding: Encoding
+    types: TypeFilter | None = None
+    named: bool = False
+
+    @property
+    def key(self) -> Hashable:
+        return self
+
+    def frame(self, rows: Sequence[Row]) -> bytes:
+        types = self.types
+        named = self.named and self.encoding is Encoding.SSE
+        parts: list[str] = []
+        for seq, chunk in rows:
+            kind = chunk_type(chunk) if types is not None or named else ""
+            if types is not None and not types.matches(kind):
+                continue
+            if self.encoding is Encoding.SSE:
+                parts.append(sse_frame(seq, chunk, kind if named else None))
+            else:
+                parts.append(f'{{"id":"{seq}","chunk":{one_line(chunk)}}}\n')
+        return "".join(parts).encode()
+
+
+def audience_framer(encoding: Encoding, types: TypeFilter | None, named: bool) -> Framer:
+    """The plain encoding when nothing is filtered or named (its fast path), else a filter."""
+    if (types is None or types.everything) and not (named and encoding is Encoding.SSE):
+        return encoding
+    return AudienceFramer(encoding, None if types is None or types.everything else types, named)
