@@ -2,8 +2,9 @@
 
 Everything the service refuses is a `ReplayError` carrying a stable machine
 code and an HTTP status; the HTTP edge turns it into
-`{"error": {"code": ..., "message": ...}}` in one place. Driver errors are
-translated where they are caught (`raise ... from exc`), never leaked.
+`{"error": {"code": ..., "message": ...}}` in one place. Database-driver
+errors are translated in one place too, `service.log.faults` (`raise ... from
+exc`), and never leak past the log.
 
     ReplayError
     ├── InvalidInput (4xx: the request itself is wrong)
@@ -13,6 +14,7 @@ translated where they are caught (`raise ... from exc`), never leaked.
     │   ├── InvalidRunId           422 invalid_run_id
     │   ├── InvalidEvent           422 invalid_event
     │   ├── InvalidRequest         422 invalid_request
+    │   │   └── Unstorable         422 invalid_request   (a value the database refuses)
     │   ├── InvalidExport          422 invalid_export    (+ line)
     │   ├── PayloadTooLarge        413 payload_too_large
     │   └── UnsupportedMediaType   415 unsupported_media_type
@@ -26,6 +28,7 @@ translated where they are caught (`raise ... from exc`), never leaked.
     │   └── OffsetOutOfRange       409 offset_out_of_range (+ last_seq)
     ├── Unauthorized               401 unauthorized
     └── Unavailable                503 unavailable
+        └── Contended              503 unavailable       (concurrent writes collided; retry)
 """
 
 from __future__ import annotations
@@ -83,6 +86,10 @@ class InvalidEvent(InvalidInput):
 
 class InvalidRequest(InvalidInput):
     code = "invalid_request"
+
+
+class Unstorable(InvalidRequest):
+    """A value the database refuses to store (its text says which and why)."""
 
 
 class InvalidExport(InvalidInput):
@@ -165,3 +172,7 @@ class Unauthorized(ReplayError):
 class Unavailable(ReplayError):
     status = 503
     code = "unavailable"
+
+
+class Contended(Unavailable):
+    """Concurrent writers collided (a deadlock, a serialization failure): safe to retry."""

@@ -30,7 +30,7 @@ from service import metrics
 from service.agents import upstream
 from service.agents.catalog import Agent, AgentCatalog, RunInput
 from service.errors import ReplayError, RunClosed
-from service.log import EventLog, Run, check_run_id, leases
+from service.log import LogStore, Run, check_run_id
 from service.log.chunks import TERMINAL_TYPES, stored
 
 log = logging.getLogger("replay.agents")
@@ -82,7 +82,7 @@ _CLOSINGS: dict[str, tuple[str, str | None]] = {
 class Drivers:
     def __init__(
         self,
-        log: EventLog,
+        log: LogStore,
         catalog: AgentCatalog,
         *,
         lease_seconds: float = 30.0,
@@ -103,9 +103,9 @@ class Drivers:
     async def start_reaper(self) -> None:
         if self.instance_id:
             # A restart of the same instance: its earlier life's runs are orphans now.
-            for run_id in await leases.orphans(self.log.pool, self.instance_id, self.owner):
-                if await leases.take_over(
-                    self.log.pool, run_id, self.owner, self.lease_seconds, self.instance_id
+            for run_id in await self.log.orphaned_leases(self.instance_id, self.owner):
+                if await self.log.take_over_lease(
+                    run_id, self.owner, self.lease_seconds, self.instance_id
                 ):
                     await self._terminalize(run_id, "the service restarted while it drove this run")
                     metrics.LEASES_REAPED.inc()
@@ -156,7 +156,7 @@ class Drivers:
             "timestamp": int(time.time() * 1000),
         }  # fmt: skip
         await self.log.append(run_id, [accepted], create=False)
-        if not await leases.claim(self.log.pool, run_id, self.owner, self.lease_seconds):
+        if not await self.log.claim_lease(run_id, self.owner, self.lease_seconds):
             return run, False
         drive = _Drive(run_id, thread_id)
         self._drives[run_id] = drive
@@ -266,9 +266,7 @@ class Drivers:
         while True:
             await asyncio.sleep(interval)
             try:
-                kept = await leases.renew(
-                    self.log.pool, drive.run_id, self.owner, self.lease_seconds
-                )
+                kept = await self.log.renew_lease(drive.run_id, self.owner, self.lease_seconds)
             except Exception:  # a blip: try again next tick, the lease has slack
                 log.warning("run %s: lease renewal failed", drive.run_id, exc_info=True)
                 continue
@@ -290,8 +288,8 @@ class Drivers:
     async def reap_once(self) -> list[str]:
         """Close runs whose driver's lease ran out. Returns the runs this call closed."""
         reaped = []
-        for run_id in await leases.expired(self.log.pool):
-            if await leases.claim_expired(self.log.pool, run_id, self.owner, self.lease_seconds):
+        for run_id in await self.log.expired_leases():
+            if await self.log.claim_expired_lease(run_id, self.owner, self.lease_seconds):
                 await self._terminalize(
                     run_id, "the process driving this run stopped (lease expired)"
                 )

@@ -37,7 +37,7 @@ from service.api.responses import (
 from service.config import Settings, sqlalchemy_url
 from service.embedded import embedded_postgres
 from service.errors import ReplayError
-from service.log import EventLog
+from service.log import EventLog, LogStore
 from service.stream import Hub, Limits
 
 log = logging.getLogger("replay")
@@ -75,8 +75,7 @@ def create_app(
             )
             stack.push_async_callback(engine.dispose)
             hub = Hub(
-                event_log.pool,
-                url,
+                event_log,
                 limits=Limits(
                     page_size=settings.stream_page_size,
                     buffer_events=settings.stream_buffer_events,
@@ -153,21 +152,20 @@ def create_app(
 
 
 def _gauges(
-    event_log: EventLog, engine: AsyncEngine, audit_max: int, hub: Hub, drivers: Drivers
+    event_log: LogStore, engine: AsyncEngine, audit_max: int, hub: Hub, drivers: Drivers
 ) -> list[Callable[[], None]]:
     """Register this app's gauges with the metrics registry; returns their removers."""
-    pool = event_log.pool
     audit_pool: Any = engine.pool  # QueuePool: checkedout() / size()
     return [
         metrics.sample("replay_stream_followers", lambda: hub.stats().subscribers),
         metrics.sample("replay_stream_runs_followed", lambda: hub.stats().channels),
         metrics.sample("replay_hosted_runs", lambda: len(drivers.active)),
         metrics.sample("replay_listen_connected", lambda: float(hub.listening)),
+        metrics.sample("replay_db_pool_in_use", lambda: event_log.pool_stats().in_use, pool="log"),
+        metrics.sample("replay_db_pool_size", lambda: event_log.pool_stats().size, pool="log"),
         metrics.sample(
-            "replay_db_pool_in_use", lambda: pool.get_size() - pool.get_idle_size(), pool="log"
+            "replay_db_pool_max_size", lambda: event_log.pool_stats().max_size, pool="log"
         ),
-        metrics.sample("replay_db_pool_size", pool.get_size, pool="log"),
-        metrics.sample("replay_db_pool_max_size", pool.get_max_size, pool="log"),
         metrics.sample("replay_db_pool_in_use", audit_pool.checkedout, pool="audit"),
         metrics.sample(
             "replay_db_pool_size",

@@ -13,7 +13,7 @@ from service.agents import Drivers
 from service.config import Settings
 from service.errors import Unauthorized
 from service.ingest import Limits
-from service.log import EventLog
+from service.log import LogStore
 from service.stream import Hub
 
 
@@ -22,7 +22,7 @@ class AppState:
     """Everything the lifespan owns, yielded once and typed."""
 
     settings: Settings
-    log: EventLog
+    log: LogStore
     database_url: str
     # SQLAlchemy Core engine for the audit's filtered queries (service.audit).
     engine: AsyncEngine
@@ -50,7 +50,7 @@ async def _state(request: Request) -> AppState:
     return state_of(request)
 
 
-async def _log(request: Request) -> EventLog:
+async def _log(request: Request) -> LogStore:
     return state_of(request).log
 
 
@@ -63,7 +63,7 @@ async def _engine(request: Request) -> AsyncEngine:
 
 
 StateDep = Annotated[AppState, Depends(_state)]
-LogDep = Annotated[EventLog, Depends(_log)]
+LogDep = Annotated[LogStore, Depends(_log)]
 HubDep = Annotated[Hub, Depends(_hub)]
 EngineDep = Annotated[AsyncEngine, Depends(_engine)]
 

@@ -8,6 +8,7 @@ from starlette.responses import Response
 from service import migrate
 from service.api.deps import StateDep
 from service.api.responses import JSON, error_response
+from service.errors import ReplayError
 
 router = APIRouter(tags=["health"])
 
@@ -22,13 +23,9 @@ async def healthz() -> Response:
 async def readyz(state: StateDep) -> Response:
     """The database answers and its schema is at the newest migration."""
     try:
-        async with state.log.pool.acquire(timeout=2) as conn:
-            current = await conn.fetchval(
-                "SELECT max(version_num) FROM alembic_version"
-                " WHERE to_regclass('alembic_version') IS NOT NULL"
-            )
-    except Exception as exc:
-        return error_response(503, "unavailable", f"the database does not answer: {exc}")
+        current = await state.log.schema_version()
+    except ReplayError as exc:
+        return error_response(503, "unavailable", exc.message)
     head = migrate.head_revision()
     if current != head:
         return error_response(

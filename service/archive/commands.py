@@ -13,16 +13,15 @@ from contextlib import asynccontextmanager
 from datetime import datetime
 from pathlib import Path
 
-import asyncpg
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
 from service.archive.dump import export_bytes, export_lines, run_records
 from service.archive.reader import Archive, read_archive
-from service.config import asyncpg_dsn, sqlalchemy_url
-from service.errors import Unavailable
-from service.log.bulk import LoadReport, load_runs
-from service.log.retention import PruneReport, count_prunable, prune
+from service.config import sqlalchemy_url
+from service.log import EventLog, LogStore
+from service.log.bulk import LoadReport
+from service.log.retention import PruneReport
 
 
 @asynccontextmanager
@@ -35,15 +34,9 @@ async def engine_for(url: str) -> AsyncIterator[AsyncEngine]:
 
 
 @asynccontextmanager
-async def pool_for(url: str) -> AsyncIterator[asyncpg.Pool]:
-    try:
-        pool = await asyncpg.create_pool(asyncpg_dsn(url), min_size=1, max_size=2)
-    except (OSError, asyncpg.PostgresError) as exc:
-        raise Unavailable(f"cannot connect to the database: {exc}") from exc
-    try:
-        yield pool
-    finally:
-        await pool.close()
+async def log_for(url: str) -> AsyncIterator[LogStore]:
+    async with EventLog.connect(url, pool_size=2, commit_lanes=1) as log:
+        yield log
 
 
 async def export_to(
@@ -70,8 +63,8 @@ async def export_to(
 
 async def import_archive(url: str, archive: Archive) -> LoadReport:
     """Load an archive (validated whole by read_archive) in one transaction."""
-    async with pool_for(url) as pool:
-        return await load_runs(pool, archive.runs)
+    async with log_for(url) as log:
+        return await log.load_runs(archive.runs)
 
 
 async def archive_from_database(url: str, *, run_id: str | None, thread_id: str | None) -> Archive:
@@ -85,7 +78,7 @@ async def archive_from_database(url: str, *, run_id: str | None, thread_id: str 
 async def prune_closed(
     url: str, closed_before: datetime, *, dry_run: bool, batch_events: int
 ) -> PruneReport:
-    async with pool_for(url) as pool:
+    async with log_for(url) as log:
         if dry_run:
-            return await count_prunable(pool, closed_before)
-        return await prune(pool, closed_before, batch_events=batch_events)
+            return await log.count_prunable(closed_before)
+        return await log.prune(closed_before, batch_events=batch_events)

@@ -1,20 +1,29 @@
-"""The durable event log: runs, events, appends (group commit) and reads.
+"""The durable event log: runs, events, appends (group commit), reads, leases, notifications.
 
-Nothing here knows about HTTP, SSE or projections.
+This package owns PostgreSQL: every asyncpg call, every statement
+(`queries.sql`), the LISTEN connection and the translation of driver errors
+(`faults`). Other layers get a `LogStore` (`store`), never a pool or a
+connection. Nothing here knows about HTTP, SSE or projections.
 """
 
-from service.log import leases
 from service.log.chunks import StoredChunk
 from service.log.eventlog import MAX_SEQ, Event, EventLog, Run, check_run_id
+from service.log.store import CommitHook, Listening, LogStore, Page, PoolStats, Row, RunState
 from service.log.writer import AppendResult
 
 __all__ = [
     "MAX_SEQ",
     "AppendResult",
+    "CommitHook",
     "Event",
     "EventLog",
+    "Listening",
+    "LogStore",
+    "Page",
+    "PoolStats",
+    "Row",
     "Run",
+    "RunState",
     "StoredChunk",
     "check_run_id",
-    "leases",
 ]

@@ -18,8 +18,10 @@ from typing import Any, NamedTuple
 
 import asyncpg
 
-from service.errors import InvalidRequest, RunConflict
+from service.errors import RunConflict
 from service.log.chunks import StoredChunk, dumps, loads
+from service.log.faults import translated
+from service.log.sql import QUERIES
 from service.log.summary import summarize
 
 
@@ -62,22 +64,9 @@ class LoadReport:
 _COMPARED = ("thread_id", "agent", "status", "created_at", "closed_at", "last_seq",
              "error_message", "metadata", "input")  # fmt: skip
 
-_LOCK = """
-SELECT run_id, thread_id, agent, status, created_at, closed_at, last_seq, error_message,
-       metadata::text AS metadata, input
-FROM runs WHERE run_id = ANY($1::text[]) ORDER BY run_id FOR UPDATE
-"""
-
-_EVENTS = "SELECT chunk, received_at FROM events WHERE run_id = $1 ORDER BY seq"
-
-_INSERT_RUN = """
-INSERT INTO runs (run_id, thread_id, agent, status, created_at, updated_at, closed_at, last_seq,
-                  error_message, metadata, input, last_terminal, tool_names,
-                  prompt_tokens, completion_tokens, total_tokens)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::jsonb, $11, $12, $13, $14, $15, $16)
-ON CONFLICT (run_id) DO NOTHING
-RETURNING run_id
-"""
+_LOCK = QUERIES["lock_runs"]
+_EVENTS = QUERIES["run_chunks"]
+_INSERT_RUN = QUERIES["insert_run"]
 
 _EVENT_COLUMNS = ["run_id", "seq", "type", "chunk", "message_id", "tool_call_id", "received_at"]
 _USAGE_KEYS = ("promptTokens", "completionTokens", "totalTokens")
@@ -128,14 +117,12 @@ async def _check_same(
 async def _insert(conn: asyncpg.pool.PoolConnectionProxy, run: LoadedRun) -> None:
     r = run.record
     terminal, tools, usage = maintained_columns(run.events)
-    try:
+    with translated("the import failed", refused=f"run {r.run_id!r} cannot be stored"):
         created = await conn.fetchval(
             _INSERT_RUN,
             r.run_id, r.thread_id, r.agent, r.status, r.created_at, r.updated_at, r.closed_at,
             r.last_seq, r.error_message, dumps(r.metadata), r.input, terminal, tools, *usage,
         )  # fmt: skip
-    except (asyncpg.DataError, asyncpg.UntranslatableCharacterError) as exc:
-        raise InvalidRequest(f"run {r.run_id!r} cannot be stored: {exc}") from exc
     if created is None:
         raise RunConflict(f"run {r.run_id!r} was created while importing; import again")
     await conn.copy_records_to_table(
@@ -161,6 +148,12 @@ async def load_runs(pool: asyncpg.Pool, runs: Sequence[LoadedRun]) -> LoadReport
     if any is already stored differently."""
     report = LoadReport()
     by_id = {run.record.run_id: run for run in runs}
+    with translated("the import failed"):
+        await _load(pool, by_id, report)
+    return report
+
+
+async def _load(pool: asyncpg.Pool, by_id: dict[str, LoadedRun], report: LoadReport) -> None:
     async with pool.acquire() as conn, conn.transaction():
         stored = {row["run_id"]: row for row in await conn.fetch(_LOCK, sorted(by_id))}
         for run_id in sorted(by_id):
@@ -171,4 +164,3 @@ async def load_runs(pool: asyncpg.Pool, runs: Sequence[LoadedRun]) -> LoadReport
             else:
                 await _insert(conn, run)
                 report.created.append(run_id)
-    return report

@@ -1,7 +1,8 @@
-"""`EventLog`: the one way into and out of the log.
+"""`EventLog`: the PostgreSQL `LogStore`, the one way into and out of the log.
 
-The HTTP layer and in-process producers share it, so there is one append
-path:
+It owns the pool, the group committer and the LISTEN connection; every other
+layer is handed it as a `LogStore` (`service.log.store`). The HTTP layer and
+in-process producers share it, so there is one append path:
 
     async with EventLog.connect(url) as log:
         await log.append("run-1", [{"type": "RUN_STARTED", ...}])
@@ -20,10 +21,24 @@ import asyncpg
 
 from service.config import asyncpg_dsn
 from service.errors import InvalidRequest, InvalidRunId, RunConflict, RunNotFound, Unavailable
-from service.log import sql
+from service.log import bulk, leases, retention
 from service.log.chunks import StoredChunk, dumps, loads, storable, stored
+from service.log.faults import translated
+from service.log.listener import Listener
+from service.log.notifications import Notice
+from service.log.sql import QUERIES
+from service.log.store import CommitHook, Page, PoolStats, RunState
 from service.log.summary import BIGINT_MAX
-from service.log.writer import AppendResult, CommitHook, GroupCommitter
+from service.log.writer import AppendResult, GroupCommitter
+
+_CREATE_RUN = QUERIES["create_run"]
+_GET_RUN = QUERIES["get_run"]
+_READ_EVENTS = QUERIES["read_events"]
+_READ_PAGE = QUERIES["read_page"]
+_RUN_STATES = QUERIES["run_states"]
+_SCHEMA_VERSION = QUERIES["schema_version"]
+
+_READ = "the event log cannot be read"
 
 RUN_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 
@@ -118,10 +133,20 @@ class PooledConnection(asyncpg.Connection):
 
 
 class EventLog:
-    """A pool, a group committer and the log's reads."""
+    """A pool, a group committer, the log's reads, leases and the LISTEN connection."""
 
-    def __init__(self, pool: asyncpg.Pool, *, commit_lanes: int = 4, group_max_events: int = 1000):
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        *,
+        dsn: str | None = None,
+        commit_lanes: int = 4,
+        group_max_events: int = 1000,
+    ):
+        # Kept for tests and benchmarks that inspect the database directly;
+        # no other layer of the service touches it.
         self.pool = pool
+        self._dsn = dsn
         self._committer = GroupCommitter(pool, lanes=commit_lanes, max_events=group_max_events)
 
     @classmethod
@@ -133,16 +158,15 @@ class EventLog:
         commit_lanes: int = 4,
         group_max_events: int = 1000,
     ) -> EventLog:
-        try:
+        dsn = asyncpg_dsn(url)
+        with translated("cannot connect to the database"):
             pool = await asyncpg.create_pool(
-                asyncpg_dsn(url),
+                dsn,
                 min_size=min(2, pool_size),
                 max_size=pool_size,
                 connection_class=PooledConnection,
             )
-        except (OSError, asyncpg.PostgresError) as exc:
-            raise Unavailable(f"cannot connect to the database: {exc}") from exc
-        return cls(pool, commit_lanes=commit_lanes, group_max_events=group_max_events)
+        return cls(pool, dsn=dsn, commit_lanes=commit_lanes, group_max_events=group_max_events)
 
     @classmethod
     def connect(cls, url: str, **options: Any) -> _Opening:
@@ -217,16 +241,12 @@ class EventLog:
         meta = dict(metadata or {})
         meta_text = dumps(meta)
         input_text = None if input is None else dumps(input)
-        async with self.pool.acquire() as conn:
-            try:
+        with translated("the run cannot be created", refused="metadata cannot be stored"):
+            async with self.pool.acquire() as conn:
                 created = await conn.fetchval(
-                    sql.CREATE_RUN, run_id, thread_id, agent, meta_text, input_text
+                    _CREATE_RUN, run_id, thread_id, agent, meta_text, input_text
                 )
-            except asyncpg.DataError as exc:
-                raise InvalidRequest(f"metadata cannot be stored: {exc}") from exc
-            except asyncpg.UntranslatableCharacterError as exc:
-                raise InvalidRequest(f"metadata cannot be stored: {exc}") from exc
-            row = await conn.fetchrow(sql.GET_RUN, run_id)
+                row = await conn.fetchrow(_GET_RUN, run_id)
         assert row is not None  # just inserted or already there; runs are only pruned when closed
         run = Run.from_record(row)
         if not created and (
@@ -240,8 +260,8 @@ class EventLog:
         return run, created is not None
 
     async def find_run(self, run_id: str) -> Run | None:
-        async with self.pool.acquire() as conn:
-            row = await conn.fetchrow(sql.GET_RUN, run_id)
+        with translated(_READ):
+            row = await self.pool.fetchrow(_GET_RUN, run_id)
         return None if row is None else Run.from_record(row)
 
     async def get_run(self, run_id: str) -> Run:
@@ -252,9 +272,88 @@ class EventLog:
         return run
 
     async def read_events(self, run_id: str, after: int = 0, limit: int = 1000) -> list[Event]:
-        async with self.pool.acquire() as conn:
-            rows = await conn.fetch(sql.READ_EVENTS, run_id, after, limit)
+        with translated(_READ):
+            rows = await self.pool.fetch(_READ_EVENTS, run_id, after, limit)
         return [Event(r["seq"], r["type"], r["chunk"], r["received_at"]) for r in rows]
+
+    async def read_page(self, run_id: str, after: int, limit: int) -> Page | None:
+        """Events with seq > `after` (at most `limit`) and the run's state; None if no such run."""
+        with translated(_READ):
+            async with self.pool.acquire() as conn:
+                records = await conn.fetch(_READ_PAGE, run_id, after, limit)
+        if not records:
+            return None
+        first = records[0]
+        state = RunState(first[0], first[1])
+        if first[2] is None:
+            return Page(state, [])
+        return Page(state, [(r[2], r[3]) for r in records])
+
+    async def read_states(self, run_ids: Sequence[str]) -> dict[str, RunState]:
+        with translated(_READ):
+            async with self.pool.acquire() as conn:
+                records = await conn.fetch(_RUN_STATES, list(run_ids))
+        return {r[0]: RunState(r[1], r[2]) for r in records}
+
+    async def listen(
+        self,
+        on_notices: Callable[[list[Notice]], None],
+        on_connect: Callable[[], None],
+        *,
+        wait_seconds: float = 5.0,
+    ) -> Listener:
+        """Decoded notifications of every process's commits, on a connection of their own.
+
+        Returns once listening, or after `wait_seconds` (it keeps trying; the
+        caller's re-check covers the gap). `on_connect` runs at every (re)connect.
+        """
+        if self._dsn is None:
+            raise Unavailable("this event log was made from a pool: it has no URL to LISTEN on")
+        return await Listener(self._dsn, on_notices, on_connect).start(wait_seconds)
+
+    # -- leases ---------------------------------------------------------------
+
+    async def claim_lease(self, run_id: str, owner: str, seconds: float) -> bool:
+        return await leases.claim(self.pool, run_id, owner, seconds)
+
+    async def claim_expired_lease(self, run_id: str, owner: str, seconds: float) -> bool:
+        return await leases.claim_expired(self.pool, run_id, owner, seconds)
+
+    async def renew_lease(self, run_id: str, owner: str, seconds: float) -> bool:
+        return await leases.renew(self.pool, run_id, owner, seconds)
+
+    async def expired_leases(self, limit: int = 100) -> list[str]:
+        return await leases.expired(self.pool, limit)
+
+    async def orphaned_leases(self, instance: str, owner: str) -> list[str]:
+        return await leases.orphans(self.pool, instance, owner)
+
+    async def take_over_lease(self, run_id: str, owner: str, seconds: float, instance: str) -> bool:
+        return await leases.take_over(self.pool, run_id, owner, seconds, instance)
+
+    # -- whole runs and readiness ---------------------------------------------
+
+    async def load_runs(self, runs: Sequence[bulk.LoadedRun]) -> bulk.LoadReport:
+        return await bulk.load_runs(self.pool, runs)
+
+    async def count_prunable(self, closed_before: datetime) -> retention.PruneReport:
+        return await retention.count_prunable(self.pool, closed_before)
+
+    async def prune(
+        self, closed_before: datetime, *, batch_events: int = 10_000
+    ) -> retention.PruneReport:
+        return await retention.prune(self.pool, closed_before, batch_events=batch_events)
+
+    def pool_stats(self) -> PoolStats:
+        pool = self.pool
+        return PoolStats(pool.get_size() - pool.get_idle_size(), pool.get_size(), pool.get_max_size())
+
+    async def schema_version(self) -> str | None:
+        """The migration the schema is at; raises Unavailable if the database does not answer."""
+        with translated("the database does not answer"):
+            async with self.pool.acquire(timeout=2) as conn:
+                version: str | None = await conn.fetchval(_SCHEMA_VERSION)
+        return version
 
 
 class _Opening:

@@ -17,30 +17,15 @@ from datetime import datetime
 
 import asyncpg
 
-_PICK = """
-SELECT run_id, last_seq FROM runs
-WHERE closed_at IS NOT NULL AND closed_at < $1
-ORDER BY closed_at, run_id LIMIT $2
-"""
+from service.log.faults import translated
+from service.log.sql import QUERIES
 
-_COUNT = """
-SELECT count(*) AS runs, coalesce(sum(last_seq), 0)::bigint AS events,
-       min(closed_at) AS oldest, max(closed_at) AS newest
-FROM runs WHERE closed_at IS NOT NULL AND closed_at < $1
-"""
+_PICK = QUERIES["pick_prunable"]
+_COUNT = QUERIES["count_prunable"]
+_DELETE_RANGE = QUERIES["delete_event_range"]
+_DELETE_RUNS = QUERIES["delete_runs"]
 
-_DELETE_RANGE = "DELETE FROM events WHERE run_id = $1 AND seq <= $2"
-
-_DELETE_RUNS = """
-WITH gone AS (
-    DELETE FROM runs WHERE run_id = ANY($1::text[]) AND closed_at < $2 RETURNING run_id
-), projections AS (
-    DELETE FROM run_projections WHERE run_id IN (SELECT run_id FROM gone)
-), evs AS (
-    DELETE FROM events WHERE run_id IN (SELECT run_id FROM gone) RETURNING 1
-)
-SELECT (SELECT count(*) FROM gone) AS runs, (SELECT count(*) FROM evs) AS events
-"""
+_ACTION = "closed runs cannot be pruned"
 
 
 @dataclass(slots=True)
@@ -53,7 +38,8 @@ class PruneReport:
 
 
 async def count_prunable(pool: asyncpg.Pool, closed_before: datetime) -> PruneReport:
-    row = await pool.fetchrow(_COUNT, closed_before)
+    with translated(_ACTION):
+        row = await pool.fetchrow(_COUNT, closed_before)
     assert row is not None
     return PruneReport(row["runs"], row["events"], row["oldest"], row["newest"])
 
@@ -67,6 +53,17 @@ async def prune(
     progress: Callable[[PruneReport], None] | None = None,
 ) -> PruneReport:
     """Delete closed runs with closed_at < closed_before; returns what went."""
+    with translated(_ACTION):
+        return await _prune(pool, closed_before, batch_events, batch_runs, progress)
+
+
+async def _prune(
+    pool: asyncpg.Pool,
+    closed_before: datetime,
+    batch_events: int,
+    batch_runs: int,
+    progress: Callable[[PruneReport], None] | None,
+) -> PruneReport:
     report = PruneReport()
     before = await count_prunable(pool, closed_before)
     report.oldest, report.newest = before.oldest, before.newest

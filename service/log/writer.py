@@ -31,15 +31,18 @@ import asyncpg
 import orjson
 
 from service import metrics
-from service.errors import ReplayError, RunClosed, RunNotFound, SeqConflict, Unavailable
+from service.errors import RunClosed, RunNotFound, SeqConflict, Unavailable
 from service.log import sql
 from service.log.chunks import StoredChunk, loads, storable
+from service.log.faults import translate
+from service.log.store import CommitHook
 from service.log.summary import TOKEN_COLUMNS, Summary, summarize
 
 log = logging.getLogger("replay.log")
 
-# (run_id, last_seq, closed), called on the committer's task: must not block.
-CommitHook = Callable[[str, int, bool], None]
+_RUN_STATES = sql.QUERIES["run_states"]
+_CREATE_RUN_IF_MISSING = sql.QUERIES["create_run_if_missing"]
+_STORED_RANGE = sql.QUERIES["stored_range"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,11 +204,7 @@ class GroupCommitter:
             try:
                 await self._commit(group)
             except Exception as exc:  # a lane must outlive any one group
-                error = (
-                    exc
-                    if isinstance(exc, ReplayError)
-                    else Unavailable(f"the event log could not commit: {exc}")
-                )
+                error = translate("the event log could not commit", exc)
                 for items in group.values():
                     for item in items:
                         if not item.future.done():
@@ -292,8 +291,6 @@ class GroupCommitter:
                 # Another process's group locked our runs in another order.
                 if tries == 4:
                     raise
-            except (OSError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError) as exc:
-                raise Unavailable(f"the database is unreachable: {exc}") from exc
         raise AssertionError("unreachable")
 
     async def _append_statement(self, plan: Plan, events: Events) -> list[asyncpg.Record]:
@@ -317,14 +314,14 @@ class GroupCommitter:
     async def _explain(self, refused: dict[str, list[_Pending]]) -> None:
         """Settle appends the statement did not apply: missing, closed, or misfit runs."""
         async with self._pool.acquire() as conn:
-            states = {r["run_id"]: r for r in await conn.fetch(sql.RUN_STATES, list(refused))}
+            states = {r["run_id"]: r for r in await conn.fetch(_RUN_STATES, list(refused))}
             requeue: list[_Pending] = []
             for run, items in refused.items():
                 state = states.get(run)
                 if state is None:
                     if all(item.create for item in items):
                         thread = _thread_of(items[0].chunks)
-                        await conn.execute(sql.CREATE_RUN_IF_MISSING, run, thread)
+                        await conn.execute(_CREATE_RUN_IF_MISSING, run, thread)
                         requeue.extend(items)
                     else:
                         for item in items:
@@ -371,7 +368,7 @@ class GroupCommitter:
         if count == 0:
             return False
         stored = await conn.fetch(
-            sql.STORED_RANGE, item.run_id, item.expected_seq, item.expected_seq + count - 1
+            _STORED_RANGE, item.run_id, item.expected_seq, item.expected_seq + count - 1
         )
         return len(stored) == count and all(
             _json_equal(loads(row["chunk"]), loads(chunk.text))

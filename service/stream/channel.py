@@ -14,11 +14,9 @@ import logging
 from collections import deque
 from dataclasses import dataclass, field
 
-import asyncpg
-
 from service.errors import Unavailable
-from service.stream.framing import Framer, Row
-from service.stream.reads import Page, RunState, read_page
+from service.log.store import LogStore, Page, Row, RunState
+from service.stream.framing import Framer
 
 log = logging.getLogger("replay.stream")
 
@@ -63,9 +61,9 @@ class Limits:
 class Channel:
     """What this process knows about one followed run, and its one reader."""
 
-    def __init__(self, run_id: str, pool: asyncpg.Pool, limits: Limits) -> None:
+    def __init__(self, run_id: str, store: LogStore, limits: Limits) -> None:
         self.run_id = run_id
-        self._pool = pool
+        self._store = store
         self._limits = limits
         # The seq up to which the buffer (or the log before the first page) is
         # read; None until a read made after the channel existed anchors it.
@@ -146,7 +144,7 @@ class Channel:
     async def _read_ahead(self) -> None:
         page_size = self._limits.page_size
         while self.head is not None and not self.complete:
-            page = await read_page(self._pool, self.run_id, self.head, page_size)
+            page = await self._store.read_page(self.run_id, self.head, page_size)
             self.reads += 1
             if page is None or not self._take(page) or len(page.rows) < page_size:
                 return

@@ -16,8 +16,7 @@ import re
 from collections.abc import Hashable, Sequence
 from typing import Protocol
 
-# (seq, stored chunk JSON text)
-Row = tuple[int, str]
+from service.log.store import Row
 
 SSE_MEDIA_TYPE = "text/event-stream"
 NDJSON_MEDIA_TYPE = "application/x-ndjson"

@@ -1,6 +1,6 @@
 """The per-process hub: one LISTEN connection, one reader per run, fan-out in memory.
 
-    PostgreSQL ──NOTIFY "run last_seq [c]"──► Hub (one LISTEN connection, outside the pool)
+    the log ──notices (run, last_seq, closed)──► Hub (the store's one LISTEN connection)
                                                │ hint: wake that run's channel, if anyone follows it
                                                ▼
                                   Channel(run): one reader task, one read per wake-up,
@@ -27,17 +27,13 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
-
-import asyncpg
 
 from service.errors import Unavailable
+from service.log.notifications import Notice
+from service.log.store import Listening, LogStore
 from service.stream.channel import Channel, Limits
-from service.stream.reads import read_states
 
 log = logging.getLogger("replay.stream")
-
-CHANNEL = "replay_events"
 
 
 class Subscription:
@@ -83,29 +79,24 @@ class Hub:
 
     def __init__(
         self,
-        pool: asyncpg.Pool,
-        dsn: str | None,
+        store: LogStore,
         *,
         limits: Limits | None = None,
         recheck_seconds: float = 5.0,
         poll_seconds: float = 0.5,
         listen: bool = True,
     ) -> None:
-        self.pool = pool
+        self.store = store
         self.limits = limits or Limits()
-        self._dsn = dsn
-        self._listen = listen and dsn is not None
+        self._listen = listen
         self._recheck_seconds = recheck_seconds
         self._poll_seconds = poll_seconds
         self._channels: dict[str, Channel] = {}
         # Told of every run another process closes (e.g. the drivers, so a
         # cancel anywhere aborts the upstream here at once).
         self._close_hooks: list[Callable[[str], None]] = []
-        self._conn: asyncpg.Connection | None = None
-        self._lost: asyncio.Event | None = None
-        self._connected = asyncio.Event()
+        self._listener: Listening | None = None
         self._recheck_now = asyncio.Event()
-        self._connects = 0
         self._retired_reads = 0
         # Reads followers made themselves (catch-up, or fallen behind the buffer).
         self.follower_reads = 0
@@ -116,12 +107,15 @@ class Hub:
     async def start(self, *, wait_seconds: float = 5.0) -> None:
         """Start listening; returns once listening (or after `wait_seconds`: the poll covers)."""
         if self._listen:
-            self._tasks.append(asyncio.create_task(self._listen_forever(), name="stream-listen"))
+            self._listener = await self.store.listen(
+                self._on_notices, self._recheck_now.set, wait_seconds=wait_seconds
+            )
             self._tasks.append(asyncio.create_task(self._recheck_forever(), name="stream-recheck"))
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._connected.wait(), wait_seconds)
 
     async def stop(self) -> None:
+        if self._listener is not None:
+            await self._listener.stop()
+            self._listener = None
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -137,7 +131,7 @@ class Hub:
     def subscribe(self, run_id: str) -> Subscription:
         channel = self._channels.get(run_id)
         if channel is None:
-            channel = self._channels[run_id] = Channel(run_id, self.pool, self.limits)
+            channel = self._channels[run_id] = Channel(run_id, self.store, self.limits)
         channel.subscribers += 1
         return Subscription(self, channel)
 
@@ -161,14 +155,11 @@ class Hub:
         """Call `hook(run_id)` whenever a notification says a run was closed."""
         self._close_hooks.append(hook)
 
-    def _on_notify(self, conn: Any, pid: int, channel: str, payload: object) -> None:
-        # A line per run: "<run_id> <last_seq>[ c]" (see service.log.sql).
-        for line in str(payload).split("\n"):
-            run_id, _, rest = line.partition(" ")
-            seq, _, flag = rest.partition(" ")
-            if run_id in self._channels and seq.isdigit():
-                self.announce(run_id, int(seq), flag == "c")
-            if flag == "c":
+    def _on_notices(self, notices: list[Notice]) -> None:
+        for run_id, last_seq, closed in notices:
+            if run_id in self._channels:
+                self.announce(run_id, last_seq, closed)
+            if closed:
                 for hook in self._close_hooks:
                     try:
                         hook(run_id)
@@ -179,49 +170,17 @@ class Hub:
         """Re-read every followed run's state and wake the channels that are behind."""
         if not self._channels:
             return
-        states = await read_states(self.pool, list(self._channels))
+        states = await self.store.read_states(list(self._channels))
         for run_id, state in states.items():
             channel = self._channels.get(run_id)
             if channel is not None:
                 channel.anchor(state)
 
-    # -- the LISTEN connection ----------------------------------------------
-
-    async def _listen_forever(self) -> None:
-        assert self._dsn is not None
-        delay = 0.05
-        while True:
-            try:
-                conn = await asyncpg.connect(self._dsn, timeout=10)
-            except (OSError, TimeoutError, asyncpg.PostgresError) as exc:
-                log.warning("stream: LISTEN connection failed (%s); retrying in %.2fs", exc, delay)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 2.0)
-                continue
-            lost = asyncio.Event()
-            conn.add_termination_listener(_setter(lost))
-            try:
-                await conn.add_listener(CHANNEL, self._on_notify)
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-                log.warning("stream: LISTEN failed (%s)", exc)
-                conn.terminate()
-                continue
-            delay = 0.05
-            self._conn, self._lost = conn, lost
-            self._connects += 1
-            self._connected.set()
-            # Whatever was committed while no connection listened woke nobody.
-            self._recheck_now.set()
-            try:
-                await lost.wait()
-                log.warning("stream: LISTEN connection lost; reconnecting")
-            finally:
-                self._conn = self._lost = None
-                conn.terminate()
+    # -- the slow re-check -------------------------------------------------
 
     async def _recheck_forever(self) -> None:
         while True:
-            interval = self._recheck_seconds if self._conn is not None else self._poll_seconds
+            interval = self._recheck_seconds if self.listening else self._poll_seconds
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._recheck_now.wait(), interval)
             self._recheck_now.clear()
@@ -229,39 +188,24 @@ class Hub:
                 await self.recheck()
             except Unavailable as exc:
                 log.warning("stream: re-check failed: %s", exc)
-            await self._probe_listener()
-
-    async def _probe_listener(self) -> None:
-        """A connection that died silently (no FIN) must not pass for a listening one."""
-        conn, lost = self._conn, self._lost
-        if conn is None or lost is None:
-            return
-        try:
-            await asyncio.wait_for(conn.fetchval("SELECT 1"), 5)
-        except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError):
-            lost.set()
+            if self._listener is not None:
+                # A connection that died silently (no FIN) must not pass for a listening one.
+                await self._listener.probe()
 
     # -- introspection --------------------------------------------------------
 
     @property
     def listening(self) -> bool:
-        return self._conn is not None
+        return self._listener is not None and self._listener.listening
 
     def stats(self) -> HubStats:
-        conn = self._conn
+        listener = self._listener
         return HubStats(
             channels=len(self._channels),
             subscribers=sum(c.subscribers for c in self._channels.values()),
-            listening=conn is not None,
-            listener_pid=conn.get_server_pid() if conn is not None else None,
-            connects=self._connects,
+            listening=self.listening,
+            listener_pid=listener.listener_pid if listener is not None else None,
+            connects=listener.connects if listener is not None else 0,
             reads=self._retired_reads + sum(c.reads for c in self._channels.values()),
             follower_reads=self.follower_reads,
         )
-
-
-def _setter(event: asyncio.Event) -> Callable[[Any], None]:
-    def callback(_conn: Any) -> None:
-        event.set()
-
-    return callback

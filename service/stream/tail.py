@@ -31,7 +31,6 @@ from service.log import check_run_id
 from service.stream.channel import contiguous
 from service.stream.framing import Framer
 from service.stream.hub import Hub
-from service.stream.reads import read_page, read_states
 
 NOW: Final = "now"
 Offset = int | Literal["now"]
@@ -78,7 +77,7 @@ class Plan:
 
 async def plan_stream(hub: Hub, run_id: str, offset: Offset) -> Plan:
     check_run_id(run_id)
-    state = (await read_states(hub.pool, [run_id])).get(run_id)
+    state = (await hub.store.read_states([run_id])).get(run_id)
     if state is None:
         raise RunNotFound(run_id)
     cursor = state.last_seq if offset == NOW else offset
@@ -131,7 +130,7 @@ async def tail(
                     preamble = b""
                 continue
             if not read_yet or cursor < max(known, channel.head or 0):
-                page = await read_page(hub.pool, run_id, cursor, page_size)
+                page = await hub.store.read_page(run_id, cursor, page_size)
                 hub.follower_reads += 1
                 if page is None:
                     raise RunNotFound(run_id)

@@ -19,7 +19,7 @@ async def test_append_when_hub_hooked_to_committer_then_followers_woken_without_
     database_url: str,
 ) -> None:
     event_log = await EventLog.open(database_url, pool_size=4)
-    hub = Hub(event_log.pool, None, listen=False)
+    hub = Hub(event_log, listen=False)
     await hub.start()
     calls: list[tuple[str, int, bool]] = []
     remove_hub = event_log.on_commit(hub.announce)

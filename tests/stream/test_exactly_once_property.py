@@ -37,7 +37,7 @@ async def log_and_hub(database_url: str) -> AsyncIterator[tuple[EventLog, Hub]]:
     event_log = await EventLog.open(database_url, pool_size=8)
     # Tiny pages and buffer so that page boundaries, slicing mid-batch and
     # eviction past a paused follower happen within a few dozen events.
-    hub = Hub(event_log.pool, None, limits=Limits(page_size=4, buffer_events=6), listen=False)
+    hub = Hub(event_log, limits=Limits(page_size=4, buffer_events=6), listen=False)
     await hub.start()
     yield event_log, hub
     await hub.stop()

@@ -1,0 +1,85 @@
+"""The one translation of database-driver failures into the service's error tree.
+
+Every use of asyncpg runs inside `translated(...)`, as httpx's
+`map_httpcore_exceptions` wraps its transport: whatever the driver raises
+leaves `service.log` as a `ReplayError` chained to it (`raise ... from exc`),
+so no other layer catches driver exceptions, and no client sees the driver's
+own text for a failure that is not theirs (it goes to the log instead).
+
+    asyncpg / OS failure                          service error
+    ─────────────────────────────────────────     ──────────────────────────────
+    DataError (a value PostgreSQL refuses)        Unstorable   422 invalid_request
+    TransactionRollbackError (deadlock, ...)      Contended    503 unavailable
+    connection refused / lost, timeout,           Unavailable  503 unavailable
+      server shutting down, out of connections
+    any other PostgresError (a statement bug)     Unavailable  503 unavailable (logged)
+
+`translate` is also what a task that must outlive one failure (a commit
+lane) uses for whatever it caught: a bug there is logged, and its callers
+get a 503 rather than the exception's text.
+"""
+
+from __future__ import annotations
+
+import logging
+from types import TracebackType
+
+import asyncpg
+
+from service.errors import Contended, ReplayError, Unavailable, Unstorable
+
+log = logging.getLogger("replay.log")
+
+# What "the database cannot be reached right now" looks like from the driver.
+UNREACHABLE: tuple[type[BaseException], ...] = (
+    OSError,
+    TimeoutError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.InterfaceError,
+    asyncpg.OperatorInterventionError,  # admin shutdown, cannot connect now, cancelled
+    asyncpg.InsufficientResourcesError,  # too many connections, disk full
+)
+
+
+def translate(action: str, exc: BaseException, *, refused: str | None = None) -> ReplayError:
+    """The service error for driver failure `exc` while doing `action`."""
+    if isinstance(exc, ReplayError):
+        return exc
+    if isinstance(exc, asyncpg.DataError):
+        # The caller's data: its own text is what they need to fix it.
+        return Unstorable(f"{refused or action}: {exc}")
+    if isinstance(exc, asyncpg.TransactionRollbackError):
+        return Contended(f"{action}: conflicting concurrent writes; try again")
+    if isinstance(exc, UNREACHABLE):
+        log.warning("%s: %s: %s", action, type(exc).__name__, exc)
+        return Unavailable(f"{action}: the database is unreachable")
+    log.error("%s", action, exc_info=exc)
+    if isinstance(exc, asyncpg.PostgresError):
+        return Unavailable(f"{action}: the database refused the statement")
+    return Unavailable(f"{action}: an internal error (logged)")
+
+
+class translated:
+    """`with translated("the event log cannot be read"):` around driver calls.
+
+    A class rather than a generator context manager: it wraps every group
+    commit and every stream read. `refused` names what a `DataError` refused
+    ("metadata cannot be stored"); it defaults to `action`.
+    """
+
+    __slots__ = ("action", "refused")
+
+    def __init__(self, action: str, *, refused: str | None = None) -> None:
+        self.action = action
+        self.refused = refused
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if ev is None or isinstance(ev, ReplayError) or not isinstance(ev, Exception):
+            return  # success, ours already, or CancelledError / KeyboardInterrupt
+        if isinstance(ev, asyncpg.PostgresError | asyncpg.InterfaceError | OSError | TimeoutError):
+            raise translate(self.action, ev, refused=self.refused) from ev

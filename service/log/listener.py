@@ -1,0 +1,118 @@
+"""The LISTEN connection: the log's notifications, decoded, for one process.
+
+One connection outside the pool (a pooled one would be reset and handed to
+others), reconnected with backoff when it drops. `on_connect` is called each
+time it (re)starts listening: whatever was committed while nobody listened
+woke nobody, so the caller re-checks. A connection that died without a FIN
+looks alive until something is sent on it: `probe()` sends that something.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import asyncpg
+
+from service.log.faults import UNREACHABLE
+from service.log.notifications import CHANNEL, Notice, decode
+from service.log.sql import QUERIES
+
+log = logging.getLogger("replay.log")
+
+_PROBE = QUERIES["probe"]
+_FAILURES: tuple[type[BaseException], ...] = (*UNREACHABLE, asyncpg.PostgresError)
+
+
+class Listener:
+    """`await Listener(...).start()`; `stop()` at the end. See `LogStore.listen`."""
+
+    def __init__(
+        self,
+        dsn: str,
+        on_notices: Callable[[list[Notice]], None],
+        on_connect: Callable[[], None],
+    ) -> None:
+        self._dsn = dsn
+        self._on_notices = on_notices
+        self._on_connect = on_connect
+        self._conn: asyncpg.Connection | None = None
+        self._lost: asyncio.Event | None = None
+        self._connected = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self.connects = 0
+
+    async def start(self, wait_seconds: float) -> Listener:
+        """Start listening; returns once listening, or after `wait_seconds` (it keeps trying)."""
+        self._task = asyncio.create_task(self._listen_forever(), name="log-listen")
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._connected.wait(), wait_seconds)
+        return self
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    @property
+    def listening(self) -> bool:
+        return self._conn is not None
+
+    @property
+    def listener_pid(self) -> int | None:
+        conn = self._conn
+        return conn.get_server_pid() if conn is not None else None
+
+    async def probe(self) -> None:
+        conn, lost = self._conn, self._lost
+        if conn is None or lost is None:
+            return
+        try:
+            await asyncio.wait_for(conn.fetchval(_PROBE), 5)
+        except _FAILURES:
+            lost.set()
+
+    def _notified(self, conn: Any, pid: int, channel: str, payload: object) -> None:
+        self._on_notices(decode(str(payload)))
+
+    async def _listen_forever(self) -> None:
+        delay = 0.05
+        while True:
+            try:
+                conn = await asyncpg.connect(self._dsn, timeout=10)
+            except _FAILURES as exc:
+                log.warning("LISTEN connection failed (%s); retrying in %.2fs", exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)
+                continue
+            lost = asyncio.Event()
+            conn.add_termination_listener(_setter(lost))
+            try:
+                await conn.add_listener(CHANNEL, self._notified)
+            except _FAILURES as exc:
+                log.warning("LISTEN failed (%s)", exc)
+                conn.terminate()
+                continue
+            delay = 0.05
+            self._conn, self._lost = conn, lost
+            self.connects += 1
+            self._connected.set()
+            self._on_connect()
+            try:
+                await lost.wait()
+                log.warning("LISTEN connection lost; reconnecting")
+            finally:
+                self._conn = self._lost = None
+                conn.terminate()
+
+
+def _setter(event: asyncio.Event) -> Callable[[Any], None]:
+    def callback(_conn: Any) -> None:
+        event.set()
+
+    return callback

@@ -1,0 +1,315 @@
+-- Every statement the service sends to PostgreSQL, by name (service.log.sql
+-- parses this file once). Each runs as written here: paste one into psql,
+-- replace its $n, and it runs the same.
+--
+-- A block starts with `-- name: <name>`; the comment lines right after it say
+-- what it does; the statement ends with `;`.
+
+
+-- name: append
+-- One group commit (small groups): bump each run's `last_seq`, insert the
+-- events numbered from the old value, queue the notification.
+--
+-- $1-$6 the events' columns (run_id, ord, type, chunk, message_id,
+-- tool_call_id; ord counts from 1 per run), $7 the requests (jsonb keyed by
+-- run id, see service.log.request.RunShare), $8 their run ids.
+--
+-- The seq is taken under the run row's lock (the UPDATE) and the lock is held
+-- to commit, so commit order equals seq order within a run: a reader asking
+-- for `seq > N` never skips an event that commits later. No joins, by design:
+-- `runs` is read by its primary key (`run_id = ANY`), the requests looked up
+-- from each run row (`$7 -> runs.run_id`), the events arrays scanned once and
+-- matched to their run's base seq in a one-row map. An earlier form joined
+-- unnested request arrays with `runs`; a generic plan made while `runs` had
+-- no statistics rescanned the arrays once per run row.
+--
+-- One NOTIFY carries up to 40 runs, a line each (PostgreSQL caps a payload at
+-- 8,000 bytes; a line is at most ~150): one per run costs a group 15%. The
+-- channel and the line's format are service.log.notifications'.
+WITH upd AS (
+    UPDATE runs SET
+        last_seq = runs.last_seq + (($7::jsonb -> runs.run_id) ->> 'n')::bigint,
+        updated_at = now(),
+        last_terminal = coalesce(($7::jsonb -> runs.run_id) ->> 'terminal', runs.last_terminal),
+        error_message = CASE
+            WHEN ($7::jsonb -> runs.run_id) ->> 'terminal' = 'RUN_ERROR'
+                THEN ($7::jsonb -> runs.run_id) ->> 'error'
+            WHEN ($7::jsonb -> runs.run_id) ? 'terminal' THEN NULL
+            ELSE runs.error_message END,
+        closed_at = CASE WHEN ($7::jsonb -> runs.run_id) ? 'close' THEN now() END,
+        tool_names = CASE WHEN ($7::jsonb -> runs.run_id) ? 'tools' THEN ARRAY(
+            SELECT DISTINCT t
+            FROM unnest(runs.tool_names || ARRAY(
+                SELECT jsonb_array_elements_text(($7::jsonb -> runs.run_id) -> 'tools'))) AS t
+            ORDER BY t) ELSE runs.tool_names END,
+        -- Token sums saturate: one producer's absurd usage must not fail the group.
+        prompt_tokens = CASE WHEN ($7::jsonb -> runs.run_id) ? 'prompt_tokens'
+            THEN greatest(least(coalesce(runs.prompt_tokens, 0)::numeric
+                + (($7::jsonb -> runs.run_id) ->> 'prompt_tokens')::numeric,
+                9223372036854775807), -9223372036854775807)::bigint
+            ELSE runs.prompt_tokens END,
+        completion_tokens = CASE WHEN ($7::jsonb -> runs.run_id) ? 'completion_tokens'
+            THEN greatest(least(coalesce(runs.completion_tokens, 0)::numeric
+                + (($7::jsonb -> runs.run_id) ->> 'completion_tokens')::numeric,
+                9223372036854775807), -9223372036854775807)::bigint
+            ELSE runs.completion_tokens END,
+        total_tokens = CASE WHEN ($7::jsonb -> runs.run_id) ? 'total_tokens'
+            THEN greatest(least(coalesce(runs.total_tokens, 0)::numeric
+                + (($7::jsonb -> runs.run_id) ->> 'total_tokens')::numeric,
+                9223372036854775807), -9223372036854775807)::bigint
+            ELSE runs.total_tokens END,
+        status = CASE
+            WHEN NOT ($7::jsonb -> runs.run_id) ? 'close' THEN runs.status
+            WHEN ($7::jsonb -> runs.run_id) ? 'status' THEN ($7::jsonb -> runs.run_id) ->> 'status'
+            WHEN coalesce(($7::jsonb -> runs.run_id) ->> 'terminal', runs.last_terminal) = 'RUN_ERROR'
+                THEN 'error'
+            ELSE 'finished' END
+    -- Re-checked on the newest row version after waiting for its lock.
+    WHERE runs.run_id = ANY($8::text[]) AND runs.closed_at IS NULL
+      AND (NOT ($7::jsonb -> runs.run_id) ? 'expected'
+           OR runs.last_seq = (($7::jsonb -> runs.run_id) ->> 'expected')::bigint - 1)
+    RETURNING runs.run_id, runs.last_seq - (($7::jsonb -> runs.run_id) ->> 'n')::bigint AS base,
+        runs.last_seq, ($7::jsonb -> runs.run_id) ? 'close' AS close
+),
+bases AS (SELECT jsonb_object_agg(run_id, base) AS m FROM upd),
+ins AS (
+    -- A run the UPDATE refused (closed, missing, not at `expected`) has no base.
+    INSERT INTO events (run_id, seq, type, chunk, message_id, tool_call_id)
+    SELECT e.run_id, ((SELECT m FROM bases) ->> e.run_id)::bigint + e.ord,
+        e.type, e.chunk, e.message_id, e.tool_call_id
+    FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[])
+        AS e(run_id, ord, type, chunk, message_id, tool_call_id)
+    WHERE (SELECT m FROM bases) ? e.run_id
+),
+note AS (
+    SELECT pg_notify('replay_events_v1', string_agg(line, E'\n'))
+    FROM (SELECT run_id || ' ' || last_seq || CASE WHEN close THEN ' c' ELSE '' END AS line,
+                 (row_number() OVER ()) / 40 AS bucket
+          FROM upd) AS l
+    GROUP BY bucket
+)
+SELECT run_id, base, (SELECT count(*) FROM note) AS notes FROM upd;
+
+
+-- name: bump
+-- The first half of a big group commit: `append` without its events, which
+-- follow by COPY (PostgreSQL's bulk path, cheaper per row than unnesting
+-- arrays) in the same transaction. The NOTIFY it queues is sent at commit.
+-- $1 the requests (jsonb keyed by run id), $2 their run ids.
+WITH upd AS (
+    UPDATE runs SET
+        last_seq = runs.last_seq + (($1::jsonb -> runs.run_id) ->> 'n')::bigint,
+        updated_at = now(),
+        last_terminal = coalesce(($1::jsonb -> runs.run_id) ->> 'terminal', runs.last_terminal),
+        error_message = CASE
+            WHEN ($1::jsonb -> runs.run_id) ->> 'terminal' = 'RUN_ERROR'
+                THEN ($1::jsonb -> runs.run_id) ->> 'error'
+            WHEN ($1::jsonb -> runs.run_id) ? 'terminal' THEN NULL
+            ELSE runs.error_message END,
+        closed_at = CASE WHEN ($1::jsonb -> runs.run_id) ? 'close' THEN now() END,
+        tool_names = CASE WHEN ($1::jsonb -> runs.run_id) ? 'tools' THEN ARRAY(
+            SELECT DISTINCT t
+            FROM unnest(runs.tool_names || ARRAY(
+                SELECT jsonb_array_elements_text(($1::jsonb -> runs.run_id) -> 'tools'))) AS t
+            ORDER BY t) ELSE runs.tool_names END,
+        prompt_tokens = CASE WHEN ($1::jsonb -> runs.run_id) ? 'prompt_tokens'
+            THEN greatest(least(coalesce(runs.prompt_tokens, 0)::numeric
+                + (($1::jsonb -> runs.run_id) ->> 'prompt_tokens')::numeric,
+                9223372036854775807), -9223372036854775807)::bigint
+            ELSE runs.prompt_tokens END,
+        completion_tokens = CASE WHEN ($1::jsonb -> runs.run_id) ? 'completion_tokens'
+            THEN greatest(least(coalesce(runs.completion_tokens, 0)::numeric
+                + (($1::jsonb -> runs.run_id) ->> 'completion_tokens')::numeric,
+                9223372036854775807), -9223372036854775807)::bigint
+            ELSE runs.completion_tokens END,
+        total_tokens = CASE WHEN ($1::jsonb -> runs.run_id) ? 'total_tokens'
+            THEN greatest(least(coalesce(runs.total_tokens, 0)::numeric
+                + (($1::jsonb -> runs.run_id) ->> 'total_tokens')::numeric,
+                9223372036854775807), -9223372036854775807)::bigint
+            ELSE runs.total_tokens END,
+        status = CASE
+            WHEN NOT ($1::jsonb -> runs.run_id) ? 'close' THEN runs.status
+            WHEN ($1::jsonb -> runs.run_id) ? 'status' THEN ($1::jsonb -> runs.run_id) ->> 'status'
+            WHEN coalesce(($1::jsonb -> runs.run_id) ->> 'terminal', runs.last_terminal) = 'RUN_ERROR'
+                THEN 'error'
+            ELSE 'finished' END
+    WHERE runs.run_id = ANY($2::text[]) AND runs.closed_at IS NULL
+      AND (NOT ($1::jsonb -> runs.run_id) ? 'expected'
+           OR runs.last_seq = (($1::jsonb -> runs.run_id) ->> 'expected')::bigint - 1)
+    RETURNING runs.run_id, runs.last_seq - (($1::jsonb -> runs.run_id) ->> 'n')::bigint AS base,
+        runs.last_seq, ($1::jsonb -> runs.run_id) ? 'close' AS close
+),
+note AS (
+    SELECT pg_notify('replay_events_v1', string_agg(line, E'\n'))
+    FROM (SELECT run_id || ' ' || last_seq || CASE WHEN close THEN ' c' ELSE '' END AS line,
+                 (row_number() OVER ()) / 40 AS bucket
+          FROM upd) AS l
+    GROUP BY bucket
+)
+SELECT run_id, base, (SELECT count(*) FROM note) AS notes FROM upd;
+
+
+-- name: run_states
+-- Each run's high-water mark and whether it is closed. $1 run ids.
+SELECT run_id, last_seq, closed_at IS NOT NULL AS closed FROM runs WHERE run_id = ANY($1::text[]);
+
+
+-- name: stored_range
+-- The chunks at seqs $2..$3 of run $1 (a retry's `expected_seq` check).
+SELECT chunk FROM events WHERE run_id = $1 AND seq BETWEEN $2 AND $3 ORDER BY seq;
+
+
+-- name: create_run_if_missing
+-- A run made by its first append. $1 run id, $2 thread id.
+INSERT INTO runs (run_id, thread_id) VALUES ($1, $2) ON CONFLICT (run_id) DO NOTHING;
+
+
+-- name: create_run
+-- A run made explicitly; returns its id only when this call made it.
+INSERT INTO runs (run_id, thread_id, agent, metadata, input)
+VALUES ($1, $2, $3, $4::jsonb, $5)
+ON CONFLICT (run_id) DO NOTHING
+RETURNING run_id;
+
+
+-- name: get_run
+-- A run's row, as service.log.eventlog.Run holds it. $1 run id.
+SELECT run_id, thread_id, agent, status, last_seq, closed_at IS NOT NULL AS closed,
+       created_at, updated_at, closed_at, metadata::text AS metadata, last_terminal,
+       error_message, lease_owner, lease_expires_at, tool_names, prompt_tokens,
+       completion_tokens, total_tokens
+FROM runs WHERE run_id = $1;
+
+
+-- name: read_events
+-- A page of run $1's events with seq > $2, at most $3.
+SELECT seq, type, chunk, received_at FROM events
+WHERE run_id = $1 AND seq > $2 ORDER BY seq LIMIT $3;
+
+
+-- name: read_page
+-- The stream's read: run $1's state and its events after $2 (at most $3) from
+-- one snapshot, so every event up to the `last_seq` it reports is visible in
+-- it. No row: no such run; one row with a NULL seq: nothing after $2 yet.
+SELECT r.last_seq, r.closed, e.seq, e.chunk
+FROM (SELECT last_seq, closed_at IS NOT NULL AS closed FROM runs WHERE run_id = $1) AS r
+LEFT JOIN LATERAL (
+    SELECT seq, chunk FROM events
+    WHERE run_id = $1 AND seq > $2 AND seq <= r.last_seq
+    ORDER BY seq LIMIT $3
+) AS e ON true;
+
+
+-- name: schema_version
+-- The migration the schema is at (NULL before the first).
+SELECT max(version_num) FROM alembic_version WHERE to_regclass('alembic_version') IS NOT NULL;
+
+
+-- name: probe
+-- Does this connection still answer (a LISTEN connection can die silently)?
+SELECT 1;
+
+
+-- Leases on hosted runs. A claim is one UPDATE with its condition in the
+-- WHERE clause, so two processes never both win. $1 run id, $2 owner,
+-- $3 lease seconds.
+
+-- name: claim_lease
+-- Take a run's lease if it is free, already ours, or expired.
+UPDATE runs SET lease_owner = $2, lease_expires_at = now() + make_interval(secs => $3)
+WHERE run_id = $1 AND closed_at IS NULL
+  AND (lease_owner IS NULL OR lease_owner = $2 OR lease_expires_at < now())
+RETURNING run_id;
+
+
+-- name: claim_expired_lease
+-- Take over a run whose driver's lease ran out (its process died).
+UPDATE runs SET lease_owner = $2, lease_expires_at = now() + make_interval(secs => $3)
+WHERE run_id = $1 AND closed_at IS NULL AND lease_expires_at < now()
+RETURNING run_id;
+
+
+-- name: renew_lease
+-- Extend our lease; no row: the run was closed or taken over.
+UPDATE runs SET lease_expires_at = now() + make_interval(secs => $3)
+WHERE run_id = $1 AND lease_owner = $2 AND closed_at IS NULL
+RETURNING run_id;
+
+
+-- name: expired_leases
+-- Open runs whose driver's lease ran out, oldest first; at most $1.
+SELECT run_id FROM runs
+WHERE closed_at IS NULL AND lease_owner IS NOT NULL AND lease_expires_at < now()
+ORDER BY lease_expires_at LIMIT $1;
+
+
+-- name: orphaned_leases
+-- Open runs leased by an earlier life of this instance: owner prefix $1, not owner $2.
+SELECT run_id FROM runs
+WHERE closed_at IS NULL AND lease_owner LIKE $1 || '%' AND lease_owner <> $2;
+
+
+-- name: take_over_lease
+-- Take an orphan's lease from an earlier life of this instance (owner prefix $4).
+UPDATE runs SET lease_owner = $2, lease_expires_at = now() + make_interval(secs => $3)
+WHERE run_id = $1 AND closed_at IS NULL AND lease_owner LIKE $4 || '%'
+RETURNING run_id;
+
+
+-- Import (service.log.bulk): all or nothing, locks in run_id order like the
+-- append's, so a load and a group commit never deadlock.
+
+-- name: lock_runs
+-- The stored fields of runs $1 an import compares, locked.
+SELECT run_id, thread_id, agent, status, created_at, closed_at, last_seq, error_message,
+       metadata::text AS metadata, input
+FROM runs WHERE run_id = ANY($1::text[]) ORDER BY run_id FOR UPDATE;
+
+
+-- name: run_chunks
+-- All of run $1's chunks, in seq order, with their receive times.
+SELECT chunk, received_at FROM events WHERE run_id = $1 ORDER BY seq;
+
+
+-- name: insert_run
+-- An imported run with its maintained columns; returns its id unless it existed.
+INSERT INTO runs (run_id, thread_id, agent, status, created_at, updated_at, closed_at, last_seq,
+                  error_message, metadata, input, last_terminal, tool_names,
+                  prompt_tokens, completion_tokens, total_tokens)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::jsonb, $11, $12, $13, $14, $15, $16)
+ON CONFLICT (run_id) DO NOTHING
+RETURNING run_id;
+
+
+-- Retention (service.log.retention): closed runs older than $1, in small
+-- transactions, oldest first via the partial index on `closed_at`.
+
+-- name: pick_prunable
+-- The next $2 closed runs to delete, with their sizes.
+SELECT run_id, last_seq FROM runs
+WHERE closed_at IS NOT NULL AND closed_at < $1
+ORDER BY closed_at, run_id LIMIT $2;
+
+
+-- name: count_prunable
+-- What a prune would delete.
+SELECT count(*) AS runs, coalesce(sum(last_seq), 0)::bigint AS events,
+       min(closed_at) AS oldest, max(closed_at) AS newest
+FROM runs WHERE closed_at IS NOT NULL AND closed_at < $1;
+
+
+-- name: delete_event_range
+-- A big run's events up to seq $2, ahead of its row.
+DELETE FROM events WHERE run_id = $1 AND seq <= $2;
+
+
+-- name: delete_runs
+-- Runs $1 (still closed before $2), their projections and remaining events.
+WITH gone AS (
+    DELETE FROM runs WHERE run_id = ANY($1::text[]) AND closed_at < $2 RETURNING run_id
+), projections AS (
+    DELETE FROM run_projections WHERE run_id IN (SELECT run_id FROM gone)
+), evs AS (
+    DELETE FROM events WHERE run_id IN (SELECT run_id FROM gone) RETURNING 1
+)
+SELECT (SELECT count(*) FROM gone) AS runs, (SELECT count(*) FROM evs) AS events;

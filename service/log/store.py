@@ -1,0 +1,172 @@
+"""`LogStore`: the log's contract, as every other layer sees it.
+
+The stream, the hosted-run drivers, the HTTP edge and the offline commands
+are handed a `LogStore`, never a pool or a connection: what they may ask of
+the log is this list, and nothing here says PostgreSQL. `EventLog` is the one
+implementation today; a sharded or replica-reading store implements the same
+Protocol and runs the same contract suite (`tests/log/contract.py`).
+
+The guarantees every implementation keeps (the suite checks each):
+
+* A run's seqs are 1, 2, 3 ... without gaps; an append is durable before it
+  returns, and its events are numbered contiguously in submission order.
+* `read_page` answers events and the run's state from one snapshot: every
+  event up to the `last_seq` it reports is visible in the same read.
+* Commit order equals seq order within a run: a reader that saw `last_seq = N`
+  never later finds a new event at a seq <= N (no interleaving).
+* A hint (`on_commit`, a notification) may be late, lost or repeated; only
+  reads are the truth.
+* Failures are `service.errors.ReplayError`s (the driver's are translated
+  inside the store).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from service.log.bulk import LoadedRun, LoadReport
+    from service.log.chunks import StoredChunk
+    from service.log.eventlog import Event, Run
+    from service.log.notifications import Notice
+    from service.log.retention import PruneReport
+    from service.log.writer import AppendResult
+
+# (seq, stored chunk JSON text): what replay sends, as the log keeps it.
+Row = tuple[int, str]
+
+# (run_id, last_seq, closed), called on the committer's task: must not block.
+CommitHook = Callable[[str, int, bool], None]
+
+
+@dataclass(frozen=True, slots=True)
+class RunState:
+    last_seq: int
+    closed: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """Events after a cursor and the run's state, from one snapshot."""
+
+    state: RunState
+    rows: list[Row]
+
+    @property
+    def complete(self) -> bool:
+        """Nothing after this page will ever exist."""
+        end = self.rows[-1][0] if self.rows else None
+        return self.state.closed and (end is None or end >= self.state.last_seq)
+
+
+@dataclass(frozen=True, slots=True)
+class PoolStats:
+    """The store's database connections, for the metrics gauges."""
+
+    in_use: int
+    size: int
+    max_size: int
+
+
+class Listening(Protocol):
+    """A running subscription to the store's notifications (see `LogStore.listen`)."""
+
+    @property
+    def listening(self) -> bool: ...
+
+    @property
+    def connects(self) -> int: ...
+
+    @property
+    def listener_pid(self) -> int | None: ...
+
+    async def probe(self) -> None:
+        """Make sure a connection that died silently is not taken for a live one."""
+
+    async def stop(self) -> None: ...
+
+
+class LogStore(Protocol):
+    """What the rest of the service may ask of the log."""
+
+    # -- appends ------------------------------------------------------------
+
+    async def append(
+        self,
+        run_id: str,
+        chunks: Sequence[StoredChunk | Mapping[str, Any]],
+        *,
+        expected_seq: int | None = None,
+        close: bool = False,
+        create: bool = True,
+        close_status: str | None = None,
+    ) -> AppendResult: ...
+
+    async def close_run(self, run_id: str) -> Run: ...
+
+    async def create_run(
+        self,
+        run_id: str,
+        *,
+        thread_id: str | None = None,
+        agent: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        input: Any = None,
+    ) -> tuple[Run, bool]: ...
+
+    def on_commit(self, hook: CommitHook) -> Callable[[], None]: ...
+
+    # -- reads --------------------------------------------------------------
+
+    async def find_run(self, run_id: str) -> Run | None: ...
+
+    async def get_run(self, run_id: str) -> Run: ...
+
+    async def read_events(self, run_id: str, after: int = 0, limit: int = 1000) -> list[Event]: ...
+
+    async def read_page(self, run_id: str, after: int, limit: int) -> Page | None: ...
+
+    async def read_states(self, run_ids: Sequence[str]) -> dict[str, RunState]: ...
+
+    # -- hints --------------------------------------------------------------
+
+    async def listen(
+        self,
+        on_notices: Callable[[list[Notice]], None],
+        on_connect: Callable[[], None],
+        *,
+        wait_seconds: float = 5.0,
+    ) -> Listening: ...
+
+    # -- leases (hosted runs) -------------------------------------------------
+
+    async def claim_lease(self, run_id: str, owner: str, seconds: float) -> bool: ...
+
+    async def claim_expired_lease(self, run_id: str, owner: str, seconds: float) -> bool: ...
+
+    async def renew_lease(self, run_id: str, owner: str, seconds: float) -> bool: ...
+
+    async def expired_leases(self, limit: int = 100) -> list[str]: ...
+
+    async def orphaned_leases(self, instance: str, owner: str) -> list[str]: ...
+
+    async def take_over_lease(
+        self, run_id: str, owner: str, seconds: float, instance: str
+    ) -> bool: ...
+
+    # -- whole runs (import, retention) and readiness -------------------------
+
+    async def load_runs(self, runs: Sequence[LoadedRun]) -> LoadReport: ...
+
+    async def count_prunable(self, closed_before: datetime) -> PruneReport: ...
+
+    async def prune(
+        self, closed_before: datetime, *, batch_events: int = 10_000
+    ) -> PruneReport: ...
+
+    async def schema_version(self) -> str | None: ...
+
+    def pool_stats(self) -> PoolStats: ...

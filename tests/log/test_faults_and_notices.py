@@ -1,0 +1,94 @@
+"""The log's single definitions: driver-error translation, the notification codec, queries.sql."""
+
+from __future__ import annotations
+
+import asyncio
+
+import asyncpg
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from service.errors import Unavailable, Unstorable
+from service.log import EventLog
+from service.log.notifications import CHANNEL, Notice, decode, encode
+from service.log.sql import QUERIES, SOURCE, parse
+from tests.servers import free_port
+
+DEADLINE = 10.0
+
+run_ids = st.text("abcXYZ019._:-", min_size=1, max_size=128)
+notices = st.lists(st.builds(Notice, run_ids, st.integers(0, 2**63 - 1), st.booleans()))
+
+
+@given(notices)
+def test_notice_payload_when_encoded_then_decodes_to_the_same_notices(sent: list[Notice]) -> None:
+    assert decode(encode(sent)) == sent
+
+
+def test_notice_payload_when_line_malformed_then_only_that_line_skipped() -> None:
+    payload = "run-1 5\nrun-2 x\nrun-3 7 c\nrun-4 8 q\n\nrun-5 ９"
+    assert decode(payload) == [Notice("run-1", 5, False), Notice("run-3", 7, True)]
+
+
+async def test_append_when_committed_then_listener_decodes_its_notice_from_the_versioned_channel(
+    event_log: EventLog,
+) -> None:
+    received: list[Notice] = []
+    arrived = asyncio.Event()
+
+    def on_notices(batch: list[Notice]) -> None:
+        received.extend(batch)
+        if any(n.run_id == "notice-1" and n.closed for n in batch):
+            arrived.set()
+
+    listener = await event_log.listen(on_notices, lambda: None)
+    try:
+        assert listener.listening and CHANNEL.endswith("_v1")
+        await event_log.append("notice-1", [{"type": "A"}, {"type": "B"}])
+        await event_log.append("notice-1", [{"type": "C"}], close=True)
+        async with asyncio.timeout(DEADLINE):
+            await arrived.wait()
+    finally:
+        await listener.stop()
+    mine = [n for n in received if n.run_id == "notice-1"]
+    assert mine == [Notice("notice-1", 2, False), Notice("notice-1", 3, True)]
+
+
+async def test_open_when_database_unreachable_then_unavailable_without_driver_text() -> None:
+    url = f"postgresql://root@127.0.0.1:{free_port()}/nothing"
+    with pytest.raises(Unavailable) as caught:
+        await EventLog.open(url)
+    assert isinstance(caught.value.__cause__, OSError)
+    assert str(caught.value.__cause__) not in caught.value.message
+    assert caught.value.body()["error"]["code"] == "unavailable"
+
+
+async def test_create_run_when_metadata_unstorable_then_unstorable_422_chained_to_data_error(
+    event_log: EventLog,
+) -> None:
+    with pytest.raises(Unstorable) as caught:
+        await event_log.create_run("fault-1", metadata={"k": "nul \u0000"})
+    assert isinstance(caught.value.__cause__, asyncpg.DataError)
+    assert (caught.value.status, caught.value.code) == (422, "invalid_request")
+    assert caught.value.message.startswith("metadata cannot be stored: ")
+    assert await event_log.find_run("fault-1") is None
+
+
+def test_queries_file_when_parsed_then_statements_are_literal_and_named_once() -> None:
+    text = SOURCE.read_text("utf-8")
+    assert list(QUERIES) == [line.split()[-1] for line in text.splitlines()
+                             if line.startswith("-- name: ")]  # fmt: skip
+    for name, statement in QUERIES.items():
+        assert statement and not statement.endswith(";"), name
+        assert "{" not in statement, f"{name} looks like a template"
+    assert CHANNEL in QUERIES["append"] and CHANNEL in QUERIES["bump"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["-- name: a\nSELECT 1\n", "-- name: a\nSELECT 1;\n-- name: a\nSELECT 2;\n"],
+)
+def test_queries_file_when_block_unterminated_or_named_twice_then_refused(text: str) -> None:
+    with pytest.raises(ValueError, match="unterminated or named twice"):
+        parse(text)
