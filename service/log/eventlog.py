@@ -346,7 +346,9 @@ class EventLog:
 
     def pool_stats(self) -> PoolStats:
         pool = self.pool
-        return PoolStats(pool.get_size() - pool.get_idle_size(), pool.get_size(), pool.get_max_size())
+        return PoolStats(
+            pool.get_size() - pool.get_idle_size(), pool.get_size(), pool.get_max_size()
+        )
 
     async def schema_version(self) -> str | None:
         """The migration the schema is at; raises Unavailable if the database does not answer."""
