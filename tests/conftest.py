@@ -20,16 +20,14 @@ NODE_HARNESS = Path(__file__).resolve().parent / "node"
 
 @pytest.fixture(scope="session")
 def node_harness() -> Path:
-    """tests/node with its pinned npm packages (TanStack AI, Playwright) installed:
-    a fresh clone has no node_modules. Node is part of the test setup, so its
+    """tests/node with its pinned npm packages (TanStack AI, the AI SDK, AG-UI,
+    Playwright) installed: a fresh clone has no node_modules. Node is part of the test setup, so its
     absence fails the tests that need it rather than skipping them."""
     if shutil.which("node") is None or shutil.which("npm") is None:
         pytest.fail("Node.js and npm are needed to run TanStack AI's client and Playwright")
     installed = NODE_HARNESS / "node_modules"
-    if not (
-        (installed / "@tanstack" / "ai-client").is_dir()
-        and (installed / "playwright-core").is_dir()
-    ):
+    needed = ("@tanstack/ai-client", "playwright-core", "ai", "ai5", "@ag-ui/client")
+    if not all((installed / name).is_dir() for name in needed):
         subprocess.run(
             ["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"],
             cwd=NODE_HARNESS,

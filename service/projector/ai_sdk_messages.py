@@ -46,15 +46,19 @@ class UIMessageBuilder:
 
     def apply(self, chunk: Chunk) -> None:
         kind = chunk.get("type")
+        part: dict[str, Any]
         if kind == "start":
             if isinstance(chunk.get("messageId"), str):
                 self.message["id"] = chunk["messageId"]
             self._metadata(chunk.get("messageMetadata"))
         elif kind in ("finish", "message-metadata"):
             self._metadata(chunk.get("messageMetadata"))
-        elif kind in ("text-start", "reasoning-start"):
-            part = {"type": kind[: -len("-start")], "text": "", "state": "streaming"}
-            (self._text if kind == "text-start" else self._reasoning)[chunk["id"]] = part
+        elif kind == "text-start":
+            self._text[chunk["id"]] = part = {"type": "text", "text": "", "state": "streaming"}
+            self.parts.append(part)
+        elif kind == "reasoning-start":
+            part = {"type": "reasoning", "id": chunk["id"], "text": "", "state": "streaming"}
+            self._reasoning[chunk["id"]] = part
             self.parts.append(part)
         elif kind in ("text-delta", "reasoning-delta"):
             part = (self._text if kind == "text-delta" else self._reasoning)[chunk["id"]]
@@ -68,8 +72,8 @@ class UIMessageBuilder:
             self._text.clear()
             self._reasoning.clear()
         elif kind == "tool-input-start":
-            part = {"type": f"tool-{chunk['toolName']}", "toolCallId": chunk["toolCallId"],
-                    "state": "input-streaming"}  # fmt: skip
+            part = {"type": f"tool-{chunk['toolName']}", "toolCallId": chunk["toolCallId"]}
+            part["state"] = "input-streaming"
             self._tools[chunk["toolCallId"]] = part
             self._raw[chunk["toolCallId"]] = ""
             self.parts.append(part)
@@ -88,14 +92,14 @@ class UIMessageBuilder:
             )  # fmt: skip
         elif kind == "tool-output-available":
             part = self._tools[chunk["toolCallId"]]
-            part.update(state="output-available", output=chunk.get("output"))
+            part["state"], part["output"] = "output-available", chunk.get("output")
             part.pop("rawInput", None)
         elif kind == "tool-output-error":
             part = self._tools[chunk["toolCallId"]]
-            part.update(state="output-error", errorText=chunk.get("errorText"))
+            part["state"], part["errorText"] = "output-error", chunk.get("errorText")
         elif kind == "tool-approval-request":
             part = self._tools[chunk["toolCallId"]]
-            part.update(state="approval-requested", approval={"id": chunk["approvalId"]})
+            part["state"], part["approval"] = "approval-requested", {"id": chunk["approvalId"]}
         elif isinstance(kind, str) and kind.startswith("data-") and not chunk.get("transient"):
             self._data(chunk)
 

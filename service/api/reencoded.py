@@ -1,0 +1,68 @@
+"""Streams re-encoded for other clients: a run's events, parsed, through a pure encoder.
+
+The plain stream splices stored chunk text into its frames; the AI SDK and
+AG-UI endpoints instead fold each event through an encoder
+(`service.projector.ai_sdk`, `service.projector.agui`) and frame what it
+returns. Both ride on the same follower (`service.stream.tail`), so replay,
+live tail and exactly-once delivery are the stream's, unchanged. Each frame
+that ends a log event's output carries that event's seq as its SSE `id:`, so
+a `Last-Event-ID` reconnect works as on the plain stream.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from starlette.responses import Response
+
+from service.api.deps import AppState
+from service.api.sse import StreamResponse
+from service.api.stream import STREAM_HEADERS
+from service.log.chunks import dumps, loads
+from service.stream import Encoding, Plan, tail
+
+
+async def events_after(state: AppState, plan: Plan) -> AsyncIterator[list[tuple[int, Any]]]:
+    """The run's events after the plan's cursor, parsed, a page at a time, until it closes."""
+    async for blob in tail(state.hub, plan, Encoding.NDJSON):
+        batch = []
+        for line in blob.splitlines():
+            if line.strip():
+                envelope = loads(line)
+                batch.append((int(envelope["id"]), envelope["chunk"]))
+        if batch:
+            yield batch
+
+
+async def events_upto(state: AppState, run_id: str, upto: int) -> AsyncIterator[Any]:
+    """The run's stored events with seq <= upto, parsed, in order."""
+    after = 0
+    while after < upto:
+        page = await state.log.read_events(run_id, after, min(1000, upto - after))
+        if not page:
+            return
+        for event in page:
+            yield loads(event.chunk)
+        after = page[-1].seq
+
+
+def sse_frames(chunks: list[dict[str, Any]], seq: int | None) -> str:
+    """`data:` frames; the last one carries the id of the event they came from."""
+    frames = [f"data: {dumps(chunk)}\n\n" for chunk in chunks]
+    if frames and seq is not None:
+        frames[-1] = f"id: {seq}\n{frames[-1]}"
+    return "".join(frames)
+
+
+def sse_response(body: AsyncIterator[bytes], state: AppState, headers: dict[str, str]) -> Response:
+    settings = state.settings
+    return StreamResponse(
+        body,
+        # Exactly this, without Starlette's "; charset=utf-8": what the AI SDK's server sends.
+        headers={**STREAM_HEADERS, "Content-Type": "text/event-stream", **headers},
+        media_type="text/event-stream",
+        ping=settings.heartbeat_seconds,
+        sep="\n",
+        send_timeout=settings.stream_send_timeout_seconds,
+    )

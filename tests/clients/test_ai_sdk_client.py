@@ -1,0 +1,95 @@
+"""The Vercel AI SDK's own client (npm `ai`, oldest and newest supported majors) against
+`/v1/ai-sdk/demo`, on two service processes.
+
+A response that stops early (the client aborts after a few chunks, or a proxy cuts the
+connection mid-stream) leaves the run going; `reconnectToStream` on the other process
+replays it from `start` and follows it live, and `readUIMessageStream` over that ends with
+the same assistant message as a chat that never left: text, reasoning, tool input and
+output. Once nothing is active, `reconnectToStream` gets the 204 the client reads as null.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.clients.conftest import Replicas, run_node
+from tests.stream.test_tanstack_client import CuttingProxy
+
+
+def _normalized(message: dict[str, Any]) -> dict[str, Any]:
+    """Each chat's run has its own id (the message id, tool call ids, metadata)."""
+    run_id = message["id"]
+    text = json.dumps(message).replace(run_id, "RUN")
+    value: dict[str, Any] = json.loads(re.sub(r'"threadId": "[^"]*"', '"threadId": "T"', text))
+    return value
+
+
+@pytest.mark.parametrize("package", ["ai5", "ai"])
+async def test_ai_sdk_transport_when_response_stops_early_then_reconnect_ends_with_same_message(
+    node_harness: Path, replicas: Replicas, package: str
+) -> None:
+    proxy = CuttingProxy(replicas.a_port, [1500])
+    async with proxy as proxy_port:
+        result = await run_node(
+            node_harness, "ai_sdk.mjs", package, replicas.a,
+            f"http://127.0.0.1:{proxy_port}", replicas.b, f"chat-{package}",
+        )  # fmt: skip
+    assert proxy.cuts == 1
+    plain = result["plain"]
+    assert [p["type"] for p in plain["parts"]] == [
+        "text", "reasoning", "tool-get_weather", "text",
+    ]  # fmt: skip
+    assert plain["parts"][2]["state"] == "output-available"
+    assert plain["parts"][2]["output"] == {"city": "Oslo", "tempC": -3, "conditions": "snow"}
+    # Both interrupted responses really stopped early.
+    assert len(result["abortedChunks"]) == 6 or result["abortedChunks"][-1].get("stopped")
+    assert result["cutChunks"][-1].get("stopped"), result["cutChunks"][-1:]
+    assert not any(c.get("type") == "finish" for c in result["cutChunks"])
+    for resumed in ("abort", "cut"):
+        assert result[resumed] is not None, resumed
+        assert _normalized(result[resumed]) == _normalized(plain), resumed
+    assert result["idle"] is None
+    async with httpx.AsyncClient(base_url=replicas.b) as http:
+        served = (await http.get(f"/v1/ai-sdk/demo/chat-{package}-plain/messages")).json()
+    assert served[0] == {
+        "id": "u1",
+        "role": "user",
+        "parts": [{"type": "text", "text": "Is it cold?"}],
+    }
+    assert served[1] == plain
+
+
+async def test_ai_sdk_stream_when_posted_then_headers_and_frames_as_the_sdk_sends_them(
+    replicas: Replicas,
+) -> None:
+    question = {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "hi"}]}
+    body = {"id": "chat-raw", "trigger": "submit-message", "messages": [question]}
+    async with httpx.AsyncClient(base_url=replicas.a, timeout=60) as http:
+        response = await http.post("/v1/ai-sdk/demo", json=body)
+        assert response.status_code == 200
+        assert response.headers["content-type"] == "text/event-stream"
+        assert response.headers["cache-control"] == "no-cache"
+        assert response.headers["x-vercel-ai-ui-message-stream"] == "v1"
+        assert response.headers["x-accel-buffering"] == "no"
+        frames = [f for f in response.text.split("\n\n") if f]
+        data = []
+        for frame in frames:
+            lines = [line for line in frame.split("\n") if not line.startswith((":", "id: "))]
+            if not lines:
+                continue  # a heartbeat comment
+            assert len(lines) == 1 and lines[0].startswith("data: "), frame
+            data.append(lines[0][len("data: ") :])
+        assert data[-1] == "[DONE]"
+        chunks = [json.loads(d) for d in data[:-1]]
+        assert chunks[0]["type"] == "start" and chunks[-1]["type"] == "finish"
+        idle = await http.get("/v1/ai-sdk/demo/chat-raw/stream")
+        assert idle.status_code == 204
+        unknown = await http.post("/v1/ai-sdk/nobody", json=body)
+        assert unknown.status_code == 404
+        assert unknown.json()["error"]["code"] == "agent_not_found"
