@@ -116,10 +116,8 @@ async def _ui_stream(
         encoder.feed(event)  # already delivered: only the encoder's state matters
     plan = await plan_stream(state.hub, run_id, after)
     if not plan.exhausted:
-        async for batch in events_after(state, plan):
-            text = "".join(sse_frames(encoder.feed(event), seq) for seq, event in batch)
-            if text:
-                yield text.encode()
+        async for blob in events_after(state, plan, encoder.feed):
+            yield blob
     yield (sse_frames(encoder.end(), None) + "data: [DONE]\n\n").encode()
 
 

@@ -23,7 +23,7 @@ from starlette.routing import Route
 from service import metrics, migrate
 from service.agents import Drivers, load_catalog
 from service.agents.demo import demo_agent
-from service.api import agents, ai_sdk, audit, chat, demo_page, docs, health, runs, stream
+from service.api import ag_ui, agents, ai_sdk, audit, chat, demo_page, docs, health, runs, stream
 from service.api import metrics as metrics_route
 from service.api.access import AccessLog
 from service.api.deps import AppState, require_api_key
@@ -149,6 +149,7 @@ def create_app(
     app.include_router(agents.router, dependencies=[Depends(require_api_key)])
     app.include_router(chat.router, dependencies=[Depends(require_api_key)])
     app.include_router(ai_sdk.router, dependencies=[Depends(require_api_key)])
+    app.include_router(ag_ui.router, dependencies=[Depends(require_api_key)])
     return app
 
 

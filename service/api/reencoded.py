@@ -3,15 +3,16 @@
 The plain stream splices stored chunk text into its frames; the AI SDK and
 AG-UI endpoints instead fold each event through an encoder
 (`service.projector.ai_sdk`, `service.projector.agui`) and frame what it
-returns. Both ride on the same follower (`service.stream.tail`), so replay,
-live tail and exactly-once delivery are the stream's, unchanged. Each frame
+returns, as a stateful framer of the same follower (`service.stream.tail`),
+so replay, live tail and exactly-once delivery are the stream's, unchanged. Each frame
 that ends a log event's output carries that event's seq as its SSE `id:`, so
 a `Last-Event-ID` reconnect works as on the plain stream.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Hashable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from starlette.responses import Response
@@ -20,19 +21,30 @@ from service.api.deps import AppState
 from service.api.sse import StreamResponse
 from service.api.stream import STREAM_HEADERS
 from service.log.chunks import dumps, loads
-from service.stream import Encoding, Plan, tail
+from service.stream import Plan, tail
+from service.stream.framing import Row
 
 
-async def events_after(state: AppState, plan: Plan) -> AsyncIterator[list[tuple[int, Any]]]:
-    """The run's events after the plan's cursor, parsed, a page at a time, until it closes."""
-    async for blob in tail(state.hub, plan, Encoding.NDJSON):
-        batch = []
-        for line in blob.splitlines():
-            if line.strip():
-                envelope = loads(line)
-                batch.append((int(envelope["id"]), envelope["chunk"]))
-        if batch:
-            yield batch
+@dataclass(frozen=True, slots=True)
+class EncoderFramer:
+    """A stateful framer (`service.stream.framing.Framer`): each stored event, parsed,
+    through `encode`, its output as SSE frames. Called once per row, in seq order."""
+
+    encode: Callable[[Any], list[dict[str, Any]]]
+
+    @property
+    def key(self) -> Hashable | None:
+        return None
+
+    def frame(self, rows: Sequence[Row]) -> bytes:
+        return "".join(sse_frames(self.encode(loads(text)), seq) for seq, text in rows).encode()
+
+
+def events_after(
+    state: AppState, plan: Plan, encode: Callable[[Any], list[dict[str, Any]]]
+) -> AsyncIterator[bytes]:
+    """The run's events after the plan's cursor, encoded and framed, until it closes."""
+    return tail(state.hub, plan, EncoderFramer(encode))
 
 
 async def events_upto(state: AppState, run_id: str, upto: int) -> AsyncIterator[Any]:

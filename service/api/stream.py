@@ -167,6 +167,24 @@ async def stream_run(
             "typewriter decoder's output after tool-call argument deltas"
         ),
     ] = None,
+    compact: Annotated[
+        str | None,
+        Query(description="`snapshot`: a valid AG-UI sequence from a snapshot at the offset (SSE)"),
+    ] = None,
 ) -> Response:
     """Replay the run's events after the offset, then tail them live until the run closes."""
+    if compact is not None:
+        # Imported here: the AG-UI endpoint builds on this module's stream helpers.
+        from service.api.ag_ui import agui_stream, compact_mode
+
+        if compact_mode(compact):
+            if types is not None or events is not None or view is not None:
+                raise InvalidRequest(
+                    "compact=snapshot cannot be combined with types, events or view"
+                )
+            if choose_encoding(request.headers.get("accept"), format) is not Encoding.SSE:
+                raise InvalidRequest("compact=snapshot is served as SSE only")
+            cursor = resolve_offset(request.headers.get("last-event-id"), offset)
+            run = await state.log.get_run(run_id)
+            return await agui_stream(state, run_id, run.thread_id, cursor, snapshot=True)
     return await stream_response(request, state, run_id, audience=True)

@@ -51,5 +51,5 @@ async def run_node(harness: Path, script: str, *args: str) -> Any:
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
-    assert proc.returncode == 0, err.decode()[-3000:]
+    assert proc.returncode == 0, err.decode()[-6000:]
     return json.loads(out.decode().strip().splitlines()[-1])

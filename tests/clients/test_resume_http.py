@@ -1,0 +1,124 @@
+"""The resume paths over plain HTTP: `?resume=continue` after `Last-Event-ID` on the AI SDK
+stream, `?compact=snapshot` on the plain stream, and their rejections."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+
+from service.projector.agui import AguiProjection
+from service.projector.ai_sdk_messages import build_message
+from tests.clients.conftest import Replicas
+from tests.clients.test_encoders import V5_TYPES, check_agui_sequence, check_ui_stream
+
+USER = {"id": "u1", "role": "user", "content": "Is it cold?"}
+QUESTION = {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "Is it cold?"}]}
+
+
+def frames(text: str) -> list[tuple[int | None, str]]:
+    """(id, data) per SSE event; comments (heartbeats) and the retry hint left out."""
+    out = []
+    for block in text.split("\n\n"):
+        ident, data = None, None
+        for line in block.split("\n"):
+            if line.startswith("id: "):
+                ident = int(line[4:])
+            elif line.startswith("data: "):
+                data = line[6:]
+        if data is not None:
+            out.append((ident, data))
+    return out
+
+
+async def _read_some(http: httpx.AsyncClient, url: str, body: dict[str, Any], count: int) -> str:
+    text = ""
+    async with http.stream("POST", url, json=body) as response:
+        async for piece in response.aiter_text():
+            text += piece
+            if len([f for f in frames(text) if f[0] is not None]) >= count:
+                break
+    return text
+
+
+async def test_ai_sdk_stream_when_resume_continue_after_last_event_id_then_only_the_rest(
+    replicas: Replicas,
+) -> None:
+    async with httpx.AsyncClient(base_url=replicas.a, timeout=60) as http:
+        body = {"id": "chat-continue", "messages": [QUESTION], "trigger": "submit-message"}
+        first = frames(await _read_some(http, "/v1/ai-sdk/demo", body, 8))
+        # Everything up to the last frame that carried an id: what a client would resume after.
+        end = max(i for i, (ident, _) in enumerate(first) if ident is not None)
+        last_id = first[end][0]
+        seen = [json.loads(data) for _, data in first[: end + 1]]
+        rest = await http.get(
+            f"{replicas.b}/v1/ai-sdk/demo/chat-continue/stream?resume=continue",
+            headers={"Last-Event-ID": str(last_id)},
+        )
+        assert rest.status_code == 200, rest.text
+        after = [json.loads(d) for _, d in frames(rest.text)[:-1]]
+        assert frames(rest.text)[-1][1] == "[DONE]"
+        assert after[0]["type"] != "start"
+        check_ui_stream(seen + after, V5_TYPES)  # no gap, no duplicate part
+        run_id = seen[0]["messageId"]
+        whole = await http.get(f"/v1/runs/{run_id}")
+        assert whole.json()["closed"]
+        replay = await http.get(
+            "/v1/ai-sdk/demo/chat-continue/stream", headers={"Last-Event-ID": "1"}
+        )
+        assert replay.status_code == 204  # closed now: nothing active
+        messages = (await http.get("/v1/ai-sdk/demo/chat-continue/messages")).json()
+    assert build_message(run_id, seen + after) == messages[1]
+
+
+async def test_ai_sdk_stream_when_bad_resume_or_offset_then_4xx_error(replicas: Replicas) -> None:
+    async with httpx.AsyncClient(base_url=replicas.a, timeout=60) as http:
+        body = {"id": "chat-bad", "messages": [QUESTION], "trigger": "submit-message"}
+        await _read_some(http, "/v1/ai-sdk/demo", body, 2)
+        bad = await http.get("/v1/ai-sdk/demo/chat-bad/stream?resume=sideways")
+        assert bad.status_code == 422 and bad.json()["error"]["code"] == "invalid_request"
+        offset = await http.get(
+            "/v1/ai-sdk/demo/chat-bad/stream?resume=continue", headers={"Last-Event-ID": "x"}
+        )
+        assert offset.status_code == 400 and offset.json()["error"]["code"] == "invalid_offset"
+        missing = await http.post("/v1/ai-sdk/demo", json={"messages": []})
+        assert missing.status_code == 422 and missing.json()["error"]["code"] == "invalid_request"
+
+
+async def test_plain_stream_when_compact_snapshot_mid_run_then_valid_agui_with_same_messages(
+    replicas: Replicas,
+) -> None:
+    async with httpx.AsyncClient(base_url=replicas.a, timeout=60) as http:
+        started = await http.post(
+            "/v1/agents/demo/runs",
+            json={"messages": [USER]},
+        )
+        run_id = started.json()["run_id"]
+        # Wait until the run is well under way (a condition, not a sleep).
+        async with http.stream("GET", f"/v1/runs/{run_id}/stream") as response:
+            seen = ""
+            async for piece in response.aiter_text():
+                seen += piece
+                if "TOOL_CALL_ARGS" in seen:
+                    break
+        joined = await http.get(f"{replicas.b}/v1/runs/{run_id}/stream?compact=snapshot&offset=now")
+        assert joined.status_code == 200
+        events = [json.loads(d) for _, d in frames(joined.text)]
+        check_agui_sequence(events)
+        types = [e["type"] for e in events]
+        assert types[:2] == ["RUN_STARTED", "MESSAGES_SNAPSHOT"]
+        # The first text message stays open until after the tool result: it starts afresh.
+        assert "TEXT_MESSAGE_START" in types[2:6], types[:6]
+        stored = (await http.get(f"/v1/runs/{run_id}/events?limit=1000")).json()["events"]
+        whole = AguiProjection.for_input({"messages": [USER]})
+        for event in stored:
+            whole.apply(event["chunk"])
+        client = AguiProjection()
+        for event in events:
+            client.apply(event)
+        assert client.messages == whole.messages
+        ndjson = await http.get(f"/v1/runs/{run_id}/stream?compact=snapshot&format=ndjson")
+        assert ndjson.status_code == 422 and ndjson.json()["error"]["code"] == "invalid_request"
+        wrong = await http.get(f"/v1/runs/{run_id}/stream?compact=zip")
+        assert wrong.status_code == 422 and wrong.json()["error"]["code"] == "invalid_request"
