@@ -3,9 +3,30 @@
 An agent is an upstream AG-UI HTTP endpoint or an in-process async generator
 of chunks; a driver task owned by the process (not by any request) appends
 its events to the log, so the run outlives the client that started it.
+
+    drivers.py   Drivers: the registry (start, cancel, shutdown, closed elsewhere)
+    driver.py    Driver: one run (reader, appender, lease renewal)
+    reaper.py    Reaper: closes runs whose driver's process died
+    endings.py   EndReason -> (status, error code, message), in one table
+    upstream.py  where events come from (AG-UI over HTTP, a Python generator)
 """
 
 from service.agents.catalog import Agent, AgentCatalog, HttpAgent, PythonAgent, load_catalog
-from service.agents.driver import Drivers
+from service.agents.driver import Driver
+from service.agents.drivers import Drivers
+from service.agents.endings import ENDINGS, Ending, EndReason
+from service.agents.reaper import Reaper
 
-__all__ = ["Agent", "AgentCatalog", "Drivers", "HttpAgent", "PythonAgent", "load_catalog"]
+__all__ = [
+    "ENDINGS",
+    "Agent",
+    "AgentCatalog",
+    "Driver",
+    "Drivers",
+    "EndReason",
+    "Ending",
+    "HttpAgent",
+    "PythonAgent",
+    "Reaper",
+    "load_catalog",
+]

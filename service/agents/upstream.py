@@ -1,8 +1,9 @@
 """Where a hosted run's events come from: an AG-UI HTTP agent or a Python generator.
 
-Every source yields `(chunk, text)`: the parsed event and, when the upstream
-sent JSON text, that text, so the log stores the upstream's own bytes.
-Failures are `UpstreamError`s with a message fit for the run's RUN_ERROR.
+Every source yields lists of `StoredChunk`s, validated by ingest like any
+append (so `max_chunk_bytes` applies); when the upstream sent JSON text, that
+text is what the log stores. Failures are `UpstreamError`s with a message fit
+for the run's RUN_ERROR; what came before a bad event is yielded first.
 """
 
 from __future__ import annotations
@@ -14,29 +15,36 @@ import aiohttp
 
 from service.agents.catalog import Agent, HttpAgent, RunInput
 from service.agents.sse import ndjson_batches, sse_batches
-from service.errors import InvalidJson
-from service.log.chunks import dumps, loads
-
-Event = tuple[dict[str, Any], str | None]
+from service.errors import InvalidEvent, InvalidInput, InvalidJson, PayloadTooLarge
+from service.ingest import Limits, chunk_from_text, chunk_from_value
+from service.log.chunks import StoredChunk, dumps
 
 
 class UpstreamError(Exception):
     """The upstream failed; the message says how, for a person reading the run."""
 
 
-def _event(text: str, number: int) -> Event:
-    try:
-        value = loads(text)
-    except InvalidJson as exc:
-        raise UpstreamError(f"upstream event {number} is not valid JSON: {exc.message}") from exc
-    if not isinstance(value, dict) or not isinstance(value.get("type"), str) or not value["type"]:
-        raise UpstreamError(f"upstream event {number} is not an AG-UI event (no string 'type')")
-    return value, text if "\n" not in text and "\r" not in text else None
+def _refused(
+    exc: InvalidInput, number: int, limits: Limits, source: str = "upstream"
+) -> UpstreamError:
+    """Ingest's refusal of event `number`, worded for the run's RUN_ERROR."""
+    event = f"{source} event {number}"
+    if isinstance(exc, InvalidJson):
+        return UpstreamError(f"{event} is not valid JSON: {exc.message}")
+    if isinstance(exc, PayloadTooLarge):
+        return UpstreamError(f"{event} is over {limits.max_chunk_bytes} bytes")
+    if isinstance(exc, InvalidEvent):
+        return UpstreamError(f"{event} is not an AG-UI event (no string 'type')")
+    return UpstreamError(f"{event} was refused: {exc.message}")
 
 
 async def _http_events(
-    client: aiohttp.ClientSession, agent: HttpAgent, run_input: RunInput, idle_seconds: float
-) -> AsyncIterator[list[Event]]:
+    client: aiohttp.ClientSession,
+    agent: HttpAgent,
+    run_input: RunInput,
+    idle_seconds: float,
+    limits: Limits,
+) -> AsyncIterator[list[StoredChunk]]:
     # aiohttp, not httpx, for the upstream stream: its C HTTP parser reads a
     # fast agent's events at several times the rate of httpx's pure-Python one.
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=10.0, sock_read=idle_seconds)
@@ -55,15 +63,15 @@ async def _http_events(
             ndjson = "ndjson" in media or "jsonl" in media
             number = 0
             async for texts in ndjson_batches(reads) if ndjson else sse_batches(reads):
-                batch: list[Event] = []
+                batch: list[StoredChunk] = []
                 for text in texts:
                     number += 1
                     try:
-                        batch.append(_event(text, number))
-                    except UpstreamError:
+                        batch.append(chunk_from_text(text, number - 1, limits))
+                    except InvalidInput as exc:
                         if batch:
                             yield batch  # what came before the bad event is kept
-                        raise
+                        raise _refused(exc, number, limits) from exc
                 yield batch
     except TimeoutError as exc:
         raise UpstreamError(f"upstream stalled: no event for {idle_seconds:g} s") from exc
@@ -73,19 +81,27 @@ async def _http_events(
         raise UpstreamError(f"upstream connection failed: {exc!r}") from exc
 
 
-async def _python_events(agent: Any, run_input: RunInput) -> AsyncIterator[list[Event]]:
+async def _python_events(
+    agent: Any, run_input: RunInput, limits: Limits
+) -> AsyncIterator[list[StoredChunk]]:
     number = 0
-    async for chunk in agent.source(run_input):
+    async for value in agent.source(run_input):
         number += 1
-        if not isinstance(chunk, dict) or not isinstance(chunk.get("type"), str):
-            raise UpstreamError(f"agent event {number} is not an AG-UI event (no string 'type')")
-        yield [(chunk, None)]
+        try:
+            chunk = chunk_from_value(value, number - 1, limits)
+        except InvalidInput as exc:
+            raise _refused(exc, number, limits, source="agent") from exc
+        yield [chunk]
 
 
 def events(
-    agent: Agent, run_input: RunInput, client: aiohttp.ClientSession, idle_seconds: float
-) -> AsyncIterator[list[Event]]:
+    agent: Agent,
+    run_input: RunInput,
+    client: aiohttp.ClientSession,
+    idle_seconds: float,
+    limits: Limits,
+) -> AsyncIterator[list[StoredChunk]]:
     """The upstream's events, a list per network read (a fast upstream's come together)."""
     if isinstance(agent, HttpAgent):
-        return _http_events(client, agent, run_input, idle_seconds)
-    return _python_events(agent, run_input)
+        return _http_events(client, agent, run_input, idle_seconds, limits)
+    return _python_events(agent, run_input, limits)

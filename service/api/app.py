@@ -20,7 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from starlette.exceptions import HTTPException
 from starlette.routing import Route
 
-from service import metrics, migrate
+from service import ingest, metrics, migrate
 from service.agents import Drivers, load_catalog
 from service.agents.demo import demo_agent
 from service.api import ag_ui, agents, ai_sdk, audit, chat, demo_page, docs, health, runs, stream
@@ -95,6 +95,9 @@ def create_app(
                 lease_seconds=settings.lease_seconds,
                 idle_seconds=settings.upstream_idle_seconds,
                 instance_id=settings.instance_id,
+                limits=ingest.Limits(
+                    settings.max_chunk_bytes, settings.max_batch_bytes, settings.max_batch_events
+                ),
             )
             await drivers.start_reaper()
             # A run closed anywhere (cancelled on another replica) stops its driver here.

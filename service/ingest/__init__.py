@@ -12,10 +12,13 @@ from service.ingest.batch import (
     parse_ndjson_batch,
     whole_number,
 )
+from service.ingest.events import chunk_from_text, chunk_from_value
 
 __all__ = [
     "Batch",
     "Limits",
+    "chunk_from_text",
+    "chunk_from_value",
     "expected_from_query",
     "parse_json_batch",
     "parse_ndjson_batch",

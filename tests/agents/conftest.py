@@ -35,10 +35,12 @@ async def hosted(database_url: str, upstream: tuple[str, Any]) -> AsyncIterator[
             "stalls",
             "slow",
             "http-error",
+            "oversized",
         )
     }
     agents["refused"] = f"http://127.0.0.1:{free_port()}/nothing-listens-here"
     agents["broken-python"] = "python:tests.agents.pyagents:broken"
+    agents["oversized-python"] = "python:tests.agents.pyagents:oversized"
     settings = settings_for(
         database_url,
         agents=json.dumps(agents),

@@ -9,3 +9,9 @@ from typing import Any
 async def broken(run_input: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
     yield {"type": "RUN_STARTED", "threadId": run_input["threadId"], "runId": run_input["runId"]}
     raise RuntimeError("the model client crashed")
+
+
+async def oversized(run_input: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
+    yield {"type": "RUN_STARTED", "threadId": run_input["threadId"], "runId": run_input["runId"]}
+    yield {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "x" * (1 << 20)}
+    yield {"type": "RUN_FINISHED", "threadId": run_input["threadId"], "runId": run_input["runId"]}

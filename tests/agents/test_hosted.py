@@ -142,3 +142,24 @@ async def test_start_when_agent_unknown_then_404_agent_not_found(http: httpx.Asy
 async def test_agents_listing_then_demo_and_configured_agents(http: httpx.AsyncClient) -> None:
     agents = {a["name"]: a["kind"] for a in (await http.get("/v1/agents")).json()["agents"]}
     assert agents["demo"] == "python" and agents["pydantic"] == "ag-ui-http"
+
+
+@pytest.mark.parametrize(
+    ("agent", "says", "kept"),
+    [
+        ("oversized", "upstream event 4 is over 1048576 bytes",
+         ["RUN_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT"]),
+        ("oversized-python", "agent event 2 is over 1048576 bytes", ["RUN_STARTED"]),
+    ],
+)  # fmt: skip
+async def test_upstream_when_a_chunk_is_over_max_chunk_bytes_then_run_error_and_earlier_kept(
+    http: httpx.AsyncClient, agent: str, says: str, kept: list[str]
+) -> None:
+    """Upstream chunks go through ingest like an append's: `max_chunk_bytes` applies."""
+    run_id = await start(http, agent)
+    events = await follow(http, run_id)
+    assert [e["type"] for e in events] == ["CUSTOM", *kept, "RUN_ERROR"]
+    assert events[-1]["message"] == says and events[-1]["code"] == "upstream_error"
+    assert all(len(e.get("delta", "")) < 1 << 20 for e in events)
+    run = (await http.get(f"/v1/runs/{run_id}")).json()
+    assert (run["status"], run["closed"], run["error"]) == ("error", True, says)

@@ -129,6 +129,19 @@ async def slow(request: Request) -> Response:
     return await _tracked(request, "slow", deltas)
 
 
+async def oversized(request: Request) -> Response:
+    """Its fourth event is over the service's default max_chunk_bytes (1 MiB)."""
+    run_id, thread_id = await _ids(request)
+
+    async def body() -> AsyncIterator[bytes]:
+        for part in _opening(run_id, thread_id):
+            yield part
+        yield sse({"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": "x" * (1 << 20)})
+        yield sse({"type": "RUN_FINISHED", "threadId": thread_id, "runId": run_id})
+
+    return _streaming(body())
+
+
 async def http_error(request: Request) -> Response:
     return JSONResponse({"detail": "model overloaded"}, status_code=503)
 
@@ -143,6 +156,7 @@ def upstream_app() -> Starlette:
             Route("/stalls", stalls, methods=["POST"]),
             Route("/slow", slow, methods=["POST"]),
             Route("/http-error", http_error, methods=["POST"]),
+            Route("/oversized", oversized, methods=["POST"]),
         ]
     )
     app.state.slow = {"started": asyncio.Event(), "aborted": asyncio.Event()}

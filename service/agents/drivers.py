@@ -1,0 +1,144 @@
+"""`Drivers`: this process's registry of hosted runs.
+
+It starts a run (creates it, logs `run.accepted`, claims the lease) and hands
+it to a `Driver`; it cancels, stops on shutdown, and relays "closed
+elsewhere" to the run's driver. Its `Reaper` closes the runs whose driver's
+process died.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import time
+import uuid
+from typing import Any
+
+import aiohttp
+
+from service.agents.catalog import AgentCatalog, RunInput
+from service.agents.driver import Driver, Lease
+from service.agents.endings import EndReason, close_run
+from service.agents.reaper import Reaper
+from service.errors import RunClosed
+from service.ingest import Limits
+from service.log import LogStore, Run, check_run_id
+
+# How long a cancel or a shutdown waits for a driver to close its run.
+_HALT_SECONDS = 10
+
+
+class Drivers:
+    def __init__(
+        self,
+        log: LogStore,
+        catalog: AgentCatalog,
+        *,
+        lease_seconds: float = 30.0,
+        idle_seconds: float = 300.0,
+        instance_id: str | None = None,
+        limits: Limits | None = None,
+    ) -> None:
+        self.log = log
+        self.catalog = catalog
+        self.lease_seconds = lease_seconds
+        self.idle_seconds = idle_seconds
+        self.instance_id = instance_id
+        self.limits = limits or Limits()
+        instance = instance_id or f"{socket.gethostname()}:{os.getpid()}"
+        self.owner = f"{instance}/{uuid.uuid4().hex[:12]}"
+        self.lease = Lease(self.owner, lease_seconds)
+        self.reaper = Reaper(log, self.lease, instance_id=instance_id)
+        self._drivers: dict[str, Driver] = {}
+        self._client: aiohttp.ClientSession | None = None
+
+    async def start_reaper(self) -> None:
+        await self.reaper.start()
+
+    async def reap_once(self) -> list[str]:
+        return await self.reaper.reap_once()
+
+    async def close(self) -> None:
+        await self.reaper.stop()
+        drivers = list(self._drivers.values())
+        for driver in drivers:
+            driver.halt(EndReason.SHUTDOWN)
+        for driver in drivers:
+            await driver.wait(_HALT_SECONDS)
+        if self._client is not None:
+            await self._client.close()
+
+    @property
+    def active(self) -> list[str]:
+        return list(self._drivers)
+
+    def _http(self) -> aiohttp.ClientSession:
+        if self._client is None:  # made in the loop it serves
+            self._client = aiohttp.ClientSession()
+        return self._client
+
+    async def start(
+        self, agent_name: str, run_input: RunInput, *, run_id: str | None = None
+    ) -> tuple[Run, bool]:
+        """Create the run and hand it to a driver. (run, False) if it already existed."""
+        agent = self.catalog.get(agent_name)
+        run_id = check_run_id(run_id or _str(run_input.get("runId")) or f"run-{uuid.uuid4().hex}")
+        thread_id = _str(run_input.get("threadId")) or f"thread-{uuid.uuid4().hex}"
+        run_input = {
+            "messages": [], "tools": [], "context": [], "state": {}, "forwardedProps": {},
+            **run_input, "runId": run_id, "threadId": thread_id,
+        }  # fmt: skip
+        existing = await self.log.find_run(run_id)
+        if existing is not None:
+            return existing, False
+        run, created = await self.log.create_run(
+            run_id, thread_id=thread_id, agent=agent_name, input=run_input
+        )
+        if not created:
+            return run, False
+        # A joiner must see a first event (with its id) at once, even while the
+        # upstream connects: TanStack's client gives up a rejoin after 2 s.
+        accepted = {
+            "type": "CUSTOM", "name": "run.accepted",
+            "value": {"runId": run_id, "threadId": thread_id},
+            "timestamp": int(time.time() * 1000),
+        }  # fmt: skip
+        await self.log.append(run_id, [accepted], create=False)
+        if not await self.log.claim_lease(run_id, self.owner, self.lease_seconds):
+            return run, False
+        driver = Driver(
+            self.log, run_id, thread_id, agent, run_input,
+            lease=self.lease, idle_seconds=self.idle_seconds, limits=self.limits,
+            client=self._http,
+        )  # fmt: skip
+        self._drivers[run_id] = driver
+        driver.start(self._forget)
+        return await self.log.get_run(run_id), True
+
+    def _forget(self, driver: Driver) -> None:
+        if self._drivers.get(driver.run_id) is driver:
+            del self._drivers[driver.run_id]
+
+    def closed_elsewhere(self, run_id: str) -> None:
+        """The run was closed by someone else (a cancel on another process): stop driving."""
+        driver = self._drivers.get(run_id)
+        if driver is not None:
+            driver.halt(EndReason.LOST)
+
+    async def cancel(self, run_id: str) -> Run:
+        """Stop a run: RUN_ERROR "cancelled", closed. A closed run is left as it is."""
+        driver = self._drivers.get(run_id)
+        if driver is not None:
+            driver.halt(EndReason.CANCELLED)
+            await driver.wait(_HALT_SECONDS)
+            return await self.log.get_run(run_id)
+        run = await self.log.get_run(run_id)
+        if not run.closed:
+            with contextlib.suppress(RunClosed):
+                await close_run(self.log, run_id, run.thread_id, EndReason.CANCELLED)
+        return await self.log.get_run(run_id)
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None

@@ -1,0 +1,76 @@
+"""`Reaper`: closes runs whose driver died, so no reader waits forever.
+
+A driver holds its run's lease and renews it; a lease that ran out means the
+process driving the run died. Every process reaps: it takes such a lease over
+(one UPDATE, so two reapers never both win) and closes the run with the
+RUN_ERROR its `EndReason` maps to. At start, a process with a stable
+instance id also closes at once the runs its earlier life was driving.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from service import metrics
+from service.agents.driver import Lease
+from service.agents.endings import ENDINGS, EndReason, close_run
+from service.errors import RunClosed
+from service.log import LogStore
+
+log = logging.getLogger("replay.agents")
+
+
+class Reaper:
+    def __init__(self, log: LogStore, lease: Lease, *, instance_id: str | None = None) -> None:
+        self.log = log
+        self.lease = lease
+        self.instance_id = instance_id
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Close this instance's orphans (a restart), then reap expired leases until `stop`."""
+        if self.instance_id:
+            owner, seconds = self.lease.owner, self.lease.seconds
+            for run_id in await self.log.orphaned_leases(self.instance_id, owner):
+                if await self.log.take_over_lease(run_id, owner, seconds, self.instance_id):
+                    await self.close(run_id, EndReason.RESTARTED)
+                    metrics.LEASES_REAPED.inc()
+        self._task = asyncio.create_task(self._reap_forever(), name="lease-reaper")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def reap_once(self) -> list[str]:
+        """Close runs whose driver's lease ran out. Returns the runs this call closed."""
+        reaped = []
+        owner, seconds = self.lease.owner, self.lease.seconds
+        for run_id in await self.log.expired_leases():
+            if await self.log.claim_expired_lease(run_id, owner, seconds):
+                await self.close(run_id, EndReason.EXPIRED)
+                metrics.LEASES_REAPED.inc()
+                reaped.append(run_id)
+        return reaped
+
+    async def close(self, run_id: str, reason: EndReason) -> None:
+        """Close an open run nobody drives as `reason` says (a closed one is left as it is)."""
+        run = await self.log.find_run(run_id)
+        if run is None or run.closed:
+            return
+        with contextlib.suppress(RunClosed):
+            await close_run(self.log, run_id, run.thread_id, reason)
+        ending = ENDINGS[reason]
+        log.warning("run %s: %s; closed", run_id, ending.message if ending else reason.value)
+
+    async def _reap_forever(self) -> None:
+        while True:
+            try:
+                await self.reap_once()
+            except Exception:  # the reaper must outlive one failed pass
+                log.warning("lease reaper pass failed", exc_info=True)
+            await asyncio.sleep(self.lease.interval)
