@@ -1,0 +1,295 @@
+"""The `LogStore` contract, as a suite any implementation runs.
+
+Modelled on eventsourcing's `ApplicationRecorderTestCase`: the tests are
+written against the Protocol only (`service.log.store.LogStore`), and an
+implementation runs them by subclassing `LogStoreContract` and providing a
+`store` fixture that yields a fresh, working store (and a `second_store`
+fixture: another handle on the same log, as another process would have):
+
+    class TestMyStore(LogStoreContract):
+        @pytest.fixture
+        async def store(self, database_url: str) -> AsyncIterator[LogStore]: ...
+
+        @pytest.fixture
+        async def second_store(self, database_url: str) -> AsyncIterator[LogStore]: ...
+
+Each test uses run ids of its own, so the suite may share one database.
+The non-interleaving test is the heart of it: concurrent appends to one run,
+from two store handles, each get one contiguous block of seqs, the blocks
+partition 1..N, and a reader polling meanwhile never sees a seq appear at or
+below a `last_seq` it already saw.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import uuid
+from typing import Any
+
+import pytest
+
+from service.errors import (
+    InvalidRunId,
+    ReplayError,
+    RunClosed,
+    RunConflict,
+    RunNotFound,
+    SeqConflict,
+)
+from service.log import LogStore, Notice
+
+DEADLINE = 10.0
+
+
+def new_run(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+def chunk(kind: str = "A", **fields: Any) -> dict[str, Any]:
+    return {"type": kind, **fields}
+
+
+async def texts(store: LogStore, run_id: str) -> list[dict[str, Any]]:
+    return [json.loads(e.chunk) for e in await store.read_events(run_id, 0, 100_000)]
+
+
+class LogStoreContract:
+    """Subclass with `store` and `second_store` fixtures (see the module docstring)."""
+
+    # -- appends ------------------------------------------------------------
+
+    async def test_append_when_run_new_then_seqs_from_one_and_chunks_read_back_in_order(
+        self, store: LogStore
+    ) -> None:
+        run_id = new_run("c-new")
+        first = await store.append(run_id, [chunk("A", n=1), chunk("B", n=2)])
+        second = await store.append(run_id, [chunk("C", n=3)])
+        assert (first.first_seq, first.last_seq) == (1, 2)
+        assert (second.first_seq, second.last_seq) == (3, 3)
+        events = await store.read_events(run_id)
+        assert [(e.seq, e.type) for e in events] == [(1, "A"), (2, "B"), (3, "C")]
+        assert [json.loads(e.chunk)["n"] for e in events] == [1, 2, 3]
+        run = await store.get_run(run_id)
+        assert (run.last_seq, run.closed, run.status) == (3, False, "running")
+
+    async def test_append_when_create_false_and_run_missing_then_run_not_found(
+        self, store: LogStore
+    ) -> None:
+        run_id = new_run("c-missing")
+        with pytest.raises(RunNotFound):
+            await store.append(run_id, [chunk()], create=False)
+        assert await store.find_run(run_id) is None
+
+    async def test_append_when_expected_seq_fits_retries_or_misfits_then_once_or_conflict(
+        self, store: LogStore
+    ) -> None:
+        run_id = new_run("c-expected")
+        await store.append(run_id, [chunk("A")])
+        done = await store.append(run_id, [chunk("B"), chunk("C")], expected_seq=2)
+        again = await store.append(run_id, [chunk("B"), chunk("C")], expected_seq=2)
+        assert (done.first_seq, done.last_seq) == (again.first_seq, again.last_seq) == (2, 3)
+        with pytest.raises(SeqConflict) as caught:
+            await store.append(run_id, [chunk("X"), chunk("C")], expected_seq=2)
+        assert caught.value.extra["last_seq"] == 3
+        assert [c["type"] for c in await texts(store, run_id)] == ["A", "B", "C"]
+
+    async def test_append_when_run_closed_then_run_closed_and_nothing_added(
+        self, store: LogStore
+    ) -> None:
+        run_id = new_run("c-closed")
+        await store.append(run_id, [chunk("RUN_FINISHED")], close=True)
+        with pytest.raises(RunClosed):
+            await store.append(run_id, [chunk()])
+        closed = await store.close_run(run_id)  # idempotent
+        assert (closed.closed, closed.status, closed.last_seq) == (True, "finished", 1)
+
+    async def test_append_when_closed_with_a_status_then_that_status_recorded(
+        self, store: LogStore
+    ) -> None:
+        run_id = new_run("c-status")
+        await store.append(run_id, [chunk("RUN_STARTED")])
+        await store.append(
+            run_id, [chunk("RUN_ERROR", message="stop")], close=True, close_status="cancelled"
+        )
+        run = await store.get_run(run_id)
+        assert (run.status, run.error_message, run.last_terminal) == (
+            "cancelled",
+            "stop",
+            "RUN_ERROR",
+        )
+
+    async def test_append_when_run_id_malformed_then_invalid_run_id(self, store: LogStore) -> None:
+        with pytest.raises(InvalidRunId):
+            await store.append("bad id", [chunk()])
+
+    async def test_create_run_when_repeated_then_idempotent_and_other_thread_conflicts(
+        self, store: LogStore
+    ) -> None:
+        run_id = new_run("c-create")
+        run, created = await store.create_run(run_id, thread_id="t", metadata={"k": 1})
+        again, created_again = await store.create_run(run_id, thread_id="t", metadata={"k": 1})
+        assert (created, created_again) == (True, False)
+        assert again.run_id == run.run_id and again.metadata == {"k": 1}
+        with pytest.raises(RunConflict):
+            await store.create_run(run_id, thread_id="other")
+
+    async def test_on_commit_when_append_acknowledged_then_hook_has_been_told(
+        self, store: LogStore
+    ) -> None:
+        run_id = new_run("c-hook")
+        told: list[tuple[str, int, bool]] = []
+        remove = store.on_commit(lambda *hint: told.append(hint) if hint[0] == run_id else None)
+        try:
+            await store.append(run_id, [chunk(), chunk()])
+            assert told == [(run_id, 2, False)]
+            await store.close_run(run_id)
+            assert told[-1] == (run_id, 2, True)
+        finally:
+            remove()
+
+    # -- reads --------------------------------------------------------------
+
+    async def test_read_page_when_after_and_limit_given_then_rows_and_state_from_one_read(
+        self, store: LogStore
+    ) -> None:
+        run_id = new_run("c-page")
+        await store.append(run_id, [chunk(n=i) for i in range(1, 6)])
+        page = await store.read_page(run_id, 1, 2)
+        assert page is not None
+        assert [seq for seq, _ in page.rows] == [2, 3]
+        assert json.loads(page.rows[0][1]) == chunk(n=2)
+        assert (page.state.last_seq, page.state.closed, page.complete) == (5, False, False)
+        await store.close_run(run_id)
+        tail = await store.read_page(run_id, 3, 10)
+        assert tail is not None and [s for s, _ in tail.rows] == [4, 5] and tail.complete
+        assert await store.read_page(new_run("c-page-none"), 0, 10) is None
+
+    async def test_read_states_when_some_runs_missing_then_only_existing_answered(
+        self, store: LogStore
+    ) -> None:
+        a, b, missing = new_run("c-st"), new_run("c-st"), new_run("c-st")
+        await store.append(a, [chunk()])
+        await store.append(b, [chunk(), chunk()], close=True)
+        states = await store.read_states([a, b, missing])
+        assert {k: (v.last_seq, v.closed) for k, v in states.items()} == {
+            a: (1, False),
+            b: (2, True),
+        }
+
+    async def test_appends_when_concurrent_from_two_handles_then_blocks_never_interleave(
+        self, store: LogStore, second_store: LogStore
+    ) -> None:
+        run_id = new_run("c-interleave")
+        rng = random.Random(11)
+        batches = [[chunk(f"W{w}", i=i) for i in range(rng.randint(1, 40))] for w in range(60)]
+        seen_last = 0
+        regressions: list[str] = []
+        stop = asyncio.Event()
+
+        async def write(w: int) -> tuple[int, int, int]:
+            handle = store if w % 2 else second_store
+            result = await handle.append(run_id, batches[w])
+            assert result.first_seq is not None
+            return w, result.first_seq, result.last_seq
+
+        async def read() -> None:
+            nonlocal seen_last
+            known: dict[int, str] = {}
+            while not stop.is_set():
+                page = await store.read_page(run_id, 0, 100_000)
+                if page is not None:
+                    for seq, text in page.rows:
+                        if seq <= seen_last and known.get(seq) != text:
+                            regressions.append(f"seq {seq} appeared after last_seq {seen_last}")
+                        known[seq] = text
+                    seen_last = max(seen_last, page.state.last_seq)
+                await asyncio.sleep(0)
+
+        async with asyncio.timeout(DEADLINE * 3):
+            reader = asyncio.create_task(read())
+            results = await asyncio.gather(*(write(w) for w in range(len(batches))))
+            stop.set()
+            await reader
+        assert regressions == []
+        blocks = sorted((first, last, w) for w, first, last in results)
+        expected_first = 1
+        for first, last, w in blocks:
+            assert (first, last - first + 1) == (expected_first, len(batches[w]))
+            expected_first = last + 1
+        stored = await texts(store, run_id)
+        for first, last, w in blocks:
+            assert stored[first - 1 : last] == batches[w]
+
+    # -- hints --------------------------------------------------------------
+
+    async def test_listen_when_another_handle_commits_then_its_notices_arrive(
+        self, store: LogStore, second_store: LogStore
+    ) -> None:
+        run_id = new_run("c-listen")
+        got: list[Notice] = []
+        closed = asyncio.Event()
+
+        def on_notices(notices: list[Notice]) -> None:
+            got.extend(n for n in notices if n.run_id == run_id)
+            if any(n.closed for n in got):
+                closed.set()
+
+        listening = await store.listen(on_notices, lambda: None)
+        try:
+            assert listening.listening
+            await second_store.append(run_id, [chunk()])
+            await second_store.close_run(run_id)
+            async with asyncio.timeout(DEADLINE):
+                await closed.wait()
+        finally:
+            await listening.stop()
+        assert got == [Notice(run_id, 1, False), Notice(run_id, 1, True)]
+
+    # -- leases -------------------------------------------------------------
+
+    async def test_lease_when_held_then_others_refused_until_it_expires(
+        self, store: LogStore, second_store: LogStore
+    ) -> None:
+        run_id = new_run("c-lease")
+        await store.create_run(run_id)
+        assert await store.claim_lease(run_id, "a/1", 30)
+        assert await store.claim_lease(run_id, "a/1", 30)  # ours already
+        assert not await second_store.claim_lease(run_id, "b/1", 30)
+        assert await store.renew_lease(run_id, "a/1", 0.05)
+        assert not await second_store.renew_lease(run_id, "b/1", 30)
+        async with asyncio.timeout(DEADLINE):
+            while run_id not in await second_store.expired_leases(10_000):
+                await asyncio.sleep(0.02)
+        assert await second_store.claim_expired_lease(run_id, "b/1", 30)
+        assert not await store.renew_lease(run_id, "a/1", 30)  # taken over
+
+    async def test_lease_when_run_closed_then_nothing_can_claim_or_renew_it(
+        self, store: LogStore
+    ) -> None:
+        run_id = new_run("c-lease-closed")
+        await store.create_run(run_id)
+        assert await store.claim_lease(run_id, "a/1", 30)
+        await store.close_run(run_id)
+        assert not await store.renew_lease(run_id, "a/1", 30)
+        assert not await store.claim_lease(run_id, "a/1", 30)
+
+    async def test_orphaned_leases_when_instance_restarts_then_its_earlier_runs_taken_over(
+        self, store: LogStore
+    ) -> None:
+        run_id, instance = new_run("c-orphan"), new_run("inst")
+        await store.create_run(run_id)
+        assert await store.claim_lease(run_id, f"{instance}/old", 30)
+        assert await store.orphaned_leases(instance, f"{instance}/new") == [run_id]
+        assert await store.take_over_lease(run_id, f"{instance}/new", 30, instance)
+        assert await store.orphaned_leases(instance, f"{instance}/new") == []
+
+    # -- errors -------------------------------------------------------------
+
+    async def test_failures_when_raised_then_they_are_service_errors_not_driver_errors(
+        self, store: LogStore
+    ) -> None:
+        with pytest.raises(ReplayError) as caught:
+            await store.create_run(new_run("c-fault"), metadata={"nul": "\u0000"})
+        assert caught.value.status == 422 and caught.value.code == "invalid_request"
