@@ -234,6 +234,69 @@ def _add_offline(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     prune.set_defaults(run=_failing(_prune))
 
 
+def _tail(args: argparse.Namespace) -> int:
+    from service.console.tail import TailOptions
+    from service.console.tail import main as tail_main
+
+    offset = "start" if args.from_start else ("now" if args.offset is None else str(args.offset))
+    mode = "raw" if args.raw else ("json" if args.json else "pretty")
+    options = TailOptions(args.url, args.api_key, offset, mode, args.retry_seconds)
+    return tail_main(args.run_id, args.thread_id, options)
+
+
+def _seq(text: str) -> int:
+    if not text.isdigit() or not text.isascii():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a seq (0 or more)")
+    return int(text)
+
+
+def _add_tail(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    tail = sub.add_parser(
+        "tail",
+        help="follow a run (or a thread's runs) live over HTTP",
+        description="Follow a run through the service's HTTP stream, resuming after a dropped "
+        "connection. Exit codes: 0 done, 1 API error, 3 no such run or thread, 4 key refused, "
+        "5 service unreachable, 130 interrupted.",
+    )
+    which = tail.add_mutually_exclusive_group(required=True)
+    which.add_argument("run_id", nargs="?", metavar="RUN_ID")
+    which.add_argument(
+        "--thread",
+        dest="thread_id",
+        metavar="THREAD_ID",
+        help="the thread's newest run, then each next one",
+    )
+    tail.add_argument(
+        "--url",
+        default=os.environ.get("REPLAY_URL", "http://127.0.0.1:8000"),
+        help="the service (REPLAY_URL, default http://127.0.0.1:8000)",
+    )
+    tail.add_argument(
+        "--api-key",
+        default=os.environ.get("REPLAY_API_KEY") or None,
+        help="sent as Authorization: Bearer (REPLAY_API_KEY)",
+    )
+    start = tail.add_mutually_exclusive_group()
+    start.add_argument("--from-start", action="store_true", help="replay the run from its start")
+    start.add_argument(
+        "--offset", type=_seq, metavar="N", help="start after seq N (default: only what comes next)"
+    )
+    shape = tail.add_mutually_exclusive_group()
+    shape.add_argument("--raw", action="store_true", help="the stored chunks as JSON Lines")
+    shape.add_argument(
+        "--json",
+        action="store_true",
+        help='the decoded stream as JSON Lines ({"seq", "chunk", "decoded"?})',
+    )
+    tail.add_argument(
+        "--retry-seconds",
+        type=float,
+        default=30.0,
+        help="how long to keep resuming after the connection drops",
+    )
+    tail.set_defaults(run=_tail)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="replay", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -261,6 +324,7 @@ def build_parser() -> argparse.ArgumentParser:
     project.add_argument("--normalize", action="store_true")
     project.set_defaults(run=_project)
     _add_offline(sub)
+    _add_tail(sub)
     return parser
 
 
