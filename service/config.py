@@ -67,6 +67,13 @@ class Settings(BaseSettings):
     # its earlier life was driving at once, instead of waiting for their leases.
     instance_id: str | None = None
     upstream_idle_seconds: float = 300.0
+    # Durable Streams (service.durable): how long a long-poll waits before its
+    # 204, how long an SSE response lives before the client reconnects
+    # (PROTOCOL.md asks for about a minute), and one catch-up response's size.
+    durable_long_poll_seconds: float = 20.0
+    durable_sse_seconds: float = 60.0
+    durable_read_max_messages: int = 10_000
+    durable_read_max_bytes: int = 4 << 20
     demo_delay_seconds: float = 0.04
     # Operations: log lines as text or JSON; one access line per request; /metrics open.
     log_format: Literal["text", "json"] = "text"

@@ -27,8 +27,24 @@ exc`), and never leak past the log.
     │   ├── SeqConflict            409 seq_conflict      (+ last_seq)
     │   └── OffsetOutOfRange       409 offset_out_of_range (+ last_seq)
     ├── Unauthorized               401 unauthorized
-    └── Unavailable                503 unavailable
-        └── Contended              503 unavailable       (concurrent writes collided; retry)
+    ├── Unavailable                503 unavailable
+    │   └── Contended              503 unavailable       (concurrent writes collided; retry)
+    └── Durable Streams (/v1/stream, see service.durable)
+        ├── InvalidHeader          400 invalid_header
+        ├── InvalidParameter       400 invalid_parameter   (?live=, ?offset= twice, the name)
+        ├── EmptyBody              400 empty_body
+        ├── EmptyArray             400 empty_array
+        ├── InvalidForkOffset      400 invalid_fork_offset
+        ├── ProducerEpochSeq       400 producer_epoch_seq  (a new epoch must start at seq 0)
+        ├── ProducerFenced         403 producer_fenced     (+ epoch)
+        ├── StreamNotFound         404 stream_not_found
+        ├── ForkSourceNotFound     404 fork_source_not_found
+        ├── StreamGone             410 stream_gone
+        ├── StreamConflict         409 stream_conflict
+        ├── StreamClosed           409 stream_closed       (+ next_offset)
+        ├── ContentTypeMismatch    409 content_type_mismatch
+        ├── StreamSeqConflict      409 stream_seq_conflict
+        └── ProducerSeqGap         409 producer_seq_gap    (+ expected_seq, received_seq)
 """
 
 from __future__ import annotations
@@ -176,3 +192,102 @@ class Unavailable(ReplayError):
 
 class Contended(Unavailable):
     """Concurrent writers collided (a deadlock, a serialization failure): safe to retry."""
+
+
+# -- Durable Streams (the protocol's statuses are fixed by PROTOCOL.md) -----
+
+
+class InvalidHeader(InvalidInput):
+    status = 400
+    code = "invalid_header"
+
+
+class InvalidParameter(InvalidInput):
+    status = 400
+    code = "invalid_parameter"
+
+
+class EmptyBody(InvalidInput):
+    status = 400
+    code = "empty_body"
+
+
+class EmptyArray(InvalidInput):
+    status = 400
+    code = "empty_array"
+
+
+class InvalidForkOffset(InvalidInput):
+    status = 400
+    code = "invalid_fork_offset"
+
+
+class ProducerEpochSeq(InvalidInput):
+    status = 400
+    code = "producer_epoch_seq"
+
+
+class ProducerFenced(ReplayError):
+    """A stale producer epoch (a zombie): `epoch` is the current one."""
+
+    status = 403
+    code = "producer_fenced"
+
+    def __init__(self, epoch: int) -> None:
+        super().__init__(f"producer epoch is stale; the current epoch is {epoch}", epoch=epoch)
+        self.epoch = epoch
+
+
+class StreamNotFound(NotFound):
+    code = "stream_not_found"
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"no stream {name!r}")
+
+
+class ForkSourceNotFound(NotFound):
+    code = "fork_source_not_found"
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"no source stream {name!r} to fork from")
+
+
+class StreamGone(ReplayError):
+    status = 410
+    code = "stream_gone"
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"stream {name!r} was deleted (its forks still read it)")
+
+
+class StreamConflict(Conflict):
+    code = "stream_conflict"
+
+
+class StreamClosed(Conflict):
+    code = "stream_closed"
+
+    def __init__(self, name: str, last_seq: int) -> None:
+        super().__init__(f"stream {name!r} is closed; nothing more can be appended")
+        self.last_seq = last_seq
+
+
+class ContentTypeMismatch(Conflict):
+    code = "content_type_mismatch"
+
+
+class StreamSeqConflict(Conflict):
+    code = "stream_seq_conflict"
+
+
+class ProducerSeqGap(Conflict):
+    code = "producer_seq_gap"
+
+    def __init__(self, expected: int, received: int) -> None:
+        super().__init__(
+            f"producer seq {received} skips ahead; expected {expected}",
+            expected_seq=expected,
+            received_seq=received,
+        )
+        self.expected = expected
+        self.received = received

@@ -77,3 +77,40 @@ async def service(database_url: str) -> AsyncIterator[Running]:
 async def client(service: Running) -> AsyncIterator[httpx.AsyncClient]:
     async with httpx.AsyncClient(base_url=service.base_url, timeout=30) as http:
         yield http
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--durable-conformance",
+        action="store_true",
+        help="also run the Durable Streams conformance suite (about a minute; .ci/run does)",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Deselected, not skipped: without the flag the suite is simply not asked for.
+    if config.getoption("--durable-conformance"):
+        return
+    kept = [item for item in items if item.get_closest_marker("conformance") is None]
+    if len(kept) != len(items):
+        config.hook.pytest_deselected(
+            items=[item for item in items if item.get_closest_marker("conformance")]
+        )
+        items[:] = kept
+
+
+@pytest.fixture(scope="session")
+def durable_harness() -> Path:
+    """tests/durable/node: the Durable Streams conformance suite and client, pinned."""
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        pytest.fail("Node.js and npm are needed to run the Durable Streams suite and client")
+    harness = Path(__file__).resolve().parent / "durable" / "node"
+    installed = harness / "node_modules" / "@durable-streams"
+    if not ((installed / "server-conformance-tests").is_dir() and (installed / "client").is_dir()):
+        subprocess.run(
+            ["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"],
+            cwd=harness,
+            check=True,
+            timeout=300,
+        )
+    return harness

@@ -23,7 +23,19 @@ from starlette.routing import Route
 from service import ingest, metrics, migrate
 from service.agents import Drivers, load_catalog
 from service.agents.demo import demo_agent
-from service.api import ag_ui, agents, ai_sdk, audit, chat, demo_page, docs, health, runs, stream
+from service.api import (
+    ag_ui,
+    agents,
+    ai_sdk,
+    audit,
+    chat,
+    demo_page,
+    docs,
+    durable,
+    health,
+    runs,
+    stream,
+)
 from service.api import metrics as metrics_route
 from service.api.access import AccessLog
 from service.api.deps import AppState, require_api_key
@@ -35,9 +47,12 @@ from service.api.responses import (
     on_validation_error,
 )
 from service.config import Settings, sqlalchemy_url
+from service.durable.protocol import Limits as DurableLimits
+from service.durable.protocol import Streams
 from service.embedded import embedded_postgres
 from service.errors import ReplayError
 from service.log import EventLog, LogStore
+from service.log.streams import StreamStore
 from service.stream import Hub, Limits
 
 log = logging.getLogger("replay")
@@ -108,6 +123,20 @@ def create_app(
                 event_log, engine, audit_pool_size + _AUDIT_OVERFLOW, hub, drivers
             ):
                 stack.callback(stop_sampling)
+            streams = Streams(
+                StreamStore(event_log),
+                hub,
+                DurableLimits(
+                    max_body_bytes=settings.max_batch_bytes,
+                    max_messages=settings.max_batch_events,
+                    read_max_messages=settings.durable_read_max_messages,
+                    read_max_bytes=settings.durable_read_max_bytes,
+                    long_poll_seconds=settings.durable_long_poll_seconds,
+                    sse_seconds=settings.durable_sse_seconds,
+                    heartbeat_seconds=settings.heartbeat_seconds,
+                    private=bool(settings.api_key_set),
+                ),
+            )
             app.state.replay = AppState(
                 settings=settings,
                 log=event_log,
@@ -115,6 +144,7 @@ def create_app(
                 engine=engine,
                 hub=hub,
                 drivers=drivers,
+                durable=streams,
             )
             # Startup's objects (modules, routes, settings) never die: keep the
             # collector from walking them again on every full collection.
@@ -140,6 +170,16 @@ def create_app(
     # document): see runs.append_events_fast.
     app.router.routes.insert(
         0, Route("/v1/runs/{run_id}/events", runs.append_events_fast, methods=["POST"])
+    )
+    # Durable Streams: every method on one endpoint, outside FastAPI's routing
+    # (names hold `/`; HEAD, OPTIONS and bodies of any type are the protocol's).
+    app.router.routes.insert(
+        0,
+        Route(
+            "/v1/stream/{name:path}",
+            durable.stream_endpoint,
+            methods=["GET", "HEAD", "PUT", "POST", "DELETE", "OPTIONS"],
+        ),
     )
     app.add_middleware(AccessLog, routes=app.router.routes, log_requests=settings.access_log)
     app.include_router(health.router)

@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from service.agents import Drivers
 from service.config import Settings
+from service.durable.protocol import Streams
 from service.errors import Unauthorized
 from service.ingest import Limits
 from service.log import LogStore
@@ -30,6 +31,8 @@ class AppState:
     hub: Hub
     # The hosted runs this process drives, and its lease reaper.
     drivers: Drivers
+    # The Durable Streams protocol over the same log (service.durable).
+    durable: Streams
 
     @property
     def limits(self) -> Limits:

@@ -183,6 +183,11 @@ class EventLog:
         """
         return self._committer.on_commit(hook)
 
+    def announce(self, run_id: str, last_seq: int, closed: bool) -> None:
+        """Tell the `on_commit` hooks about a commit made outside the group committer
+        (a transaction of `service.log.streams`); its NOTIFY covers other processes."""
+        self._committer._announce(run_id, last_seq, closed)
+
     async def close(self) -> None:
         await self._committer.close()
         await self.pool.close()

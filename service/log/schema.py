@@ -20,6 +20,7 @@ from sqlalchemy import (
     PrimaryKeyConstraint,
     Table,
     Text,
+    UniqueConstraint,
     text,
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
@@ -103,4 +104,53 @@ run_projections = Table(
     Column("messages", Text, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
     PrimaryKeyConstraint("run_id", "normalize", name="run_projections_pkey"),
+)
+
+# Durable Streams (revision 0003_durable_streams): what a stream adds to its
+# run. A run needs no row here to be read as a stream (it reads as
+# `application/json` with no expiry); `service.log.streams` owns these rows.
+streams = Table(
+    "streams",
+    metadata,
+    Column("name", Text, nullable=False),
+    Column("run_id", Text, nullable=False),
+    Column("content_type", Text, nullable=False),
+    Column("ttl_seconds", BigInteger, nullable=True),
+    Column("expires_at", DateTime(timezone=True), nullable=True),
+    # Sliding TTL: reads and writes move it; expiry is touched_at + ttl_seconds.
+    Column("touched_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    # The last Stream-Seq a writer sent (compared byte-wise).
+    Column("stream_seq", Text, nullable=True),
+    # The producer request that closed the stream, so its retry is a duplicate.
+    Column("closed_by", Text, nullable=True),
+    # How a fork was asked for (source, offset, sub-offset), for idempotent PUTs.
+    Column("fork_spec", Text, nullable=True),
+    # Soft-deleted: gone for clients, kept while forks read its prefix.
+    Column("deleted", Boolean, nullable=False, server_default=text("false")),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    PrimaryKeyConstraint("name", name="streams_pkey"),
+    UniqueConstraint("run_id", name="streams_run_id_key"),
+)
+
+# Idempotent producers' state per run, updated in the append's transaction.
+stream_producers = Table(
+    "stream_producers",
+    metadata,
+    Column("run_id", Text, nullable=False),
+    Column("producer_id", Text, nullable=False),
+    Column("epoch", BigInteger, nullable=False),
+    Column("seq", BigInteger, nullable=False),
+    PrimaryKeyConstraint("run_id", "producer_id", name="stream_producers_pkey"),
+)
+
+# A fork: `run_id`'s seqs up to `fork_seq` are `source_run_id`'s (read from
+# there, never copied); its own events start at fork_seq + 1.
+run_forks = Table(
+    "run_forks",
+    metadata,
+    Column("run_id", Text, nullable=False),
+    Column("source_run_id", Text, nullable=False),
+    Column("fork_seq", BigInteger, nullable=False),
+    PrimaryKeyConstraint("run_id", name="run_forks_pkey"),
+    Index("run_forks_source_idx", "source_run_id"),
 )

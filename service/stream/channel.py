@@ -129,6 +129,24 @@ class Channel:
         parts.extend(batches[i].encoded(framer) for i in range(index + 1, len(batches)))
         return (parts[0] if len(parts) == 1 else b"".join(parts)), batches[-1].last
 
+    def rows_after(self, cursor: int) -> list[Row] | None:
+        """The buffered rows after `cursor`, unencoded (for encodings of their own,
+        as Durable Streams' framing); None exactly when `pending` would be."""
+        head = self.head
+        batches = self._batches
+        if head is None or head <= cursor or not batches:
+            return None
+        index = len(batches) - 1
+        while index > 0 and batches[index - 1].last > cursor:
+            index -= 1
+        start = batches[index]
+        if start.first > cursor + 1:
+            return None
+        rows = start.rows[cursor - start.first + 1 :] if cursor >= start.first else list(start.rows)
+        for batch in list(batches)[index + 1 :]:
+            rows.extend(batch.rows)
+        return rows
+
     # -- the reader ---------------------------------------------------------
 
     async def _read_forever(self) -> None:

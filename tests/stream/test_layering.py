@@ -37,8 +37,19 @@ def _offending(paths: list[Path], forbidden: tuple[str, ...]) -> list[str]:
 @pytest.mark.parametrize(
     ("package", "forbidden"),
     [
-        ("log", ("service.stream", "service.api", "service.projector", "service.ingest")),
-        ("stream", ("service.api", "service.projector", "service.ingest")),
+        (
+            "log",
+            (
+                "service.stream",
+                "service.api",
+                "service.projector",
+                "service.ingest",
+                "service.durable",
+            ),
+        ),
+        ("stream", ("service.api", "service.projector", "service.ingest", "service.durable")),
+        # Durable Streams: beside the stream, over the log; never the HTTP layer.
+        ("durable", ("service.api", "service.projector", "service.audit", "service.agents")),
     ],
 )
 def test_layers_when_package_imports_a_layer_to_its_right_then_fails(

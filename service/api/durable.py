@@ -1,0 +1,130 @@
+"""The Durable Streams edge: `/v1/stream/{name}` (names may hold `/`).
+
+A plain Starlette endpoint, thin on purpose: it reads the body (bounded),
+checks the key, adds CORS and the browser security headers, and copies
+`service.durable.protocol`'s replies out. Refusals keep the service's error
+body and carry the protocol's headers (`Stream-Closed`, `Producer-Epoch`...).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response, StreamingResponse
+
+from service.api.deps import require_api_key, state_of
+from service.api.responses import JSON
+from service.durable.protocol import Live, Reply, Streams, error_headers
+from service.errors import InvalidOffset, InvalidParameter, PayloadTooLarge, ReplayError
+
+_ALLOW_HEADERS = (
+    "Content-Type, Authorization, If-None-Match, Stream-Seq, Stream-TTL, Stream-Expires-At, "
+    "Stream-Closed, Producer-Id, Producer-Epoch, Producer-Seq, Stream-Forked-From, "
+    "Stream-Fork-Offset, Stream-Fork-Sub-Offset"
+)
+_EXPOSE_HEADERS = (
+    "Stream-Next-Offset, Stream-Cursor, Stream-Up-To-Date, Stream-Closed, Stream-TTL, "
+    "Stream-Expires-At, Stream-SSE-Data-Encoding, Producer-Epoch, Producer-Seq, "
+    "Producer-Expected-Seq, Producer-Received-Seq, ETag, Location, Content-Type"
+)
+BASE_HEADERS = {
+    "Access-Control-Allow-Origin": "*",
+    "Access-Control-Allow-Methods": "GET, POST, PUT, DELETE, HEAD, OPTIONS",
+    "Access-Control-Allow-Headers": _ALLOW_HEADERS,
+    "Access-Control-Expose-Headers": _EXPOSE_HEADERS,
+    "X-Content-Type-Options": "nosniff",
+    "Cross-Origin-Resource-Policy": "cross-origin",
+}
+MAX_NAME = 1024
+
+
+async def _body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise PayloadTooLarge(f"the body is over {limit} bytes")
+    parts: list[bytes] = []
+    size = 0
+    async for part in request.stream():
+        size += len(part)
+        if size > limit:
+            raise PayloadTooLarge(f"the body is over {limit} bytes")
+        parts.append(part)
+    return b"".join(parts)
+
+
+def _one(request: Request, key: str) -> str | None:
+    values = request.query_params.getlist(key)
+    if len(values) > 1:
+        raise InvalidParameter(f"?{key}= given {len(values)} times")
+    return values[0] if values else None
+
+
+async def _handle(request: Request, streams: Streams, name: str) -> Reply | Live:
+    method = request.method
+    if method == "GET":
+        offset = _one(request, "offset")
+        if offset == "":
+            raise InvalidOffset("?offset= is empty", offset="")
+        return await streams.read(
+            name,
+            offset,
+            _one(request, "live"),
+            _one(request, "cursor"),
+            request.headers.get("if-none-match"),
+        )
+    if method == "HEAD":
+        return await streams.head(name)
+    if method == "DELETE":
+        return await streams.delete(name)
+    limit = streams.limits.max_body_bytes
+    if method == "PUT":
+        body = await _body(request, limit)
+        location = str(request.url.replace(query=None, fragment=None))
+        return await streams.create(name, request.headers, body, location)
+    if method == "POST":
+        return await streams.append(name, request.headers, await _body(request, limit))
+    return Reply(405, {"Allow": BASE_HEADERS["Access-Control-Allow-Methods"]})
+
+
+def _error(exc: ReplayError, head: bool) -> Response:
+    headers = {**BASE_HEADERS, **error_headers(exc)}
+    if head:
+        return Response(status_code=exc.status, headers=headers)
+    return JSON(exc.body(), status_code=exc.status, headers=headers)
+
+
+async def _frames(live: Live) -> AsyncIterator[bytes]:
+    try:
+        async for frame in live.frames:
+            yield frame
+    except ReplayError:
+        return  # the stream went away mid-response (deleted): end it; a reconnect gets the 404
+
+
+async def stream_endpoint(request: Request) -> Response:
+    if request.method == "OPTIONS":
+        return Response(status_code=204, headers=BASE_HEADERS)
+    head = request.method == "HEAD"
+    try:
+        await require_api_key(request)
+        name = request.path_params["name"]
+        if not name or len(name) > MAX_NAME:
+            raise InvalidParameter(f"a stream name is 1 to {MAX_NAME} characters")
+        streams = state_of(request).durable
+        result = await _handle(request, streams, name)
+    except ReplayError as exc:
+        return _error(exc, head)
+    except ClientDisconnect:
+        return Response(status_code=400)
+    except asyncio.CancelledError:
+        raise
+    if isinstance(result, Live):
+        return StreamingResponse(_frames(result), headers={**BASE_HEADERS, **result.headers})
+    response = Response(result.body, status_code=result.status, headers=BASE_HEADERS)
+    response.headers.update(result.headers)
+    if result.status in (204, 304) or head:
+        # No body, and no Content-Length a 204/304 may not carry.
+        del response.headers["content-length"]
+    return response

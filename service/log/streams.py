@@ -1,0 +1,455 @@
+"""Durable Streams' state in the log: lookups, creation, guarded appends, forks, deletion.
+
+A stream *is* a run (see `service.log.streams_sql`): its messages are the
+run's events, its offsets the run's seqs. What the protocol adds lives in
+small tables beside `runs`, and every change to them is made in the same
+transaction as the events it concerns:
+
+* creation (the run, the stream row, a fork's link, initial content, closing)
+  is one transaction, so a refused PUT leaves nothing behind;
+* an append carrying producer headers or `Stream-Seq` locks the run row,
+  validates against the stored producer / writer state, appends and records
+  the new state before one commit: a retry after a crash is a duplicate,
+  never a second copy;
+* a fork shares its source's prefix: `run_forks` says "seqs up to N are the
+  source's", and reads stitch (never a copy).
+
+Plain appends (no guard) take the group committer like any run's. The
+protocol's rules (which header means what, which status) live in
+`service.durable`; this module only keeps the state consistent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+import orjson
+
+from service.errors import (
+    ProducerEpochSeq,
+    ProducerFenced,
+    ProducerSeqGap,
+    StreamClosed,
+    StreamConflict,
+    StreamGone,
+    StreamNotFound,
+    StreamSeqConflict,
+    Unavailable,
+)
+from service.log import sql
+from service.log import streams_sql as q
+from service.log.chunks import StoredChunk
+from service.log.eventlog import RUN_ID, EventLog
+from service.log.summary import summarize
+from service.log.writer import _request, _thread_of
+
+_DRIVER_ERRORS = (OSError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError)
+
+
+@dataclass(frozen=True, slots=True)
+class StreamState:
+    """A stream as one read saw it (run state and stream settings together)."""
+
+    name: str
+    run_id: str
+    last_seq: int
+    closed: bool
+    # False for a run with no `streams` row: it reads as application/json.
+    stored: bool
+    content_type: str
+    ttl_seconds: int | None
+    expires_at: datetime | None
+    stream_seq: str | None
+    closed_by: str | None
+    fork_spec: str | None
+    deleted: bool
+    expired: bool
+    # Some fork reads this run's prefix.
+    forked: bool
+    # This run is a fork: its seqs up to fork_seq are its source's.
+    fork_seq: int | None
+
+    @classmethod
+    def of(cls, name: str, row: asyncpg.Record) -> StreamState:
+        return cls(
+            name=name,
+            run_id=row["run_id"],
+            last_seq=row["last_seq"],
+            closed=row["closed"],
+            stored=row["stored"],
+            content_type=row["content_type"] or JSON_TYPE,
+            ttl_seconds=row["ttl_seconds"],
+            expires_at=row["expires_at"],
+            stream_seq=row["stream_seq"],
+            closed_by=row["closed_by"],
+            fork_spec=row["fork_spec"],
+            deleted=row["deleted"],
+            expired=row["expired"],
+            forked=row["forked"],
+            fork_seq=row["fork_seq"],
+        )
+
+
+JSON_TYPE = "application/json"
+
+
+def run_id_for(name: str) -> str:
+    """The run behind a stream name: the name itself when it is a valid run id.
+
+    Other names (with `/`, too long, other characters) get a derived id, so
+    every stream is still a run the rest of the service can list and read.
+    """
+    if RUN_ID.fullmatch(name):
+        return name
+    return "ds-" + hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:40]
+
+
+@dataclass(frozen=True, slots=True)
+class NewStream:
+    """What a PUT asks for, resolved (a fork's source found, its point checked)."""
+
+    name: str
+    content_type: str
+    ttl_seconds: int | None
+    expires_at: datetime | None
+    closed: bool
+    # How the fork was asked for (compared by an idempotent PUT); None: no fork.
+    fork_spec: str | None = None
+    fork_source_run: str | None = None
+    fork_seq: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Producer:
+    producer_id: str
+    epoch: int
+    seq: int
+
+    def key(self) -> str:
+        return orjson.dumps([self.producer_id, self.epoch, self.seq]).decode()
+
+
+@dataclass(frozen=True, slots=True)
+class Written:
+    """An append's outcome: where the stream is now, and whether it was a retry."""
+
+    last_seq: int
+    closed: bool
+    duplicate: bool = False
+    # The highest producer seq accepted in this epoch (for Producer-Seq).
+    producer_seq: int | None = None
+
+
+def _run_id_param(name: str) -> str | None:
+    return name if RUN_ID.fullmatch(name) else None
+
+
+class StreamStore:
+    """The log's Durable Streams API (one per process, beside the `EventLog`)."""
+
+    def __init__(self, log: EventLog) -> None:
+        self.log = log
+        self.pool = log.pool
+
+    # -- reads of state -----------------------------------------------------
+
+    async def lookup(self, name: str, *, touch: bool) -> StreamState | None:
+        """The stream, or None (never created, deleted, expired). Soft-deleted: `StreamGone`."""
+        try:
+            async with self.pool.acquire() as conn:
+                row = await conn.fetchrow(q.LOOKUP, name, _run_id_param(name), touch)
+        except _DRIVER_ERRORS as exc:
+            raise Unavailable(f"the event log cannot be read: {exc}") from exc
+        if row is None:
+            return None
+        state = StreamState.of(name, row)
+        if state.expired:
+            return None
+        if state.deleted:
+            raise StreamGone(name)
+        return state
+
+    async def read(
+        self, state: StreamState, after: int, upto: int, limit: int
+    ) -> list[tuple[int, str]]:
+        """Events after `after` up to `upto`, at most `limit`, a fork's prefix included."""
+        statement = q.READ_OWN if state.fork_seq is None else q.READ
+        try:
+            async with self.pool.acquire() as conn:
+                rows = await conn.fetch(statement, state.run_id, after, upto, limit)
+        except _DRIVER_ERRORS as exc:
+            raise Unavailable(f"the event log cannot be read: {exc}") from exc
+        return [(r[0], r[1]) for r in rows]
+
+    async def chunk_at(self, run_id: str, seq: int) -> str | None:
+        async with self.pool.acquire() as conn:
+            row = await conn.fetchrow(q.READ_ONE, run_id, seq - 1, seq)
+        return None if row is None else str(row["chunk"])
+
+    # -- creation -------------------------------------------------------------
+
+    async def create(
+        self, new: NewStream, chunks: Sequence[StoredChunk]
+    ) -> tuple[StreamState, bool]:
+        """Create the stream (and its run), or find it already there as asked: (state, created).
+
+        An existing stream with another configuration, a soft-deleted one, or
+        an expired one that forks still read is a `StreamConflict`. An expired
+        stream nobody reads is replaced.
+        """
+        run_id = run_id_for(new.name)
+        try:
+            async with self.pool.acquire() as conn, conn.transaction():
+                inserted = await self._insert_stream(conn, new, run_id)
+                if not inserted:
+                    row = await conn.fetchrow(q.LOCK, new.name)
+                    if row is None:
+                        raise StreamConflict(
+                            f"stream {new.name!r} maps to run {run_id!r}, which another "
+                            "stream already uses"
+                        )
+                    existing = StreamState.of(new.name, row)
+                    if existing.deleted:
+                        raise StreamConflict(
+                            f"stream {new.name!r} was deleted but forks still read it; "
+                            "its name cannot be reused until they are deleted"
+                        )
+                    if not existing.expired:
+                        _check_same(existing, new)
+                        return existing, False
+                    if existing.forked:
+                        raise StreamConflict(
+                            f"stream {new.name!r} expired but forks still read it; "
+                            "its name cannot be reused until they are deleted"
+                        )
+                    await _delete_run(conn, existing.run_id)
+                    if not await self._insert_stream(conn, new, run_id):
+                        raise StreamConflict(f"stream {new.name!r} was created concurrently")
+                if (
+                    await conn.fetchval(
+                        q.INSERT_RUN, run_id, new.fork_seq, _thread_of(list(chunks))
+                    )
+                    is None
+                ):
+                    # A run written through the run API, seen as a stream for the
+                    # first time: it is application/json, open or closed as it is.
+                    row = await conn.fetchrow(q.LOCK_RUN, run_id)
+                    assert row is not None
+                    existing = replace(
+                        StreamState.of(new.name, row),
+                        content_type=JSON_TYPE,
+                        ttl_seconds=None,
+                        expires_at=None,
+                        fork_spec=None,
+                    )
+                    _check_same(existing, new)
+                    return existing, False
+                if new.fork_source_run is not None:
+                    await conn.execute(q.INSERT_FORK, run_id, new.fork_source_run, new.fork_seq)
+                if chunks or new.closed:
+                    await _append(conn, run_id, chunks, close=new.closed)
+                row = await conn.fetchrow(q.LOCK, new.name)
+        except _DRIVER_ERRORS as exc:
+            raise Unavailable(f"the event log cannot be written: {exc}") from exc
+        assert row is not None
+        state = StreamState.of(new.name, row)
+        self.log.announce(run_id, state.last_seq, state.closed)
+        return state, True
+
+    async def _insert_stream(self, conn: Any, new: NewStream, run_id: str) -> bool:
+        inserted = await conn.fetchval(
+            q.INSERT_STREAM,
+            new.name,
+            run_id,
+            new.content_type,
+            new.ttl_seconds,
+            new.expires_at,
+            new.fork_spec,
+        )
+        return inserted is not None
+
+    async def adopt_thread(self, run_id: str, chunks: Sequence[StoredChunk]) -> None:
+        """Give a run its thread from a RUN_STARTED in `chunks`, if it has none yet."""
+        thread = _thread_of(list(chunks))
+        if thread is not None:
+            async with self.pool.acquire() as conn:
+                await conn.execute(q.SET_THREAD, run_id, thread)
+
+    # -- guarded appends ------------------------------------------------------
+
+    async def append_guarded(
+        self,
+        state: StreamState,
+        chunks: Sequence[StoredChunk],
+        *,
+        close: bool,
+        producer: Producer | None,
+        stream_seq: str | None,
+    ) -> Written:
+        """Append (and/or close) under the run's lock, checking and recording the
+        producer's and the writer's sequence in the same transaction."""
+        run_id = state.run_id
+        try:
+            async with self.pool.acquire() as conn, conn.transaction():
+                row = await conn.fetchrow(q.LOCK_RUN, run_id)
+                if row is None:
+                    raise StreamNotFound(state.name)
+                now = StreamState.of(state.name, row)
+                if now.deleted:
+                    raise StreamGone(state.name)
+                accepted_seq: int | None = None
+                if producer is not None:
+                    if now.closed:
+                        if now.closed_by == producer.key():
+                            return Written(now.last_seq, True, True, producer.seq)
+                        raise StreamClosed(state.name, now.last_seq)
+                    known = await conn.fetchrow(q.PRODUCER, run_id, producer.producer_id)
+                    duplicate_of = _check_producer(known, producer)
+                    if duplicate_of is not None:
+                        return Written(now.last_seq, now.closed, True, duplicate_of)
+                    accepted_seq = producer.seq
+                elif now.closed:
+                    if close and not chunks:
+                        return Written(now.last_seq, True, True)
+                    raise StreamClosed(state.name, now.last_seq)
+                if (
+                    stream_seq is not None
+                    and now.stream_seq is not None
+                    and (stream_seq.encode() <= now.stream_seq.encode())
+                ):
+                    raise StreamSeqConflict(
+                        f"Stream-Seq {stream_seq!r} is not after the last one ({now.stream_seq!r})"
+                    )
+                needs_row = stream_seq is not None or (producer is not None and close)
+                if needs_row and not now.stored:
+                    await conn.execute(q.ADOPT_RUN, run_id)
+                last_seq = now.last_seq
+                if chunks or close:
+                    last_seq = await _append(conn, run_id, chunks, close=close)
+                    thread = _thread_of(list(chunks))
+                    if thread is not None:
+                        await conn.execute(q.SET_THREAD, run_id, thread)
+                if producer is not None:
+                    await conn.execute(
+                        q.SET_PRODUCER, run_id, producer.producer_id, producer.epoch, producer.seq
+                    )
+                    if close:
+                        await conn.execute(q.SET_CLOSED_BY, run_id, producer.key())
+                if stream_seq is not None:
+                    await conn.execute(q.SET_STREAM_SEQ, run_id, stream_seq)
+        except _DRIVER_ERRORS as exc:
+            raise Unavailable(f"the event log cannot be written: {exc}") from exc
+        self.log.announce(run_id, last_seq, close)
+        return Written(last_seq, close, False, accepted_seq)
+
+    # -- deletion -------------------------------------------------------------
+
+    async def delete(self, name: str) -> None:
+        """Delete the stream and its run; soft-delete it while forks read its prefix."""
+        run_id = run_id_for(name)
+        try:
+            async with self.pool.acquire() as conn, conn.transaction():
+                row = await conn.fetchrow(q.LOCK, name)
+                if row is None and _run_id_param(name) is not None:
+                    row = await conn.fetchrow(q.LOCK_RUN, run_id)
+                    if row is not None and row["stored"]:
+                        row = None  # the run belongs to a stream of another name
+                if row is None:
+                    raise StreamNotFound(name)
+                state = StreamState.of(name, row)
+                if state.deleted:
+                    raise StreamGone(name)
+                if state.expired and not state.forked:
+                    await _delete_run(conn, state.run_id)
+                    raise StreamNotFound(name)
+                if state.forked:
+                    if not state.stored:
+                        await conn.execute(q.ADOPT_RUN, state.run_id)
+                    await conn.execute(q.SOFT_DELETE, state.run_id)
+                    return
+                await _delete_run(conn, state.run_id)
+        except _DRIVER_ERRORS as exc:
+            raise Unavailable(f"the event log cannot be written: {exc}") from exc
+
+
+def _check_same(existing: StreamState, new: NewStream) -> None:
+    same = (
+        _media_type(existing.content_type) == _media_type(new.content_type)
+        and existing.ttl_seconds == new.ttl_seconds
+        and existing.expires_at == new.expires_at
+        and existing.closed == new.closed
+        and existing.fork_spec == new.fork_spec
+    )
+    if not same:
+        raise StreamConflict(
+            f"stream {existing.name!r} exists with another configuration "
+            "(content type, TTL, expiry, closed state or fork)"
+        )
+
+
+def _media_type(content_type: str) -> str:
+    return content_type.split(";", 1)[0].strip().lower()
+
+
+def _check_producer(known: asyncpg.Record | None, producer: Producer) -> int | None:
+    """Validate a producer's request against its stored state (PROTOCOL.md 5.2.1).
+
+    Returns None to accept, the highest accepted seq for a duplicate, or raises.
+    """
+    if known is None:
+        if producer.seq != 0:
+            raise ProducerSeqGap(0, producer.seq)
+        return None
+    epoch, last = known["epoch"], known["seq"]
+    if producer.epoch < epoch:
+        raise ProducerFenced(epoch)
+    if producer.epoch > epoch:
+        if producer.seq != 0:
+            raise ProducerEpochSeq(
+                f"a new producer epoch ({producer.epoch}) must start at Producer-Seq 0"
+            )
+        return None
+    if producer.seq <= last:
+        return int(last)
+    if producer.seq == last + 1:
+        return None
+    raise ProducerSeqGap(last + 1, producer.seq)
+
+
+async def _append(conn: Any, run_id: str, chunks: Sequence[StoredChunk], *, close: bool) -> int:
+    """The log's append statement for one run, inside the caller's transaction."""
+    request = _request(len(chunks), summarize(chunks))
+    if close:
+        request["close"] = True
+    n = len(chunks)
+    types = [c.type for c in chunks]
+    texts = [c.text for c in chunks]
+    message_ids = [c.message_id for c in chunks]
+    tool_call_ids = [c.tool_call_id for c in chunks]
+    rows = await conn.fetch(
+        sql.APPEND,
+        [run_id] * n,
+        list(range(1, n + 1)),
+        types,
+        texts,
+        message_ids,
+        tool_call_ids,
+        orjson.dumps({run_id: request}).decode(),
+        [run_id],
+    )
+    if not rows:
+        last = await conn.fetchval(q.LAST_SEQ, run_id)
+        raise StreamClosed(run_id, int(last or 0))
+    return int(rows[0]["base"]) + n
+
+
+async def _delete_run(conn: Any, run_id: str) -> None:
+    """Delete a run and everything of it; then any soft-deleted source it was the last fork of."""
+    source = await conn.fetchval(q.DELETE_RUN, run_id)
+    while source is not None and await conn.fetchval(q.ORPHANED, source):
+        source = await conn.fetchval(q.DELETE_RUN, source)
