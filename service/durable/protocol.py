@@ -37,9 +37,9 @@ from service.errors import (
     StreamNotFound,
 )
 from service.log.chunks import StoredChunk, dumps
+from service.log.store import RunState
 from service.log.streams import NewStream, Producer, StreamState, StreamStore
 from service.stream import Hub
-from service.stream.reads import RunState
 
 PREFIX = "/v1/stream/"
 

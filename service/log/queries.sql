@@ -286,8 +286,10 @@ RETURNING run_id;
 
 -- name: pick_prunable
 -- The next $2 closed runs to delete, with their sizes.
+-- A run that forks still read (service.log.streams) is kept until they go.
 SELECT run_id, last_seq FROM runs
 WHERE closed_at IS NOT NULL AND closed_at < $1
+  AND NOT EXISTS (SELECT 1 FROM run_forks f WHERE f.source_run_id = runs.run_id)
 ORDER BY closed_at, run_id LIMIT $2;
 
 
@@ -295,7 +297,8 @@ ORDER BY closed_at, run_id LIMIT $2;
 -- What a prune would delete.
 SELECT count(*) AS runs, coalesce(sum(last_seq), 0)::bigint AS events,
        min(closed_at) AS oldest, max(closed_at) AS newest
-FROM runs WHERE closed_at IS NOT NULL AND closed_at < $1;
+FROM runs WHERE closed_at IS NOT NULL AND closed_at < $1
+  AND NOT EXISTS (SELECT 1 FROM run_forks f WHERE f.source_run_id = runs.run_id);
 
 
 -- name: delete_event_range
@@ -311,5 +314,198 @@ WITH gone AS (
     DELETE FROM run_projections WHERE run_id IN (SELECT run_id FROM gone)
 ), evs AS (
     DELETE FROM events WHERE run_id IN (SELECT run_id FROM gone) RETURNING 1
+), stream_rows AS (
+    -- A Durable Stream's settings, producers and fork link go with its run.
+    DELETE FROM streams WHERE run_id IN (SELECT run_id FROM gone)
+), producer_rows AS (
+    DELETE FROM stream_producers WHERE run_id IN (SELECT run_id FROM gone)
+), fork_rows AS (
+    DELETE FROM run_forks WHERE run_id IN (SELECT run_id FROM gone)
 )
 SELECT (SELECT count(*) FROM gone) AS runs, (SELECT count(*) FROM evs) AS events;
+
+
+-- Durable Streams (service.log.streams): a stream is a run; its `streams`
+-- row holds only what the protocol adds, forks live in `run_forks`, idempotent
+-- producers in `stream_producers`.
+
+-- name: stream_lookup
+-- A Durable Stream by name, with its run's state: $1 the name, $2 the name as a
+-- run id (NULL when it is not a valid one: a run with no `streams` row reads
+-- as an application/json stream), $3 touch: a read or write slides a TTL
+-- stream's expiry (not a HEAD). A data-modifying CTE runs whether or not the
+-- query reads it, and the SELECT sees the row as it was: expiry is judged
+-- before the touch.
+WITH touch AS (
+    UPDATE streams s SET touched_at = now()
+    WHERE $3 AND s.name = $1 AND s.ttl_seconds IS NOT NULL AND NOT (
+    (s.expires_at IS NOT NULL AND s.expires_at <= now())
+    OR (s.ttl_seconds IS NOT NULL AND s.touched_at + s.ttl_seconds * interval '1 second' <= now())
+)
+    RETURNING 1
+)
+SELECT 
+    r.run_id, r.last_seq, r.closed_at IS NOT NULL AS closed,
+    s.name IS NOT NULL AS stored, s.content_type, s.ttl_seconds, s.expires_at, s.stream_seq,
+    s.closed_by, s.fork_spec, coalesce(s.deleted, false) AS deleted,
+    coalesce((
+    (s.expires_at IS NOT NULL AND s.expires_at <= now())
+    OR (s.ttl_seconds IS NOT NULL AND s.touched_at + s.ttl_seconds * interval '1 second' <= now())
+), false) AS expired,
+    EXISTS (SELECT 1 FROM run_forks f WHERE f.source_run_id = r.run_id) AS forked,
+    (SELECT f.fork_seq FROM run_forks f WHERE f.run_id = r.run_id) AS fork_seq
+ FROM streams s JOIN runs r ON r.run_id = s.run_id WHERE s.name = $1
+UNION ALL
+SELECT 
+    r.run_id, r.last_seq, r.closed_at IS NOT NULL AS closed,
+    s.name IS NOT NULL AS stored, s.content_type, s.ttl_seconds, s.expires_at, s.stream_seq,
+    s.closed_by, s.fork_spec, coalesce(s.deleted, false) AS deleted,
+    coalesce((
+    (s.expires_at IS NOT NULL AND s.expires_at <= now())
+    OR (s.ttl_seconds IS NOT NULL AND s.touched_at + s.ttl_seconds * interval '1 second' <= now())
+), false) AS expired,
+    EXISTS (SELECT 1 FROM run_forks f WHERE f.source_run_id = r.run_id) AS forked,
+    (SELECT f.fork_seq FROM run_forks f WHERE f.run_id = r.run_id) AS fork_seq
+
+FROM runs r LEFT JOIN streams s ON false
+WHERE r.run_id = $2 AND NOT EXISTS (SELECT 1 FROM streams t WHERE t.run_id = $2 OR t.name = $1);
+
+-- name: stream_lock
+-- A stream and its run, locked for a change in this transaction. $1 name.
+SELECT 
+    r.run_id, r.last_seq, r.closed_at IS NOT NULL AS closed,
+    s.name IS NOT NULL AS stored, s.content_type, s.ttl_seconds, s.expires_at, s.stream_seq,
+    s.closed_by, s.fork_spec, coalesce(s.deleted, false) AS deleted,
+    coalesce((
+    (s.expires_at IS NOT NULL AND s.expires_at <= now())
+    OR (s.ttl_seconds IS NOT NULL AND s.touched_at + s.ttl_seconds * interval '1 second' <= now())
+), false) AS expired,
+    EXISTS (SELECT 1 FROM run_forks f WHERE f.source_run_id = r.run_id) AS forked,
+    (SELECT f.fork_seq FROM run_forks f WHERE f.run_id = r.run_id) AS fork_seq
+ FROM streams s JOIN runs r ON r.run_id = s.run_id WHERE s.name = $1
+FOR UPDATE OF s, r;
+
+-- name: stream_lock_run
+-- A run and its stream settings (if any), the run row locked. $1 run id.
+SELECT 
+    r.run_id, r.last_seq, r.closed_at IS NOT NULL AS closed,
+    s.name IS NOT NULL AS stored, s.content_type, s.ttl_seconds, s.expires_at, s.stream_seq,
+    s.closed_by, s.fork_spec, coalesce(s.deleted, false) AS deleted,
+    coalesce((
+    (s.expires_at IS NOT NULL AND s.expires_at <= now())
+    OR (s.ttl_seconds IS NOT NULL AND s.touched_at + s.ttl_seconds * interval '1 second' <= now())
+), false) AS expired,
+    EXISTS (SELECT 1 FROM run_forks f WHERE f.source_run_id = r.run_id) AS forked,
+    (SELECT f.fork_seq FROM run_forks f WHERE f.run_id = r.run_id) AS fork_seq
+ FROM runs r LEFT JOIN streams s ON s.run_id = r.run_id WHERE r.run_id = $1
+FOR UPDATE OF r;
+
+-- name: stream_insert_stream
+-- A stream's settings; nothing when the name (or its run) is taken.
+INSERT INTO streams (name, run_id, content_type, ttl_seconds, expires_at, fork_spec)
+VALUES ($1, $2, $3, $4, $5, $6)
+ON CONFLICT DO NOTHING
+RETURNING 1;
+
+-- name: stream_adopt_run
+-- A run first changed as a stream (its Stream-Seq, a producer's close) gets
+-- its `streams` row: application/json, named by its run id.
+INSERT INTO streams (name, run_id, content_type) VALUES ($1, $1, 'application/json')
+ON CONFLICT DO NOTHING;
+
+-- name: stream_insert_run
+-- A stream's run: $2 its last_seq to start from (a fork's point), $3 thread.
+INSERT INTO runs (run_id, last_seq, thread_id) VALUES ($1, $2, $3)
+ON CONFLICT (run_id) DO NOTHING RETURNING 1;
+
+-- name: stream_set_thread
+-- A run created empty (PUT) takes its thread from its first RUN_STARTED, as a
+-- run created by its first append does.
+UPDATE runs SET thread_id = $2 WHERE run_id = $1 AND thread_id IS NULL;
+
+-- name: stream_insert_fork
+-- Run $1's seqs up to $3 are run $2's.
+INSERT INTO run_forks (run_id, source_run_id, fork_seq) VALUES ($1, $2, $3);
+
+-- name: stream_set_stream_seq
+-- The last Stream-Seq a writer sent.
+UPDATE streams SET stream_seq = $2 WHERE run_id = $1;
+
+-- name: stream_set_closed_by
+-- The producer request that closed the stream (its retry is a duplicate).
+UPDATE streams SET closed_by = $2 WHERE run_id = $1;
+
+-- name: stream_soft_delete
+-- Gone for clients, kept while forks read its prefix.
+UPDATE streams SET deleted = true WHERE run_id = $1;
+
+-- name: stream_producer
+-- An idempotent producer's state on a run.
+SELECT epoch, seq FROM stream_producers WHERE run_id = $1 AND producer_id = $2;
+
+-- name: stream_set_producer
+-- An idempotent producer's state after an accepted append.
+INSERT INTO stream_producers (run_id, producer_id, epoch, seq) VALUES ($1, $2, $3, $4)
+ON CONFLICT (run_id, producer_id) DO UPDATE SET epoch = excluded.epoch, seq = excluded.seq;
+
+-- name: stream_delete_run
+-- Everything a run is, gone; returns the run it forked from, if any.
+WITH runs_gone AS (DELETE FROM runs WHERE run_id = $1),
+events_gone AS (DELETE FROM events WHERE run_id = $1),
+producers_gone AS (DELETE FROM stream_producers WHERE run_id = $1),
+projections_gone AS (DELETE FROM run_projections WHERE run_id = $1),
+stream_gone AS (DELETE FROM streams WHERE run_id = $1),
+fork_gone AS (DELETE FROM run_forks WHERE run_id = $1 RETURNING source_run_id)
+SELECT source_run_id FROM fork_gone;
+
+-- name: stream_orphaned
+-- A soft-deleted source whose last fork went: to be deleted too.
+SELECT 1 FROM streams s
+WHERE s.run_id = $1 AND s.deleted
+  AND NOT EXISTS (SELECT 1 FROM run_forks f WHERE f.source_run_id = $1);
+
+-- name: stream_last_seq
+-- A run's high-water mark.
+SELECT last_seq FROM runs WHERE run_id = $1;
+
+-- name: stream_read
+-- Run $1's events after $2 up to $3, at most $4, a fork's inherited prefix
+-- read from its source (and its source's source): each segment of the chain is
+-- a run's own events above its fork point (lo), up to its child's (hi).
+WITH RECURSIVE chain(run_id, lo, hi) AS (
+    SELECT $1::text, coalesce((SELECT fork_seq FROM run_forks WHERE run_id = $1), 0),
+        9223372036854775807::bigint
+  UNION ALL
+    SELECT f.source_run_id,
+        coalesce((SELECT g.fork_seq FROM run_forks g WHERE g.run_id = f.source_run_id), 0), c.lo
+    FROM chain c JOIN run_forks f ON f.run_id = c.run_id
+    WHERE c.lo > $2
+)
+SELECT e.seq, e.chunk FROM chain c CROSS JOIN LATERAL (
+    SELECT seq, chunk FROM events
+    WHERE events.run_id = c.run_id AND seq > greatest(c.lo, $2) AND seq <= least(c.hi, $3)
+    ORDER BY seq LIMIT $4
+) AS e
+ORDER BY e.seq LIMIT $4;
+
+-- name: stream_read_own
+-- Run $1's own events after $2 up to $3, at most $4 (a run that is no fork).
+SELECT seq, chunk FROM events WHERE run_id = $1 AND seq > $2 AND seq <= $3 ORDER BY seq LIMIT $4;
+
+-- name: stream_read_one
+-- The one event at seq $3 of run $1 ($2 = $3 - 1), through the fork chain.
+WITH RECURSIVE chain(run_id, lo, hi) AS (
+    SELECT $1::text, coalesce((SELECT fork_seq FROM run_forks WHERE run_id = $1), 0),
+        9223372036854775807::bigint
+  UNION ALL
+    SELECT f.source_run_id,
+        coalesce((SELECT g.fork_seq FROM run_forks g WHERE g.run_id = f.source_run_id), 0), c.lo
+    FROM chain c JOIN run_forks f ON f.run_id = c.run_id
+    WHERE c.lo > $2
+)
+SELECT e.seq, e.chunk FROM chain c CROSS JOIN LATERAL (
+    SELECT seq, chunk FROM events
+    WHERE events.run_id = c.run_id AND seq > greatest(c.lo, $2) AND seq <= least(c.hi, $3)
+    ORDER BY seq LIMIT 1
+) AS e
+ORDER BY e.seq LIMIT 1;

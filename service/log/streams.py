@@ -39,16 +39,34 @@ from service.errors import (
     StreamGone,
     StreamNotFound,
     StreamSeqConflict,
-    Unavailable,
 )
 from service.log import sql
-from service.log import streams_sql as q
 from service.log.chunks import StoredChunk
 from service.log.eventlog import RUN_ID, EventLog
+from service.log.faults import translated
+from service.log.sql import QUERIES
 from service.log.summary import summarize
 from service.log.writer import _request, _thread_of
 
-_DRIVER_ERRORS = (OSError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError)
+_LOOKUP = QUERIES["stream_lookup"]
+_LOCK = QUERIES["stream_lock"]
+_LOCK_RUN = QUERIES["stream_lock_run"]
+_INSERT_STREAM = QUERIES["stream_insert_stream"]
+_ADOPT_RUN = QUERIES["stream_adopt_run"]
+_INSERT_RUN = QUERIES["stream_insert_run"]
+_SET_THREAD = QUERIES["stream_set_thread"]
+_INSERT_FORK = QUERIES["stream_insert_fork"]
+_SET_STREAM_SEQ = QUERIES["stream_set_stream_seq"]
+_SET_CLOSED_BY = QUERIES["stream_set_closed_by"]
+_SOFT_DELETE = QUERIES["stream_soft_delete"]
+_PRODUCER = QUERIES["stream_producer"]
+_SET_PRODUCER = QUERIES["stream_set_producer"]
+_DELETE_RUN = QUERIES["stream_delete_run"]
+_ORPHANED = QUERIES["stream_orphaned"]
+_LAST_SEQ = QUERIES["stream_last_seq"]
+_READ = QUERIES["stream_read"]
+_READ_OWN = QUERIES["stream_read_own"]
+_READ_ONE = QUERIES["stream_read_one"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,11 +178,9 @@ class StreamStore:
 
     async def lookup(self, name: str, *, touch: bool) -> StreamState | None:
         """The stream, or None (never created, deleted, expired). Soft-deleted: `StreamGone`."""
-        try:
+        with translated("the event log cannot be read"):
             async with self.pool.acquire() as conn:
-                row = await conn.fetchrow(q.LOOKUP, name, _run_id_param(name), touch)
-        except _DRIVER_ERRORS as exc:
-            raise Unavailable(f"the event log cannot be read: {exc}") from exc
+                row = await conn.fetchrow(_LOOKUP, name, _run_id_param(name), touch)
         if row is None:
             return None
         state = StreamState.of(name, row)
@@ -178,17 +194,15 @@ class StreamStore:
         self, state: StreamState, after: int, upto: int, limit: int
     ) -> list[tuple[int, str]]:
         """Events after `after` up to `upto`, at most `limit`, a fork's prefix included."""
-        statement = q.READ_OWN if state.fork_seq is None else q.READ
-        try:
+        statement = _READ_OWN if state.fork_seq is None else _READ
+        with translated("the event log cannot be read"):
             async with self.pool.acquire() as conn:
                 rows = await conn.fetch(statement, state.run_id, after, upto, limit)
-        except _DRIVER_ERRORS as exc:
-            raise Unavailable(f"the event log cannot be read: {exc}") from exc
         return [(r[0], r[1]) for r in rows]
 
     async def chunk_at(self, run_id: str, seq: int) -> str | None:
-        async with self.pool.acquire() as conn:
-            row = await conn.fetchrow(q.READ_ONE, run_id, seq - 1, seq)
+        with translated("the event log cannot be read"):
+            row = await self.pool.fetchrow(_READ_ONE, run_id, seq - 1, seq)
         return None if row is None else str(row["chunk"])
 
     # -- creation -------------------------------------------------------------
@@ -203,11 +217,11 @@ class StreamStore:
         stream nobody reads is replaced.
         """
         run_id = run_id_for(new.name)
-        try:
+        with translated("the event log cannot be written"):
             async with self.pool.acquire() as conn, conn.transaction():
                 inserted = await self._insert_stream(conn, new, run_id)
                 if not inserted:
-                    row = await conn.fetchrow(q.LOCK, new.name)
+                    row = await conn.fetchrow(_LOCK, new.name)
                     if row is None:
                         raise StreamConflict(
                             f"stream {new.name!r} maps to run {run_id!r}, which another "
@@ -231,14 +245,12 @@ class StreamStore:
                     if not await self._insert_stream(conn, new, run_id):
                         raise StreamConflict(f"stream {new.name!r} was created concurrently")
                 if (
-                    await conn.fetchval(
-                        q.INSERT_RUN, run_id, new.fork_seq, _thread_of(list(chunks))
-                    )
+                    await conn.fetchval(_INSERT_RUN, run_id, new.fork_seq, _thread_of(list(chunks)))
                     is None
                 ):
                     # A run written through the run API, seen as a stream for the
                     # first time: it is application/json, open or closed as it is.
-                    row = await conn.fetchrow(q.LOCK_RUN, run_id)
+                    row = await conn.fetchrow(_LOCK_RUN, run_id)
                     assert row is not None
                     existing = replace(
                         StreamState.of(new.name, row),
@@ -250,12 +262,10 @@ class StreamStore:
                     _check_same(existing, new)
                     return existing, False
                 if new.fork_source_run is not None:
-                    await conn.execute(q.INSERT_FORK, run_id, new.fork_source_run, new.fork_seq)
+                    await conn.execute(_INSERT_FORK, run_id, new.fork_source_run, new.fork_seq)
                 if chunks or new.closed:
                     await _append(conn, run_id, chunks, close=new.closed)
-                row = await conn.fetchrow(q.LOCK, new.name)
-        except _DRIVER_ERRORS as exc:
-            raise Unavailable(f"the event log cannot be written: {exc}") from exc
+                row = await conn.fetchrow(_LOCK, new.name)
         assert row is not None
         state = StreamState.of(new.name, row)
         self.log.announce(run_id, state.last_seq, state.closed)
@@ -263,7 +273,7 @@ class StreamStore:
 
     async def _insert_stream(self, conn: Any, new: NewStream, run_id: str) -> bool:
         inserted = await conn.fetchval(
-            q.INSERT_STREAM,
+            _INSERT_STREAM,
             new.name,
             run_id,
             new.content_type,
@@ -277,8 +287,8 @@ class StreamStore:
         """Give a run its thread from a RUN_STARTED in `chunks`, if it has none yet."""
         thread = _thread_of(list(chunks))
         if thread is not None:
-            async with self.pool.acquire() as conn:
-                await conn.execute(q.SET_THREAD, run_id, thread)
+            with translated("the event log cannot be written"):
+                await self.pool.execute(_SET_THREAD, run_id, thread)
 
     # -- guarded appends ------------------------------------------------------
 
@@ -294,9 +304,9 @@ class StreamStore:
         """Append (and/or close) under the run's lock, checking and recording the
         producer's and the writer's sequence in the same transaction."""
         run_id = state.run_id
-        try:
+        with translated("the event log cannot be written"):
             async with self.pool.acquire() as conn, conn.transaction():
-                row = await conn.fetchrow(q.LOCK_RUN, run_id)
+                row = await conn.fetchrow(_LOCK_RUN, run_id)
                 if row is None:
                     raise StreamNotFound(state.name)
                 now = StreamState.of(state.name, row)
@@ -308,7 +318,7 @@ class StreamStore:
                         if now.closed_by == producer.key():
                             return Written(now.last_seq, True, True, producer.seq)
                         raise StreamClosed(state.name, now.last_seq)
-                    known = await conn.fetchrow(q.PRODUCER, run_id, producer.producer_id)
+                    known = await conn.fetchrow(_PRODUCER, run_id, producer.producer_id)
                     duplicate_of = _check_producer(known, producer)
                     if duplicate_of is not None:
                         return Written(now.last_seq, now.closed, True, duplicate_of)
@@ -327,23 +337,21 @@ class StreamStore:
                     )
                 needs_row = stream_seq is not None or (producer is not None and close)
                 if needs_row and not now.stored:
-                    await conn.execute(q.ADOPT_RUN, run_id)
+                    await conn.execute(_ADOPT_RUN, run_id)
                 last_seq = now.last_seq
                 if chunks or close:
                     last_seq = await _append(conn, run_id, chunks, close=close)
                     thread = _thread_of(list(chunks))
                     if thread is not None:
-                        await conn.execute(q.SET_THREAD, run_id, thread)
+                        await conn.execute(_SET_THREAD, run_id, thread)
                 if producer is not None:
                     await conn.execute(
-                        q.SET_PRODUCER, run_id, producer.producer_id, producer.epoch, producer.seq
+                        _SET_PRODUCER, run_id, producer.producer_id, producer.epoch, producer.seq
                     )
                     if close:
-                        await conn.execute(q.SET_CLOSED_BY, run_id, producer.key())
+                        await conn.execute(_SET_CLOSED_BY, run_id, producer.key())
                 if stream_seq is not None:
-                    await conn.execute(q.SET_STREAM_SEQ, run_id, stream_seq)
-        except _DRIVER_ERRORS as exc:
-            raise Unavailable(f"the event log cannot be written: {exc}") from exc
+                    await conn.execute(_SET_STREAM_SEQ, run_id, stream_seq)
         self.log.announce(run_id, last_seq, close)
         return Written(last_seq, close, False, accepted_seq)
 
@@ -352,11 +360,11 @@ class StreamStore:
     async def delete(self, name: str) -> None:
         """Delete the stream and its run; soft-delete it while forks read its prefix."""
         run_id = run_id_for(name)
-        try:
+        with translated("the event log cannot be written"):
             async with self.pool.acquire() as conn, conn.transaction():
-                row = await conn.fetchrow(q.LOCK, name)
+                row = await conn.fetchrow(_LOCK, name)
                 if row is None and _run_id_param(name) is not None:
-                    row = await conn.fetchrow(q.LOCK_RUN, run_id)
+                    row = await conn.fetchrow(_LOCK_RUN, run_id)
                     if row is not None and row["stored"]:
                         row = None  # the run belongs to a stream of another name
                 if row is None:
@@ -369,12 +377,10 @@ class StreamStore:
                     raise StreamNotFound(name)
                 if state.forked:
                     if not state.stored:
-                        await conn.execute(q.ADOPT_RUN, state.run_id)
-                    await conn.execute(q.SOFT_DELETE, state.run_id)
+                        await conn.execute(_ADOPT_RUN, state.run_id)
+                    await conn.execute(_SOFT_DELETE, state.run_id)
                     return
                 await _delete_run(conn, state.run_id)
-        except _DRIVER_ERRORS as exc:
-            raise Unavailable(f"the event log cannot be written: {exc}") from exc
 
 
 def _check_same(existing: StreamState, new: NewStream) -> None:
@@ -443,13 +449,13 @@ async def _append(conn: Any, run_id: str, chunks: Sequence[StoredChunk], *, clos
         [run_id],
     )
     if not rows:
-        last = await conn.fetchval(q.LAST_SEQ, run_id)
+        last = await conn.fetchval(_LAST_SEQ, run_id)
         raise StreamClosed(run_id, int(last or 0))
     return int(rows[0]["base"]) + n
 
 
 async def _delete_run(conn: Any, run_id: str) -> None:
     """Delete a run and everything of it; then any soft-deleted source it was the last fork of."""
-    source = await conn.fetchval(q.DELETE_RUN, run_id)
-    while source is not None and await conn.fetchval(q.ORPHANED, source):
-        source = await conn.fetchval(q.DELETE_RUN, source)
+    source = await conn.fetchval(_DELETE_RUN, run_id)
+    while source is not None and await conn.fetchval(_ORPHANED, source):
+        source = await conn.fetchval(_DELETE_RUN, source)
