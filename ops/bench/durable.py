@@ -46,7 +46,9 @@ async def append_phase(port: int, size: int, total: int) -> dict[str, float]:
     poster = RawPoster(port, connections=producers)
     await poster.open()
     try:
-        streams = [f"{PREFIX}bench-append-{size}-{uuid.uuid4().hex[:8]}-{p}" for p in range(producers)]
+        streams = [
+            f"{PREFIX}bench-append-{size}-{uuid.uuid4().hex[:8]}-{p}" for p in range(producers)
+        ]
         for stream in streams:
             await poster.request("PUT", stream)
 
@@ -75,7 +77,9 @@ async def fill(port: int, total: int) -> str:
     finally:
         await poster.close()
     async with httpx.AsyncClient() as http:
-        closed = await http.post(f"http://127.0.0.1:{port}{path}", headers={"Stream-Closed": "true"})
+        closed = await http.post(
+            f"http://127.0.0.1:{port}{path}", headers={"Stream-Closed": "true"}
+        )
         assert closed.status_code == 204, closed.status_code
     return path
 
@@ -100,7 +104,11 @@ async def catch_up_get(port: int, path: str, total: int) -> dict[str, float]:
                 break
         elapsed = time.perf_counter() - start
     assert count == total, (count, total)
-    return {"messages_per_s": total / elapsed, "seconds": elapsed, "first_byte_ms": (first or 0) * 1000}
+    return {
+        "messages_per_s": total / elapsed,
+        "seconds": elapsed,
+        "first_byte_ms": (first or 0) * 1000,
+    }
 
 
 async def catch_up_sse(port: int, path: str, total: int) -> dict[str, float]:
@@ -135,7 +143,11 @@ async def catch_up_sse(port: int, path: str, total: int) -> dict[str, float]:
                     break
         elapsed = time.perf_counter() - start
     assert count == total, (count, total)
-    return {"messages_per_s": total / elapsed, "seconds": elapsed, "first_byte_ms": (first or 0) * 1000}
+    return {
+        "messages_per_s": total / elapsed,
+        "seconds": elapsed,
+        "first_byte_ms": (first or 0) * 1000,
+    }
 
 
 async def live_latency(port: int, mode: str, messages: int, rate: float) -> dict[str, float]:
