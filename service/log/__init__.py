@@ -9,8 +9,8 @@ connection. Nothing here knows about HTTP, SSE or projections.
 from service.log.chunks import StoredChunk
 from service.log.eventlog import MAX_SEQ, Event, EventLog, Run, check_run_id
 from service.log.notifications import Notice
+from service.log.request import AppendResult
 from service.log.store import CommitHook, Listening, LogStore, Page, PoolStats, Row, RunState
-from service.log.writer import AppendResult
 
 __all__ = [
     "MAX_SEQ",

@@ -26,10 +26,11 @@ from service.log.chunks import StoredChunk, dumps, loads, storable, stored
 from service.log.faults import translated
 from service.log.listener import Listener
 from service.log.notifications import Notice
+from service.log.request import AppendResult
 from service.log.sql import QUERIES
 from service.log.store import CommitHook, Page, PoolStats, RunState
 from service.log.summary import BIGINT_MAX
-from service.log.writer import AppendResult, GroupCommitter
+from service.log.writer import GroupCommitter
 
 _CREATE_RUN = QUERIES["create_run"]
 _GET_RUN = QUERIES["get_run"]

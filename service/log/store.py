@@ -32,8 +32,8 @@ if TYPE_CHECKING:
     from service.log.chunks import StoredChunk
     from service.log.eventlog import Event, Run
     from service.log.notifications import Notice
+    from service.log.request import AppendResult
     from service.log.retention import PruneReport
-    from service.log.writer import AppendResult
 
 # (seq, stored chunk JSON text): what replay sends, as the log keeps it.
 Row = tuple[int, str]

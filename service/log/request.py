@@ -1,0 +1,273 @@
+"""One group commit, typed: what the append statement is sent, and what each append gets back.
+
+The append statement (`queries.sql`: `append`, `bump`) takes a group as
+typed parts, each defined once here:
+
+* `RunShare`: a run's share of the group (how many events, the seq they must
+  start at, whether it closes, its summary), sent as one JSON object keyed by
+  run id (`$7`; the statement looks each run's share up from its row, so it
+  needs no join). `RunShare.to_json` is the only writer of that object.
+* `EventColumns`: the events, column by column (`$1-$6`, or the COPY records).
+* `Pending`: one producer's append, waiting for its group.
+
+Settlement is pure: `settle` turns the statement's answer (each applied run's
+base seq) into every append's outcome, and `explain` does the same for the
+runs it refused, given their states. Neither touches the database; the writer
+(`service.log.writer`) only runs statements and applies `Outcomes`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from operator import attrgetter
+from typing import Any
+
+import orjson
+
+from service.errors import ReplayError, RunClosed, RunNotFound, SeqConflict
+from service.log.chunks import StoredChunk, loads, storable
+from service.log.store import RunState
+from service.log.summary import TOKEN_COLUMNS, summarize
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    run_id: str
+    # None when the append carried no chunks (a bare close).
+    first_seq: int | None
+    last_seq: int
+
+
+@dataclass(slots=True)
+class Pending:
+    """One producer's append, queued until a commit lane takes it into a group."""
+
+    run_id: str
+    chunks: list[StoredChunk]
+    expected_seq: int | None
+    close: bool
+    create: bool
+    # With close: the status to record instead of finished/error (cancelled, interrupted).
+    close_status: str | None
+    future: asyncio.Future[AppendResult] = field(repr=False)
+
+    @property
+    def ends_group(self) -> bool:
+        """Whether a later append of the same run may join this one's group."""
+        return self.expected_seq is not None or self.close
+
+
+@dataclass(frozen=True, slots=True)
+class RunShare:
+    """A run's share of one group, as the append statement reads it."""
+
+    count: int
+    expected: int | None = None
+    close: bool = False
+    status: str | None = None  # with close: recorded instead of finished / error
+    terminal: str | None = None  # the last RUN_FINISHED / RUN_ERROR type
+    error: str | None = None  # that RUN_ERROR's text
+    tools: tuple[str, ...] = ()
+    # Summed into prompt_tokens, completion_tokens, total_tokens.
+    usage: tuple[int | None, int | None, int | None] = (None, None, None)
+
+    @classmethod
+    def of(cls, items: list[Pending]) -> RunShare:
+        """The share of a run's appends in one group (they commit as one)."""
+        summary = summarize(chunk for item in items for chunk in item.chunks)
+        last = items[-1]
+        return cls(
+            count=sum(len(item.chunks) for item in items),
+            expected=items[0].expected_seq,
+            close=last.close,
+            status=last.close_status if last.close else None,
+            terminal=summary.terminal,
+            error=summary.error if summary.terminal is not None else None,
+            tools=tuple(summary.tools),
+            usage=(summary.usage[0], summary.usage[1], summary.usage[2]),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The statement's form: absent keys mean "no", "none" or "unchanged"."""
+        share: dict[str, Any] = {"n": self.count}
+        if self.expected is not None:
+            share["expected"] = self.expected
+        if self.close:
+            share["close"] = True
+            if self.status is not None:
+                share["status"] = self.status
+        if self.terminal is not None:
+            share["terminal"] = self.terminal
+            if self.error is not None:
+                share["error"] = self.error
+        if self.tools:
+            share["tools"] = list(self.tools)
+        for column, value in zip(TOKEN_COLUMNS, self.usage, strict=True):
+            if value is not None:
+                share[column] = value
+        return share
+
+
+# Named reads of a chunk's columns, at C speed (the hot loop of big batches).
+_TYPE = attrgetter("type")
+_TEXT = attrgetter("text")
+_MESSAGE_ID = attrgetter("message_id")
+_TOOL_CALL_ID = attrgetter("tool_call_id")
+
+
+@dataclass(slots=True)
+class EventColumns:
+    """A group's events, column by column; `ord` counts from 1 within each run."""
+
+    run_id: list[str] = field(default_factory=list)
+    ord: list[int] = field(default_factory=list)
+    type: list[str] = field(default_factory=list)
+    chunk: list[str] = field(default_factory=list)
+    message_id: list[str | None] = field(default_factory=list)
+    tool_call_id: list[str | None] = field(default_factory=list)
+
+    def add(self, run_id: str, chunks: list[StoredChunk], after: int) -> None:
+        """`chunks` of `run_id`, numbered `after + 1 ...` within the run's share."""
+        self.run_id.extend([run_id] * len(chunks))
+        self.ord.extend(range(after + 1, after + len(chunks) + 1))
+        self.type.extend(map(_TYPE, chunks))
+        self.chunk.extend(map(_TEXT, chunks))
+        self.message_id.extend(map(_MESSAGE_ID, chunks))
+        self.tool_call_id.extend(map(_TOOL_CALL_ID, chunks))
+
+    def __len__(self) -> int:
+        return len(self.chunk)
+
+    def params(self) -> tuple[list[Any], ...]:
+        """`append`'s $1-$6, in its order."""
+        return (self.run_id, self.ord, self.type, self.chunk, self.message_id, self.tool_call_id)
+
+    def records(self, bases: Mapping[str, int]) -> list[tuple[Any, ...]]:
+        """COPY records (`sql.EVENT_COLUMNS` order) for the runs the statement applied."""
+        return [
+            (run, bases[run] + ord_, kind, text, message_id, tool_call_id)
+            for run, ord_, kind, text, message_id, tool_call_id in zip(*self.params(), strict=True)
+            if run in bases
+        ]
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    """What one group commit sends: each run's share and all the events."""
+
+    shares: dict[str, RunShare]
+    events: EventColumns
+
+    @classmethod
+    def of(cls, appends: Mapping[str, list[Pending]]) -> Group:
+        shares: dict[str, RunShare] = {}
+        events = EventColumns()
+        for run, items in appends.items():
+            n = 0
+            for item in items:
+                if item.chunks:
+                    events.add(run, item.chunks, n)
+                    n += len(item.chunks)
+            shares[run] = RunShare.of(items)
+        return cls(shares, events)
+
+    def share_params(self) -> tuple[str, list[str]]:
+        """`append`'s $7-$8 (`bump`'s $1-$2): the shares as JSON, and their run ids."""
+        shares = {run: share.to_json() for run, share in self.shares.items()}
+        return orjson.dumps(shares).decode(), list(self.shares)
+
+
+@dataclass(slots=True)
+class Outcomes:
+    """What a group's appends get: for the writer to apply, in this order."""
+
+    # (run_id, last_seq, closed) per run the group changed: told before acknowledging.
+    hints: list[tuple[str, int, bool]] = field(default_factory=list)
+    results: list[tuple[Pending, AppendResult]] = field(default_factory=list)
+    errors: list[tuple[Pending, ReplayError]] = field(default_factory=list)
+    # Runs to create ({run_id: thread_id}) before their appends are tried again.
+    create: dict[str, str | None] = field(default_factory=dict)
+    # Tried again, at the front of the queue, in this order.
+    retry: list[Pending] = field(default_factory=list)
+    committed: int = 0  # events this group added
+
+
+def settle(
+    appends: Mapping[str, list[Pending]], bases: Mapping[str, int]
+) -> tuple[Outcomes, dict[str, list[Pending]]]:
+    """Outcomes of the runs the statement applied (`bases`: run -> seq before the group),
+    and the runs it refused, still to be explained."""
+    outcomes = Outcomes()
+    refused: dict[str, list[Pending]] = {}
+    for run, items in appends.items():
+        base = bases.get(run)
+        if base is None:
+            refused[run] = items
+            continue
+        added = sum(len(item.chunks) for item in items)
+        outcomes.committed += added
+        outcomes.hints.append((run, base + added, items[-1].close))
+        for item in items:
+            first = base + 1
+            base += len(item.chunks)
+            outcomes.results.append((item, AppendResult(run, first if item.chunks else None, base)))
+    return outcomes, refused
+
+
+def explain(
+    refused: Mapping[str, list[Pending]],
+    states: Mapping[str, RunState],
+    already_stored: Iterable[str] = (),
+) -> Outcomes:
+    """Outcomes of appends the statement did not apply: missing, closed or misfit runs.
+
+    `states` holds the refused runs that exist; `already_stored` the runs whose
+    first append (carrying `expected_seq`) is stored exactly at that seq
+    already, i.e. a retry, answered as the first time.
+    """
+    outcomes = Outcomes()
+    stored = set(already_stored)
+    for run, items in refused.items():
+        state = states.get(run)
+        if state is None:
+            if all(item.create for item in items):
+                outcomes.create[run] = thread_of(items[0].chunks)
+                outcomes.retry.extend(items)
+            else:
+                outcomes.errors.extend((item, RunNotFound(run)) for item in items)
+            continue
+        head = items[0]
+        if head.expected_seq is not None:
+            # A group holds one append with expected_seq per run, and it heads its share.
+            count = len(head.chunks)
+            if run in stored and count:
+                first = head.expected_seq
+                outcomes.results.append((head, AppendResult(run, first, first + count - 1)))
+            elif state.closed:
+                outcomes.errors.append((head, RunClosed(run, state.last_seq)))
+            else:
+                outcomes.errors.append((head, SeqConflict(run, head.expected_seq, state.last_seq)))
+            continue
+        if state.closed:
+            for item in items:
+                if item.close and not item.chunks:
+                    # Closing a closed run is a no-op, not an error.
+                    outcomes.results.append((item, AppendResult(run, None, state.last_seq)))
+                else:
+                    outcomes.errors.append((item, RunClosed(run, state.last_seq)))
+            continue
+        # Open, no expectation, yet not applied: it was closed or created
+        # between our read and the statement. Try again.
+        outcomes.retry.extend(items)
+    return outcomes
+
+
+def thread_of(chunks: list[StoredChunk]) -> str | None:
+    """A RUN_STARTED chunk's threadId: a run created by its first append takes it."""
+    for chunk in chunks:
+        if chunk.type == "RUN_STARTED":
+            thread = loads(chunk.text).get("threadId")
+            return storable(thread) if isinstance(thread, str) else None
+    return None

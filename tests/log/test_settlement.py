@@ -1,0 +1,171 @@
+"""Settling a group commit's outcomes: pure functions, no PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from service.errors import RunClosed, RunNotFound, SeqConflict
+from service.log.chunks import stored
+from service.log.request import AppendResult, Group, Pending, RunShare, explain, settle
+from service.log.store import RunState
+
+
+@pytest.fixture
+def loop() -> Iterator[asyncio.AbstractEventLoop]:
+    loop = asyncio.new_event_loop()
+    yield loop
+    loop.close()
+
+
+def pending(
+    loop: asyncio.AbstractEventLoop,
+    run_id: str,
+    count: int,
+    *,
+    expected: int | None = None,
+    close: bool = False,
+    create: bool = True,
+    first: dict[str, object] | None = None,
+) -> Pending:
+    chunks = [stored(first or {"type": "A", "i": i}, i) for i in range(count)]
+    return Pending(run_id, chunks, expected, close, create, None, loop.create_future())
+
+
+# A group: per run, the chunk counts of its appends (the last may close), and
+# whether the statement applied the run (at which base seq).
+groups = st.dictionaries(
+    st.sampled_from(["r1", "r2", "r3", "r4"]),
+    st.tuples(
+        st.lists(st.integers(0, 5), min_size=1, max_size=4),
+        st.booleans(),
+        st.one_of(st.none(), st.integers(0, 2**40)),
+    ),
+    min_size=1,
+)
+
+
+@given(groups)
+def test_settle_when_statement_applied_some_runs_then_each_append_gets_its_contiguous_block(
+    spec: dict[str, tuple[list[int], bool, int | None]],
+) -> None:
+    loop = asyncio.new_event_loop()
+    try:
+        appends = {
+            run: [pending(loop, run, n, close=close and i == len(counts) - 1)
+                  for i, n in enumerate(counts)]
+            for run, (counts, close, _) in spec.items()
+        }  # fmt: skip
+        bases = {run: base for run, (_, _, base) in spec.items() if base is not None}
+        outcomes, refused = settle(appends, bases)
+    finally:
+        loop.close()
+    assert set(refused) == set(spec) - set(bases)
+    assert outcomes.errors == [] and outcomes.retry == [] and outcomes.create == {}
+    results = {id(item): result for item, result in outcomes.results}
+    for run, base in bases.items():
+        counts, close, _ = spec[run]
+        seq = base
+        for item, n in zip(appends[run], counts, strict=True):
+            result = results[id(item)]
+            assert result == AppendResult(run, seq + 1 if n else None, seq + n)
+            seq += n
+        assert (run, seq, close) in outcomes.hints
+    assert outcomes.committed == sum(sum(spec[run][0]) for run in bases)
+    assert len(outcomes.hints) == len(bases)
+
+
+def test_explain_when_run_missing_and_all_may_create_then_created_with_thread_and_retried(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    started = {"type": "RUN_STARTED", "threadId": "t-\u0000"}
+    items = [pending(loop, "r", 1, first=started), pending(loop, "r", 2)]
+    outcomes = explain({"r": items}, {})
+    assert outcomes.create == {"r": "t-\ufffd"} and outcomes.retry == items
+    assert outcomes.results == [] and outcomes.errors == []
+
+
+def test_explain_when_run_missing_and_one_append_may_not_create_then_all_run_not_found(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    items = [pending(loop, "r", 1), pending(loop, "r", 1, create=False)]
+    outcomes = explain({"r": items}, {})
+    assert [(item, type(e)) for item, e in outcomes.errors] == [
+        (items[0], RunNotFound),
+        (items[1], RunNotFound),
+    ]
+    assert outcomes.create == {} and outcomes.retry == []
+
+
+@pytest.mark.parametrize(
+    ("closed", "stored_already", "outcome"),
+    [
+        (False, True, AppendResult("r", 4, 5)),
+        (True, True, AppendResult("r", 4, 5)),
+        (False, False, SeqConflict),
+        (True, False, RunClosed),
+    ],
+)
+def test_explain_when_expected_seq_refused_then_retry_answered_else_conflict_or_closed(
+    loop: asyncio.AbstractEventLoop, closed: bool, stored_already: bool, outcome: object
+) -> None:
+    head = pending(loop, "r", 2, expected=4)
+    outcomes = explain({"r": [head]}, {"r": RunState(7, closed)}, ["r"] if stored_already else [])
+    if isinstance(outcome, AppendResult):
+        assert outcomes.results == [(head, outcome)] and outcomes.errors == []
+    else:
+        [(item, error)] = outcomes.errors
+        assert item is head and type(error) is outcome and error.extra["last_seq"] == 7
+
+
+def test_explain_when_run_closed_then_bare_close_is_a_no_op_and_chunks_are_refused(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    more, bare = pending(loop, "r", 1), pending(loop, "r", 0, close=True)
+    outcomes = explain({"r": [more, bare]}, {"r": RunState(3, True)})
+    assert outcomes.results == [(bare, AppendResult("r", None, 3))]
+    assert [(item, type(e)) for item, e in outcomes.errors] == [(more, RunClosed)]
+
+
+def test_explain_when_run_open_and_no_expectation_then_retried_in_order(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    items = [pending(loop, "r", 1), pending(loop, "r", 2)]
+    outcomes = explain({"r": items}, {"r": RunState(0, False)})
+    assert outcomes.retry == items and outcomes.results == outcomes.errors == []
+
+
+def test_group_when_built_then_shares_and_columns_are_the_statements_parameters(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    finished = {"type": "RUN_FINISHED", "usage": {"totalTokens": 5}}
+    appends = {
+        "a": [pending(loop, "a", 2, expected=3), pending(loop, "a", 1, first=finished)],
+        "b": [pending(loop, "b", 0, close=True)],
+    }
+    appends["b"][0].close_status = "cancelled"
+    group = Group.of(appends)
+    shares, run_ids = group.share_params()
+    assert run_ids == ["a", "b"]
+    assert json.loads(shares) == {
+        "a": {"n": 3, "expected": 3, "terminal": "RUN_FINISHED", "total_tokens": 5},
+        "b": {"n": 0, "close": True, "status": "cancelled"},
+    }
+    columns = group.events.params()
+    assert columns[0] == ["a", "a", "a"] and columns[1] == [1, 2, 3]
+    assert columns[2] == ["A", "A", "RUN_FINISHED"]
+    assert group.events.records({"a": 10}) == [
+        ("a", 11, "A", '{"type":"A","i":0}', None, None),
+        ("a", 12, "A", '{"type":"A","i":1}', None, None),
+        ("a", 13, "RUN_FINISHED", json.dumps(finished, separators=(",", ":")), None, None),
+    ]
+
+
+def test_run_share_when_error_without_terminal_then_error_not_sent() -> None:
+    share = RunShare(count=1, error="stale", tools=("t",), usage=(1, None, None))
+    assert share.to_json() == {"n": 1, "tools": ["t"], "prompt_tokens": 1}
