@@ -19,7 +19,7 @@ runs it refused, given their states. Neither touches the database; the writer
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any
@@ -76,13 +76,29 @@ class RunShare:
     @classmethod
     def of(cls, items: list[Pending]) -> RunShare:
         """The share of a run's appends in one group (they commit as one)."""
-        summary = summarize(chunk for item in items for chunk in item.chunks)
         last = items[-1]
-        return cls(
-            count=sum(len(item.chunks) for item in items),
+        return cls.of_chunks(
+            [chunk for item in items for chunk in item.chunks],
             expected=items[0].expected_seq,
             close=last.close,
             status=last.close_status if last.close else None,
+        )
+
+    @classmethod
+    def of_chunks(
+        cls,
+        chunks: Sequence[StoredChunk],
+        *,
+        expected: int | None = None,
+        close: bool = False,
+        status: str | None = None,
+    ) -> RunShare:
+        summary = summarize(chunks)
+        return cls(
+            count=len(chunks),
+            expected=expected,
+            close=close,
+            status=status,
             terminal=summary.terminal,
             error=summary.error if summary.terminal is not None else None,
             tools=tuple(summary.tools),
@@ -159,6 +175,13 @@ class Group:
 
     shares: dict[str, RunShare]
     events: EventColumns
+
+    @classmethod
+    def one(cls, run_id: str, chunks: Sequence[StoredChunk], *, close: bool = False) -> Group:
+        """A group of one run's chunks (for a caller holding its own transaction)."""
+        events = EventColumns()
+        events.add(run_id, list(chunks), 0)
+        return cls({run_id: RunShare.of_chunks(chunks, close=close)}, events)
 
     @classmethod
     def of(cls, appends: Mapping[str, list[Pending]]) -> Group:

@@ -44,9 +44,8 @@ from service.log import sql
 from service.log.chunks import StoredChunk
 from service.log.eventlog import RUN_ID, EventLog
 from service.log.faults import translated
+from service.log.request import Group, thread_of
 from service.log.sql import QUERIES
-from service.log.summary import summarize
-from service.log.writer import _request, _thread_of
 
 _LOOKUP = QUERIES["stream_lookup"]
 _LOCK = QUERIES["stream_lock"]
@@ -245,7 +244,7 @@ class StreamStore:
                     if not await self._insert_stream(conn, new, run_id):
                         raise StreamConflict(f"stream {new.name!r} was created concurrently")
                 if (
-                    await conn.fetchval(_INSERT_RUN, run_id, new.fork_seq, _thread_of(list(chunks)))
+                    await conn.fetchval(_INSERT_RUN, run_id, new.fork_seq, thread_of(list(chunks)))
                     is None
                 ):
                     # A run written through the run API, seen as a stream for the
@@ -285,7 +284,7 @@ class StreamStore:
 
     async def adopt_thread(self, run_id: str, chunks: Sequence[StoredChunk]) -> None:
         """Give a run its thread from a RUN_STARTED in `chunks`, if it has none yet."""
-        thread = _thread_of(list(chunks))
+        thread = thread_of(list(chunks))
         if thread is not None:
             with translated("the event log cannot be written"):
                 await self.pool.execute(_SET_THREAD, run_id, thread)
@@ -341,7 +340,7 @@ class StreamStore:
                 last_seq = now.last_seq
                 if chunks or close:
                     last_seq = await _append(conn, run_id, chunks, close=close)
-                    thread = _thread_of(list(chunks))
+                    thread = thread_of(list(chunks))
                     if thread is not None:
                         await conn.execute(_SET_THREAD, run_id, thread)
                 if producer is not None:
@@ -429,25 +428,9 @@ def _check_producer(known: asyncpg.Record | None, producer: Producer) -> int | N
 
 async def _append(conn: Any, run_id: str, chunks: Sequence[StoredChunk], *, close: bool) -> int:
     """The log's append statement for one run, inside the caller's transaction."""
-    request = _request(len(chunks), summarize(chunks))
-    if close:
-        request["close"] = True
+    group = Group.one(run_id, chunks, close=close)
     n = len(chunks)
-    types = [c.type for c in chunks]
-    texts = [c.text for c in chunks]
-    message_ids = [c.message_id for c in chunks]
-    tool_call_ids = [c.tool_call_id for c in chunks]
-    rows = await conn.fetch(
-        sql.APPEND,
-        [run_id] * n,
-        list(range(1, n + 1)),
-        types,
-        texts,
-        message_ids,
-        tool_call_ids,
-        orjson.dumps({run_id: request}).decode(),
-        [run_id],
-    )
+    rows = await conn.fetch(sql.APPEND, *group.events.params(), *group.share_params())
     if not rows:
         last = await conn.fetchval(_LAST_SEQ, run_id)
         raise StreamClosed(run_id, int(last or 0))
