@@ -217,35 +217,19 @@ class UIMessageStreamEncoder:
             self._close_parts(out)
             out.append({"type": "finish-step"})
 
-    def _text_start(self, event: Chunk, out: list[Chunk]) -> None:
+    def _message_part(self, kind: str, move: str, event: Chunk, out: list[Chunk]) -> None:
+        """A text or reasoning message's start, content or end (`move`)."""
         source = _str(event.get("messageId"))
-        if source is not None and event.get("role", "assistant") == "assistant":
-            self._open(out, "text", source)
-
-    def _text_content(self, event: Chunk, out: list[Chunk]) -> None:
-        source = _str(event.get("messageId"))
-        if source is not None:
-            self._delta(out, "text", source, event.get("delta"))
-
-    def _text_end(self, event: Chunk, out: list[Chunk]) -> None:
-        source = _str(event.get("messageId"))
-        if source is not None:
-            self._end(out, "text", source)
-
-    def _reasoning_start(self, event: Chunk, out: list[Chunk]) -> None:
-        source = _str(event.get("messageId"))
-        if source is not None:
-            self._open(out, "reasoning", source)
-
-    def _reasoning_content(self, event: Chunk, out: list[Chunk]) -> None:
-        source = _str(event.get("messageId"))
-        if source is not None:
-            self._delta(out, "reasoning", source, event.get("delta"))
-
-    def _reasoning_end(self, event: Chunk, out: list[Chunk]) -> None:
-        source = _str(event.get("messageId"))
-        if source is not None:
-            self._end(out, "reasoning", source)
+        if source is None:
+            return
+        if move == "start":
+            # Only the assistant's own text belongs in its message.
+            if kind == "reasoning" or event.get("role", "assistant") == "assistant":
+                self._open(out, kind, source)
+        elif move == "delta":
+            self._delta(out, kind, source, event.get("delta"))
+        else:
+            self._end(out, kind, source)
 
     # The legacy THINKING_* events carry no id: each message gets one of ours.
     def _thinking_start(self, event: Chunk, out: list[Chunk]) -> None:
@@ -362,14 +346,6 @@ _HANDLERS: dict[str, Any] = {
     "RUN_ERROR": UIMessageStreamEncoder._run_error,
     "STEP_STARTED": UIMessageStreamEncoder._step_started,
     "STEP_FINISHED": UIMessageStreamEncoder._step_finished,
-    "TEXT_MESSAGE_START": UIMessageStreamEncoder._text_start,
-    "TEXT_MESSAGE_CONTENT": UIMessageStreamEncoder._text_content,
-    "TEXT_MESSAGE_CHUNK": UIMessageStreamEncoder._text_content,
-    "TEXT_MESSAGE_END": UIMessageStreamEncoder._text_end,
-    "REASONING_MESSAGE_START": UIMessageStreamEncoder._reasoning_start,
-    "REASONING_MESSAGE_CONTENT": UIMessageStreamEncoder._reasoning_content,
-    "REASONING_MESSAGE_CHUNK": UIMessageStreamEncoder._reasoning_content,
-    "REASONING_MESSAGE_END": UIMessageStreamEncoder._reasoning_end,
     "THINKING_TEXT_MESSAGE_START": UIMessageStreamEncoder._thinking_start,
     "THINKING_TEXT_MESSAGE_CONTENT": UIMessageStreamEncoder._thinking_content,
     "THINKING_TEXT_MESSAGE_END": UIMessageStreamEncoder._thinking_end,
@@ -382,3 +358,16 @@ _HANDLERS: dict[str, Any] = {
     "STATE_DELTA": UIMessageStreamEncoder._state_delta,
     "MESSAGES_SNAPSHOT": UIMessageStreamEncoder._messages_snapshot,
 }
+
+
+def _part_handler(kind: str, move: str) -> Any:
+    def handle(encoder: UIMessageStreamEncoder, event: Chunk, out: list[Chunk]) -> None:
+        encoder._message_part(kind, move, event, out)
+
+    return handle
+
+
+for _prefix, _kind in (("TEXT_MESSAGE", "text"), ("REASONING_MESSAGE", "reasoning")):
+    for _suffix, _move in (("START", "start"), ("CONTENT", "delta"), ("CHUNK", "delta"),
+                           ("END", "end")):  # fmt: skip
+        _HANDLERS[f"{_prefix}_{_suffix}"] = _part_handler(_kind, _move)

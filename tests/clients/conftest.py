@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -11,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from tests.nodejs import node_script
 from tests.servers import serve_subprocess
 
 DEADLINE = 120.0
@@ -33,6 +33,7 @@ def replicas(database_url: str) -> Iterator[Replicas]:
         "REPLAY_HEARTBEAT_SECONDS": "1",
         # Slow enough that a client can leave mid-answer, fast enough for CI.
         "REPLAY_DEMO_DELAY_SECONDS": "0.02",
+        "REPLAY_AGENTS": json.dumps({"approve": "python:tests.clients.agents:approval"}),
     }
     with serve_subprocess(env) as (a, _), serve_subprocess(env) as (b, _):
         yield Replicas(a, b)
@@ -40,16 +41,6 @@ def replicas(database_url: str) -> Iterator[Replicas]:
 
 async def run_node(harness: Path, script: str, *args: str) -> Any:
     """Run a harness script; its last stdout line is its JSON result."""
-    proc = await asyncio.create_subprocess_exec(
-        "node", script, *args, cwd=harness,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    try:
-        async with asyncio.timeout(DEADLINE):
-            out, err = await proc.communicate()
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
-    assert proc.returncode == 0, err.decode()[-6000:]
-    return json.loads(out.decode().strip().splitlines()[-1])
+    code, out, err = await node_script(harness, script, *args, deadline=DEADLINE)
+    assert code == 0, err[-6000:]
+    return json.loads(out.strip().splitlines()[-1])

@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from tests.clients.conftest import Replicas, run_node
-from tests.stream.test_tanstack_client import CuttingProxy
+from tests.proxies import CuttingProxy
 
 
 def _normalized(message: dict[str, Any]) -> dict[str, Any]:
@@ -93,3 +93,29 @@ async def test_ai_sdk_stream_when_posted_then_headers_and_frames_as_the_sdk_send
         unknown = await http.post("/v1/ai-sdk/nobody", json=body)
         assert unknown.status_code == 404
         assert unknown.json()["error"]["code"] == "agent_not_found"
+
+
+@pytest.mark.parametrize(
+    ("package", "approvals"), [("ai5", False), ("ai5", True), ("ai", False), ("ai", True)]
+)
+async def test_ai_sdk_transport_when_agent_asks_approval_then_each_major_gets_what_it_accepts(
+    node_harness: Path, replicas: Replicas, package: str, approvals: bool
+) -> None:
+    api = f"{replicas.a}/v1/ai-sdk/approve" + ("?approvals=true" if approvals else "")
+    chat = f"approve-{package}-{approvals}"
+    result = await run_node(node_harness, "ai_sdk_approval.mjs", package, api, chat)
+    if package == "ai5" and approvals:
+        # The README's table: AI SDK 5 has no tool-approval-request and refuses the stream.
+        assert "error" in result and "tool-approval-request" in result["error"], result
+        return
+    assert "error" not in result, result
+    parts = result["message"]["parts"]
+    tool = next(p for p in parts if p["type"] == "tool-delete_file")
+    assert tool["input"] == {"path": "q3.pdf"}
+    if approvals:
+        assert tool["state"] == "approval-requested"
+        assert tool["approval"]["id"].endswith("-ok")
+    else:
+        assert tool["state"] == "input-available"
+        data = [p for p in parts if p["type"] == "data-approval-requested"]
+        assert data and data[0]["data"]["approval"]["id"].endswith("-ok")
