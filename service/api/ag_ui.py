@@ -32,7 +32,7 @@ from service.api.deps import AppState, StateDep
 from service.api.models import ERRORS
 from service.api.reencoded import events_after, events_upto, sse_frames, sse_response
 from service.audit.cache import thread_runs
-from service.errors import InvalidRequest
+from service.errors import InvalidRequest, RunConflict
 from service.log.chunks import loads
 from service.projector.agui import AguiProjection, AguiRelay, AguiResume
 from service.stream import Offset, Plan, plan_stream, resolve_offset
@@ -112,6 +112,8 @@ async def ag_ui(
         if started:
             return await agui_stream(state, run.run_id, run.thread_id, 0, snapshot=False)
         known = run  # started by someone else in between: a join like any other
+    elif known.agent is not None and known.agent != agent:
+        raise RunConflict(f"run {known.run_id!r} belongs to agent {known.agent!r}, not {agent!r}")
     offset: Offset = resolve_offset(last_event_id, None)
     if last_event_id is None and snapshot:
         offset = "now"

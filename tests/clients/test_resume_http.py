@@ -122,3 +122,59 @@ async def test_plain_stream_when_compact_snapshot_mid_run_then_valid_agui_with_s
         assert ndjson.status_code == 422 and ndjson.json()["error"]["code"] == "invalid_request"
         wrong = await http.get(f"/v1/runs/{run_id}/stream?compact=zip")
         assert wrong.status_code == 422 and wrong.json()["error"]["code"] == "invalid_request"
+
+
+async def test_ag_ui_endpoint_when_last_event_id_mid_run_then_snapshot_then_what_follows(
+    replicas: Replicas,
+) -> None:
+    async with httpx.AsyncClient(base_url=replicas.a, timeout=60) as http:
+        started = await http.post("/v1/agents/demo/runs", json={"messages": [USER]})
+        run_id = started.json()["run_id"]
+        async with http.stream("GET", f"/v1/runs/{run_id}/stream") as response:
+            seen = ""
+            async for piece in response.aiter_text():
+                seen += piece
+                if "REASONING_MESSAGE_CONTENT" in seen:
+                    break
+        last = [ident for ident, _ in frames(seen) if ident is not None][-1]
+        joined = await http.post(
+            f"{replicas.b}/v1/agents/demo/ag-ui",
+            json={"runId": run_id, "messages": []},
+            headers={"Last-Event-ID": str(last)},
+        )
+        assert joined.status_code == 200
+        got = frames(joined.text)
+        events = [json.loads(d) for _, d in got]
+        check_agui_sequence(events)
+        assert [e["type"] for e in events[:2]] == ["RUN_STARTED", "MESSAGES_SNAPSHOT"]
+        ids = [ident for ident, _ in got if ident is not None]
+        assert ids[0] == last and ids == sorted(set(ids))  # the prefix is "as of" the offset
+        stored = (await http.get(f"/v1/runs/{run_id}/events?limit=1000")).json()["events"]
+        whole = AguiProjection.for_input({"messages": [USER]})
+        for event in stored:
+            whole.apply(event["chunk"])
+        client = AguiProjection()
+        for event in events:
+            client.apply(event)
+        assert client.messages == whole.messages
+
+
+async def test_ag_ui_endpoint_when_request_does_not_fit_then_4xx_and_nothing_started(
+    replicas: Replicas,
+) -> None:
+    async with httpx.AsyncClient(base_url=replicas.a, timeout=60) as http:
+        started = await http.post("/v1/agents/demo/runs", json={"messages": [USER]})
+        run_id = started.json()["run_id"]
+        other = await http.post("/v1/agents/approve/ag-ui", json={"runId": run_id})
+        assert other.status_code == 409 and other.json()["error"]["code"] == "run_conflict"
+        unknown = await http.post("/v1/agents/nobody/ag-ui", json={"runId": "agui-x1"})
+        assert unknown.status_code == 404
+        assert unknown.json()["error"]["code"] == "agent_not_found"
+        resume = await http.post(
+            "/v1/agents/demo/ag-ui", json={"runId": "agui-x2"}, headers={"Last-Event-ID": "3"}
+        )
+        assert resume.status_code == 422 and resume.json()["error"]["code"] == "invalid_request"
+        bad = await http.post("/v1/agents/demo/ag-ui?compact=zip", json={"runId": "agui-x3"})
+        assert bad.status_code == 422 and bad.json()["error"]["code"] == "invalid_request"
+        for run in ("agui-x1", "agui-x2", "agui-x3"):
+            assert (await http.get(f"/v1/runs/{run}")).status_code == 404
