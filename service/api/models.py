@@ -69,3 +69,15 @@ class EventsPage(BaseModel):
 ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorOut} for status in (400, 401, 404, 409, 413, 422)
 }
+
+
+class ForkIn(BaseModel):
+    run_id: str = Field(description="the new run's id")
+    at_seq: int | None = Field(
+        default=None, description="the last shared event (default: the source's last event)"
+    )
+
+
+class ForkOut(RunOut):
+    forked_from: str
+    fork_seq: int = Field(description="events up to this seq are the source's, shared")

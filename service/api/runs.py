@@ -17,12 +17,26 @@ from service.api.models import (
     AppendIn,
     AppendOut,
     EventsPage,
+    ForkIn,
+    ForkOut,
     RunCreate,
     RunOut,
 )
 from service.api.responses import JSON
 from service.audit.events import EventFilter, read_events
-from service.errors import InvalidRequest, PayloadTooLarge, ReplayError, UnsupportedMediaType
+from service.errors import (
+    ContentTypeMismatch,
+    ForkSourceNotFound,
+    InvalidForkOffset,
+    InvalidRequest,
+    OffsetOutOfRange,
+    PayloadTooLarge,
+    ReplayError,
+    RunConflict,
+    RunNotFound,
+    StreamConflict,
+    UnsupportedMediaType,
+)
 from service.ingest import (
     expected_from_query,
     parse_json_batch,
@@ -167,6 +181,30 @@ async def close_run(log: LogDep, run_id: RunId) -> Response:
     """Close the run's log (idempotent). Appends after this get 409 run_closed."""
     run = await log.close_run(run_id)
     return JSON(run.to_json())
+
+
+@router.post("/{run_id}/fork", status_code=201, responses={200: {"model": ForkOut}})
+async def fork_run(state: StateDep, run_id: RunId, body: ForkIn) -> Response:
+    """A cheap branch of the run ("retry from here"): a new run whose first `at_seq`
+    events are this run's (shared, not copied), open for appends of its own."""
+    check_run_id(run_id)
+    check_run_id(body.run_id)
+    if body.at_seq is not None and not 0 <= body.at_seq <= MAX_SEQ:
+        raise InvalidRequest(f"at_seq must be from 0 to {MAX_SEQ}")
+    try:
+        fork, fork_seq, created = await state.durable.fork_run(run_id, body.run_id, body.at_seq)
+    except ForkSourceNotFound:
+        raise RunNotFound(run_id) from None
+    except InvalidForkOffset:
+        last = (await state.log.get_run(run_id)).last_seq
+        raise OffsetOutOfRange(
+            f"at_seq {body.at_seq} is beyond run {run_id!r}'s last event ({last})", last_seq=last
+        ) from None
+    except (StreamConflict, ContentTypeMismatch) as exc:
+        raise RunConflict(exc.message) from None
+    run = await state.log.get_run(fork)
+    out = {**run.to_json(), "forked_from": run_id, "fork_seq": fork_seq}
+    return JSON(out, status_code=201 if created else 200)
 
 
 @router.get("/{run_id}", responses={200: {"model": RunOut}})

@@ -27,7 +27,7 @@ from service.audit.projection import (
 from service.audit.threads import ThreadRun, assemble_thread
 from service.errors import OffsetOutOfRange, ThreadNotFound
 from service.log.chunks import storable
-from service.log.schema import events, run_projections, runs
+from service.log.schema import events, run_forks, run_projections, runs
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +70,16 @@ async def _chunk_texts(
     texts: dict[str, list[str]] = {run_id: [] for run_id in run_ids}
     for row in await conn.execute(query.order_by(events.c.run_id, events.c.seq)):
         texts[row.run_id].append(row.chunk)
+    # A fork's first events are its source's up to the fork point (shared, not copied).
+    forks = await conn.execute(
+        select(run_forks.c.run_id, run_forks.c.source_run_id, run_forks.c.fork_seq).where(
+            run_forks.c.run_id.in_(list(run_ids))
+        )
+    )
+    for fork in list(forks):
+        bound = fork.fork_seq if upto is None else min(upto, fork.fork_seq)
+        prefix = await _chunk_texts(conn, [fork.source_run_id], bound)
+        texts[fork.run_id] = prefix[fork.source_run_id] + texts[fork.run_id]
     return texts
 
 

@@ -217,6 +217,19 @@ class Streams:
         )
         return new, chunks
 
+    async def fork_run(self, source: str, run_id: str, at_seq: int | None) -> tuple[str, int, bool]:
+        """The run API's fork ("retry from here"): run `run_id` shares `source`'s events up
+        to `at_seq` (default: all) and goes on on its own. The same fork as a `PUT` of
+        `/v1/stream/{run_id}` with `Stream-Forked-From: /v1/stream/{source}` and that offset.
+        Returns (run_id, fork_seq, created)."""
+        offset = None if at_seq is None else format_offset(at_seq)
+        request = headers.ForkRequest(PREFIX + source, offset, 0)
+        new, _ = await self._fork(run_id, request, None, headers.Expiry(None, None), False)
+        state, created = await self.store.create(new, [])
+        if state.fork_seq is None:
+            raise StreamConflict(f"run {run_id!r} already exists and is no fork of {source!r}")
+        return state.run_id, state.fork_seq, created
+
     def _check_body(self, body: bytes) -> None:
         if len(body) > self.limits.max_body_bytes:
             raise PayloadTooLarge(f"the body is over {self.limits.max_body_bytes} bytes")

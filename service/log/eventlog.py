@@ -36,6 +36,10 @@ _CREATE_RUN = QUERIES["create_run"]
 _GET_RUN = QUERIES["get_run"]
 _READ_EVENTS = QUERIES["read_events"]
 _READ_PAGE = QUERIES["read_page"]
+# A fork's prefix is its source's (service.log.streams): read through the chain
+# only when a plain read does not start right after the cursor.
+_READ_EVENTS_STITCHED = QUERIES["read_events_stitched"]
+_READ_STITCHED = QUERIES["stream_read"]
 _RUN_STATES = QUERIES["run_states"]
 _SCHEMA_VERSION = QUERIES["schema_version"]
 
@@ -280,6 +284,8 @@ class EventLog:
     async def read_events(self, run_id: str, after: int = 0, limit: int = 1000) -> list[Event]:
         with translated(_READ):
             rows = await self.pool.fetch(_READ_EVENTS, run_id, after, limit)
+            if not rows or rows[0]["seq"] != after + 1:
+                rows = await self.pool.fetch(_READ_EVENTS_STITCHED, run_id, after, limit)
         return [Event(r["seq"], r["type"], r["chunk"], r["received_at"]) for r in rows]
 
     async def read_page(self, run_id: str, after: int, limit: int) -> Page | None:
@@ -291,6 +297,14 @@ class EventLog:
             return None
         first = records[0]
         state = RunState(first[0], first[1])
+        if (first[2] is None and after < state.last_seq) or (
+            first[2] is not None and first[2] != after + 1
+        ):
+            # A gap right after the cursor: a fork's inherited prefix (its own
+            # events start after the fork point), read from its source.
+            with translated(_READ):
+                rows = await self.pool.fetch(_READ_STITCHED, run_id, after, state.last_seq, limit)
+            return Page(state, [(r[0], r[1]) for r in rows])
         if first[2] is None:
             return Page(state, [])
         return Page(state, [(r[2], r[3]) for r in records])

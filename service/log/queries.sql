@@ -414,8 +414,10 @@ INSERT INTO streams (name, run_id, content_type) VALUES ($1, $1, 'application/js
 ON CONFLICT DO NOTHING;
 
 -- name: stream_insert_run
--- A stream's run: $2 its last_seq to start from (a fork's point), $3 thread.
-INSERT INTO runs (run_id, last_seq, thread_id) VALUES ($1, $2, $3)
+-- A stream's run: $2 its last_seq to start from (a fork's point), $3 thread
+-- (NULL: a fork's is its source $4's, "retry from here" stays in the thread).
+INSERT INTO runs (run_id, last_seq, thread_id)
+VALUES ($1, $2, coalesce($3, (SELECT thread_id FROM runs WHERE run_id = $4)))
 ON CONFLICT (run_id) DO NOTHING RETURNING 1;
 
 -- name: stream_set_thread
@@ -509,3 +511,23 @@ SELECT e.seq, e.chunk FROM chain c CROSS JOIN LATERAL (
     ORDER BY seq LIMIT 1
 ) AS e
 ORDER BY e.seq LIMIT 1;
+
+-- name: read_events_stitched
+-- `read_events` of a fork: run $1's events after $2 (at most $3), its inherited
+-- prefix read from its source chain (see stream_read); a run that is no fork
+-- reads as with `read_events`.
+WITH RECURSIVE chain(run_id, lo, hi) AS (
+    SELECT $1::text, coalesce((SELECT fork_seq FROM run_forks WHERE run_id = $1), 0),
+        9223372036854775807::bigint
+  UNION ALL
+    SELECT f.source_run_id,
+        coalesce((SELECT g.fork_seq FROM run_forks g WHERE g.run_id = f.source_run_id), 0), c.lo
+    FROM chain c JOIN run_forks f ON f.run_id = c.run_id
+    WHERE c.lo > $2
+)
+SELECT e.seq, e.type, e.chunk, e.received_at FROM chain c CROSS JOIN LATERAL (
+    SELECT seq, type, chunk, received_at FROM events
+    WHERE events.run_id = c.run_id AND seq > greatest(c.lo, $2) AND seq <= c.hi
+    ORDER BY seq LIMIT $3
+) AS e
+ORDER BY e.seq LIMIT $3;

@@ -244,7 +244,13 @@ class StreamStore:
                     if not await self._insert_stream(conn, new, run_id):
                         raise StreamConflict(f"stream {new.name!r} was created concurrently")
                 if (
-                    await conn.fetchval(_INSERT_RUN, run_id, new.fork_seq, thread_of(list(chunks)))
+                    await conn.fetchval(
+                        _INSERT_RUN,
+                        run_id,
+                        new.fork_seq,
+                        thread_of(list(chunks)),
+                        new.fork_source_run,
+                    )
                     is None
                 ):
                     # A run written through the run API, seen as a stream for the
