@@ -374,11 +374,26 @@ class Streams:
                 return rows[:i]
         return rows
 
+    async def _content(self, state: StreamState, after: int) -> tuple[int, bytes]:
+        """What follows `after` as a response body, and the seq it ends at."""
+        if after >= state.last_seq:
+            return after, b"[]" if _json_mode(state) else b""
+        if _json_mode(state):
+            _, end, text = await self.store.read_json(
+                state,
+                after,
+                state.last_seq,
+                self.limits.read_max_messages,
+                self.limits.read_max_bytes,
+            )
+            return end, b"[" + text.encode("utf-8", "surrogatepass") + b"]"
+        rows = await self._rows(state, after)
+        return (rows[-1][0] if rows else after), bodies.body_of(rows, False)
+
     async def _catch_up(
         self, state: StreamState, after: int, start: str, if_none_match: str | None
     ) -> Reply:
-        rows = await self._rows(state, after) if after < state.last_seq else []
-        end = rows[-1][0] if rows else after
+        end, body = await self._content(state, after)
         up_to_date = end >= state.last_seq
         closed = state.closed and up_to_date
         out = {"Content-Type": state.content_type, "Stream-Next-Offset": format_offset(end)}
@@ -391,7 +406,7 @@ class Streams:
         out["Cache-Control"] = self._cache_control()
         if if_none_match is not None and if_none_match.strip() == etag:
             return Reply(304, {"ETag": etag, "Cache-Control": out["Cache-Control"]})
-        return Reply(200, out, bodies.body_of(rows, _json_mode(state)))
+        return Reply(200, out, body)
 
     async def _long_poll(self, state: StreamState, after: int, cursor: str | None) -> Reply:
         if state.closed:
@@ -446,6 +461,17 @@ class Streams:
             return sse.base64_payload(data)
         return data.decode("utf-8", "replace")
 
+    async def _sse_catch_up(self, state: StreamState, after: int, binary: bool) -> tuple[str, int]:
+        """A catch-up page from the log for one SSE data event: (payload, its last seq)."""
+        if _json_mode(state):
+            limits = self.limits
+            _, end, text = await self.store.read_json(
+                state, after, state.last_seq, limits.read_max_messages, limits.read_max_bytes
+            )
+            return "[" + text + "]", end
+        rows = await self._rows(state, after)
+        return self._payload(state, rows, binary), rows[-1][0]
+
     async def _frames(
         self, state: StreamState, after: int, cursor: str | None, binary: bool
     ) -> AsyncIterator[bytes]:
@@ -460,9 +486,9 @@ class Streams:
             channel.anchor(RunState(known, closed))
             while True:
                 advanced = channel.advanced
-                rows: list[tuple[int, str]] | None = None
+                payload: str | None = None
                 if after < known:
-                    rows = await self._rows(_upto(state, known), after)
+                    payload, end = await self._sse_catch_up(_upto(state, known), after, binary)
                 else:
                     rows = channel.rows_after(after)
                     if not rows and (channel.head or 0) > after:
@@ -470,13 +496,15 @@ class Streams:
                         continue
                     if channel.complete and channel.head is not None and channel.head <= after:
                         closed = True
-                if rows:
-                    after = rows[-1][0]
+                    if rows:
+                        payload, end = self._payload(state, rows, binary), rows[-1][0]
+                if payload is not None:
+                    after = end
                     known = max(known, after)
                     if channel.complete and channel.head == after:
                         closed = True
                     at_tail = after >= known and after >= (channel.head or 0)
-                    frame = sse.data_event(self._payload(state, rows, binary))
+                    frame = sse.data_event(payload)
                     frame += sse.control_event(
                         format_offset(after),
                         cursor=response_cursor(cursor),

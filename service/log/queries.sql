@@ -531,3 +531,43 @@ SELECT e.seq, e.type, e.chunk, e.received_at FROM chain c CROSS JOIN LATERAL (
     ORDER BY seq LIMIT $3
 ) AS e
 ORDER BY e.seq LIMIT $3;
+
+-- name: stream_read_own_json
+-- A JSON stream's catch-up as one row: the messages after $2 up to $3 (at
+-- most $4, and no more than $5 bytes past the first) joined with commas, their
+-- count and last seq. One text value instead of a record per message: the
+-- response body is built in PostgreSQL. A run that is no fork.
+SELECT count(*) AS n, max(seq) AS last, coalesce(string_agg(chunk, ',' ORDER BY seq), '') AS body
+FROM (
+    SELECT seq, chunk, sum(octet_length(chunk)) OVER (ORDER BY seq) - octet_length(chunk) AS before
+    FROM (
+        SELECT seq, chunk FROM events
+        WHERE run_id = $1 AND seq > $2 AND seq <= $3 ORDER BY seq LIMIT $4
+    ) AS page
+) AS sized
+WHERE before < $5;
+
+-- name: stream_read_json
+-- `stream_read_own_json` of a fork: the prefix from its source chain (see stream_read).
+WITH RECURSIVE chain(run_id, lo, hi) AS (
+    SELECT $1::text, coalesce((SELECT fork_seq FROM run_forks WHERE run_id = $1), 0),
+        9223372036854775807::bigint
+  UNION ALL
+    SELECT f.source_run_id,
+        coalesce((SELECT g.fork_seq FROM run_forks g WHERE g.run_id = f.source_run_id), 0), c.lo
+    FROM chain c JOIN run_forks f ON f.run_id = c.run_id
+    WHERE c.lo > $2
+)
+SELECT count(*) AS n, max(seq) AS last, coalesce(string_agg(chunk, ',' ORDER BY seq), '') AS body
+FROM (
+    SELECT seq, chunk, sum(octet_length(chunk)) OVER (ORDER BY seq) - octet_length(chunk) AS before
+    FROM (
+        SELECT e.seq, e.chunk FROM chain c CROSS JOIN LATERAL (
+            SELECT seq, chunk FROM events
+            WHERE events.run_id = c.run_id AND seq > greatest(c.lo, $2) AND seq <= least(c.hi, $3)
+            ORDER BY seq LIMIT $4
+        ) AS e
+        ORDER BY e.seq LIMIT $4
+    ) AS page
+) AS sized
+WHERE before < $5;

@@ -66,6 +66,8 @@ _LAST_SEQ = QUERIES["stream_last_seq"]
 _READ = QUERIES["stream_read"]
 _READ_OWN = QUERIES["stream_read_own"]
 _READ_ONE = QUERIES["stream_read_one"]
+_READ_OWN_JSON = QUERIES["stream_read_own_json"]
+_READ_JSON = QUERIES["stream_read_json"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,6 +200,20 @@ class StreamStore:
             async with self.pool.acquire() as conn:
                 rows = await conn.fetch(statement, state.run_id, after, upto, limit)
         return [(r[0], r[1]) for r in rows]
+
+    async def read_json(
+        self, state: StreamState, after: int, upto: int, limit: int, max_bytes: int
+    ) -> tuple[int, int, str]:
+        """A JSON stream's messages after `after` as (count, last seq, "m1,m2,...").
+
+        At most `limit` messages and about `max_bytes` (never fewer than one).
+        """
+        statement = _READ_OWN_JSON if state.fork_seq is None else _READ_JSON
+        with translated("the event log cannot be read"):
+            row = await self.pool.fetchrow(statement, state.run_id, after, upto, limit, max_bytes)
+        assert row is not None
+        count = int(row["n"])
+        return count, int(row["last"]) if count else after, str(row["body"])
 
     async def chunk_at(self, run_id: str, seq: int) -> str | None:
         with translated("the event log cannot be read"):
