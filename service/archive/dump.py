@@ -8,9 +8,10 @@ immutable, so the file is a consistent snapshot even while runs append.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
+from typing import Any
 
-from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy import Row, select
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from service.archive.format import event_line, header_line
 from service.audit.summary import RUN_COLUMNS
@@ -18,7 +19,7 @@ from service.errors import RunNotFound, ThreadNotFound, Unavailable
 from service.log import check_run_id
 from service.log.bulk import RunRecord
 from service.log.chunks import loads
-from service.log.schema import events, runs
+from service.log.schema import events, run_forks, runs
 
 PAGE = 5000
 
@@ -47,20 +48,40 @@ async def export_lines(engine: AsyncEngine, records: Sequence[RunRecord]) -> Asy
         after = 0
         while after < record.last_seq:
             async with engine.connect() as conn:
-                rows = (
-                    await conn.execute(
-                        select(events.c.seq, events.c.received_at, events.c.chunk)
-                        .where(events.c.run_id == record.run_id)
-                        .where(events.c.seq > after, events.c.seq <= record.last_seq)
-                        .order_by(events.c.seq)
-                        .limit(PAGE)
-                    )
-                ).all()
+                rows = await _page(conn, record.run_id, after, record.last_seq)
             if not rows or rows[0].seq != after + 1:
                 raise Unavailable(f"run {record.run_id!r} was deleted while it was exported")
             for row in rows:
                 yield event_line(record.run_id, row.seq, row.received_at, row.chunk)
             after = rows[-1].seq
+
+
+async def _page(
+    conn: AsyncConnection, run_id: str, after: int, upto: int
+) -> Sequence[Row[Any, Any, Any]]:
+    """Run `run_id`'s events after `after` up to `upto`; a fork's first ones are its
+    source's (shared, not copied: see service.log.streams), read from there."""
+    rows = (
+        await conn.execute(
+            select(events.c.seq, events.c.received_at, events.c.chunk)
+            .where(events.c.run_id == run_id)
+            .where(events.c.seq > after, events.c.seq <= upto)
+            .order_by(events.c.seq)
+            .limit(PAGE)
+        )
+    ).all()
+    if rows and rows[0].seq == after + 1:
+        return rows
+    fork = (
+        await conn.execute(
+            select(run_forks.c.source_run_id, run_forks.c.fork_seq).where(
+                run_forks.c.run_id == run_id
+            )
+        )
+    ).first()
+    if fork is None or after >= fork.fork_seq:
+        return rows
+    return await _page(conn, fork.source_run_id, after, min(upto, fork.fork_seq))
 
 
 async def export_bytes(engine: AsyncEngine, records: Sequence[RunRecord]) -> bytes:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import httpx
 
 from service.durable.offsets import format_offset
@@ -39,6 +41,13 @@ async def test_fork_when_run_forked_at_seq_then_prefix_shared_and_branch_goes_it
     # The source is untouched.
     source = (await client.get("/v1/runs/fork-src/events")).json()["events"]
     assert [e["chunk"] for e in source] == CHUNKS
+
+    # Its export is a whole run: the shared prefix, then its own events.
+    export = (await client.get("/v1/runs/fork-b/export")).text.splitlines()
+    exported = [json.loads(line) for line in export[1:]]
+    assert [(e["seq"], e["chunk"]) for e in exported] == list(
+        enumerate([*CHUNKS[:3], retry], start=1)
+    )
 
     # The same fork through the stream API, the run's SSE replay included.
     read = await client.get("/v1/stream/fork-b", params={"offset": format_offset(1)})
