@@ -103,3 +103,50 @@ async def test_append_when_stream_closed_then_409_with_stream_closed_and_nothing
     assert late.headers["stream-next-offset"] == format_offset(1)
     assert late.json()["error"]["code"] == "stream_closed"
     assert (await client.get("/v1/stream/closing")).content == b"done"
+
+
+async def test_put_when_refused_then_neither_stream_nor_run_is_left(
+    client: httpx.AsyncClient,
+) -> None:
+    bad_json = await client.put(
+        "/v1/stream/half-1", headers={"Content-Type": "application/json"}, content=b"[1, nope"
+    )
+    assert (bad_json.status_code, bad_json.json()["error"]["code"]) == (400, "invalid_json")
+    await client.put("/v1/stream/half-src", headers={"Content-Type": "text/plain"}, content=b"ab")
+    bad_fork = await client.put(
+        "/v1/stream/half-2",
+        headers={
+            "Stream-Forked-From": "/v1/stream/half-src",
+            "Stream-Fork-Offset": format_offset(0),
+            "Stream-Fork-Sub-Offset": "3",
+        },
+    )
+    assert (bad_fork.status_code, bad_fork.json()["error"]["code"]) == (400, "invalid_fork_offset")
+    for name in ("half-1", "half-2"):
+        assert (await client.head(f"/v1/stream/{name}")).status_code == 404
+        assert (await client.get(f"/v1/runs/{name}")).status_code == 404
+
+
+async def test_producer_when_retried_after_success_then_204_duplicate_and_stored_once(
+    client: httpx.AsyncClient,
+) -> None:
+    await client.put("/v1/stream/prod-1", headers={"Content-Type": "application/json"})
+    send = {
+        "Content-Type": "application/json",
+        "Producer-Id": "p",
+        "Producer-Epoch": "0",
+        "Producer-Seq": "0",
+    }
+    first = await client.post("/v1/stream/prod-1", headers=send, json=[{"n": 1}, {"n": 2}])
+    again = await client.post("/v1/stream/prod-1", headers=send, json=[{"n": 1}, {"n": 2}])
+    assert (first.status_code, again.status_code) == (200, 204)
+    assert again.headers["stream-next-offset"] == first.headers["stream-next-offset"]
+    gap = await client.post(
+        "/v1/stream/prod-1", headers={**send, "Producer-Seq": "5"}, json=[{"n": 3}]
+    )
+    assert gap.status_code == 409
+    assert (gap.headers["producer-expected-seq"], gap.headers["producer-received-seq"]) == (
+        "1",
+        "5",
+    )
+    assert (await client.get("/v1/stream/prod-1")).json() == [{"n": 1}, {"n": 2}]
