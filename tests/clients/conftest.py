@@ -33,7 +33,12 @@ def replicas(database_url: str) -> Iterator[Replicas]:
         "REPLAY_HEARTBEAT_SECONDS": "1",
         # Slow enough that a client can leave mid-answer, fast enough for CI.
         "REPLAY_DEMO_DELAY_SECONDS": "0.02",
-        "REPLAY_AGENTS": json.dumps({"approve": "python:tests.clients.agents:approval"}),
+        "REPLAY_AGENTS": json.dumps(
+            {
+                "approve": "python:tests.clients.agents:approval",
+                "paused": "python:tests.clients.agents:paused",
+            }
+        ),
     }
     with serve_subprocess(env) as (a, _), serve_subprocess(env) as (b, _):
         yield Replicas(a, b)

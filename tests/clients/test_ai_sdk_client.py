@@ -103,7 +103,7 @@ async def test_ai_sdk_transport_when_agent_asks_approval_then_each_major_gets_wh
 ) -> None:
     api = f"{replicas.a}/v1/ai-sdk/approve" + ("?approvals=true" if approvals else "")
     chat = f"approve-{package}-{approvals}"
-    result = await run_node(node_harness, "ai_sdk_approval.mjs", package, api, chat)
+    result = await run_node(node_harness, "ai_sdk_chat.mjs", package, api, chat)
     if package == "ai5" and approvals:
         # The README's table: AI SDK 5 has no tool-approval-request and refuses the stream.
         assert "error" in result and "tool-approval-request" in result["error"], result
@@ -119,3 +119,23 @@ async def test_ai_sdk_transport_when_agent_asks_approval_then_each_major_gets_wh
         assert tool["state"] == "input-available"
         data = [p for p in parts if p["type"] == "data-approval-requested"]
         assert data and data[0]["data"]["approval"]["id"].endswith("-ok")
+
+
+@pytest.mark.parametrize("package", ["ai5", "ai"])
+async def test_ai_sdk_transport_when_agent_pauses_past_a_heartbeat_then_comment_and_client_reads_on(
+    node_harness: Path, replicas: Replicas, package: str
+) -> None:
+    async with httpx.AsyncClient(base_url=replicas.a, timeout=60) as http:
+        question = {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "hm?"}]}
+        raw = await http.post(
+            "/v1/ai-sdk/paused", json={"id": f"paused-raw-{package}", "messages": [question]}
+        )
+    lines = raw.text.split("\n")
+    first_delta = next(i for i, line in enumerate(lines) if '"text-delta"' in line)
+    assert any(line.startswith(":") for line in lines[first_delta:]), raw.text
+    api = f"{replicas.a}/v1/ai-sdk/paused"
+    result = await run_node(node_harness, "ai_sdk_chat.mjs", package, api, f"paused-{package}")
+    assert "error" not in result, result
+    assert result["message"]["parts"] == [
+        {"type": "text", "text": "Let me think... yes.", "state": "done"}
+    ]

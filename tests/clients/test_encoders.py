@@ -17,7 +17,7 @@ from service.agents.demo import demo_agent
 from service.projector.agui import AguiProjection, AguiRelay, AguiResume
 from service.projector.ai_sdk import UIMessageStreamEncoder
 from service.projector.ai_sdk_messages import build_message
-from tests.projector.strategies import logs
+from tests.projector.strategies import chunks, json_values, scalars
 
 V5_TYPES = {
     "start", "finish", "abort", "error", "message-metadata", "start-step", "finish-step",
@@ -26,6 +26,22 @@ V5_TYPES = {
     "tool-input-error", "tool-output-available", "tool-output-error",
 }  # fmt: skip
 COMMON_FINISH = {"stop", "length", "content-filter", "tool-calls", "error", "other"}
+
+patches = st.lists(
+    st.one_of(
+        st.fixed_dictionaries({"op": st.just("add"), "path": st.sampled_from(["/n", "/m"]),
+                               "value": scalars}),
+        st.fixed_dictionaries({"op": st.just("remove"), "path": st.sampled_from(["/n", "/x"])}),
+        st.fixed_dictionaries({"op": st.just("replace"), "path": st.just(""),
+                               "value": json_values}),
+    ),
+    max_size=3,
+)  # fmt: skip
+state_events = st.one_of(
+    st.builds(lambda v: {"type": "STATE_SNAPSHOT", "snapshot": v}, json_values),
+    st.builds(lambda d: {"type": "STATE_DELTA", "delta": d}, patches),
+)
+logs_with_state = st.lists(st.one_of(chunks(), state_events), max_size=30)
 
 
 def demo_log(question: str = "Is it cold?") -> list[dict[str, Any]]:
@@ -187,7 +203,7 @@ def test_ai_sdk_encoder_when_approval_requested_then_approval_chunk_only_when_as
 
 
 @settings(max_examples=300, deadline=None)
-@given(log=logs)
+@given(log=logs_with_state)
 def test_ai_sdk_encoder_when_any_log_then_stream_is_one_the_client_accepts(log: list[Any]) -> None:
     chunks = encode(log)
     check_ui_stream(chunks, V5_TYPES)
@@ -243,7 +259,10 @@ def resumed(log: list[Any], cut: int, run_input: dict[str, Any]) -> list[dict[st
     return join.begin() + [out for event in log[cut:] for out in join.feed(event)]
 
 
-RUN_INPUT = {"messages": [{"id": "u1", "role": "user", "content": "Is it cold?"}]}
+RUN_INPUT = {
+    "messages": [{"id": "u1", "role": "user", "content": "Is it cold?"}],
+    "state": {"n": 0},
+}
 
 
 def test_agui_prefix_when_joining_anywhere_in_demo_run_then_valid_and_same_messages() -> None:
@@ -275,7 +294,7 @@ valid_cut = st.integers(min_value=0, max_value=40)
 
 
 @settings(max_examples=300, deadline=None)
-@given(log=logs, cut=valid_cut)
+@given(log=logs_with_state, cut=valid_cut)
 def test_agui_prefix_when_any_log_cut_anywhere_then_client_state_is_the_same(
     log: list[Any], cut: int
 ) -> None:
@@ -288,3 +307,4 @@ def test_agui_prefix_when_any_log_cut_anywhere_then_client_state_is_the_same(
     for event in resumed(log, min(cut, len(log)), RUN_INPUT):
         client.apply(event)
     assert client.messages == whole.messages
+    assert client.state == whole.state

@@ -1,4 +1,4 @@
-// One chat with an agent that asks for approval, through one AI SDK major's own transport.
+// One chat through one AI SDK major's own transport (sendMessages, readUIMessageStream).
 // argv: package (`ai5` or `ai`), the endpoint URL (with or without ?approvals=true), chat id.
 // Prints {message} (readUIMessageStream's last) or {error} (the client refused the stream).
 const [pkg, api, chatId] = process.argv.slice(2);
