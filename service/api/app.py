@@ -33,6 +33,7 @@ from service.api import (
     docs,
     durable,
     health,
+    inspect_page,
     runs,
     stream,
 )
@@ -185,6 +186,7 @@ def create_app(
     app.include_router(health.router)
     app.include_router(metrics_route.router)
     app.include_router(demo_page.router)
+    app.include_router(inspect_page.router)
     # Before runs.router: its /v1/runs/{run_id} must not shadow /v1/runs.
     app.include_router(audit.router, dependencies=[Depends(require_api_key)])
     app.include_router(runs.router, dependencies=[Depends(require_api_key)])

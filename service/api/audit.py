@@ -7,7 +7,7 @@ the runs' maintained columns, the projection cache, or one run's events.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Path, Query
 from starlette.responses import Response, StreamingResponse
@@ -15,13 +15,15 @@ from starlette.responses import Response, StreamingResponse
 from service.api.deps import EngineDep, LogDep
 from service.api.models import ERRORS
 from service.api.responses import JSON
-from service.archive.dump import export_lines, run_records
+from service.archive.dump import export_bytes, export_lines, run_records
+from service.archive.reader import read_archive
 from service.audit.cache import StoredRun, run_projection, thread_messages
 from service.audit.filters import STATUSES, RunFilter
 from service.audit.projection import messages_json
 from service.audit.queries import list_runs
 from service.log import MAX_SEQ
 from service.log.chunks import dumps
+from service.transcript import from_archive, render
 
 router = APIRouter(tags=["audit"], responses=ERRORS)
 
@@ -104,3 +106,38 @@ async def export_run(engine: EngineDep, run_id: RunId) -> Response:
         media_type="application/x-ndjson",
         headers={"Content-Disposition": f'attachment; filename="{run_id}.jsonl"'},
     )
+
+
+TranscriptFormat = Annotated[
+    Literal["markdown", "html", "json"], Query(description="markdown (default), html or json")
+]
+_TRANSCRIPT_TYPES = {
+    "markdown": "text/markdown; charset=utf-8",
+    "html": "text/html; charset=utf-8",
+    "json": "application/json",
+}
+
+
+async def _transcript(
+    engine: EngineDep, fmt: str, *, run_id: str | None = None, thread_id: str | None = None
+) -> Response:
+    # The same path as `replay transcript --run/--thread`: the export, read back.
+    records = await run_records(engine, run_id=run_id, thread_id=thread_id)
+    archive = read_archive(await export_bytes(engine, records))
+    return Response(render(from_archive(archive), fmt).encode(), media_type=_TRANSCRIPT_TYPES[fmt])
+
+
+@router.get("/v1/runs/{run_id}/transcript")
+async def run_transcript(
+    engine: EngineDep, run_id: RunId, format: TranscriptFormat = "markdown"
+) -> Response:
+    """The run as `replay transcript --run` writes it."""
+    return await _transcript(engine, format, run_id=run_id)
+
+
+@router.get("/v1/threads/{thread_id}/transcript")
+async def thread_transcript(
+    engine: EngineDep, thread_id: str, format: TranscriptFormat = "markdown"
+) -> Response:
+    """The thread as `replay transcript --thread` writes it."""
+    return await _transcript(engine, format, thread_id=thread_id)
