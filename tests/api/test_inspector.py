@@ -183,7 +183,8 @@ async def test_inspector_run_when_events_appended_and_connection_dropped_then_ty
         await _append(http, run, [
             *({"type": "TOOL_CALL_ARGS", "toolCallId": "c1", "delta": d} for d in DELTAS[half:]),
             {"type": "TOOL_CALL_END", "toolCallId": "c1"},
-            {"type": "TOOL_CALL_RESULT", "toolCallId": "c1", "messageId": "r1", "content": "wrote it"},
+            {"type": "TOOL_CALL_RESULT", "toolCallId": "c1", "messageId": "r1",
+             "content": "wrote it"},
             *_text("m2", "Done."),
             {"type": "RUN_FINISHED", "threadId": "t-live-page", "runId": run},
         ], close=True)  # fmt: skip
