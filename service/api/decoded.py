@@ -15,16 +15,15 @@ from collections.abc import Hashable, Sequence
 from typing import Any
 
 import orjson
-from sqlalchemy.ext.asyncio import AsyncEngine
 
-from service.audit.events import EventFilter, read_events
+from service.log import LogStore
 from service.log.chunks import dumps
 from service.log.typefilter import TypeFilter
 from service.projector.typewriter import ToolCalls
 from service.stream.audience import sse_frame
 from service.stream.framing import Encoding, Row, one_line
 
-_TOOL_EVENTS = TypeFilter.parse("TOOL_CALL_START,TOOL_CALL_ARGS,TOOL_CALL_END")
+_TOOL_TYPES = frozenset({"TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END"})
 _PRIME_PAGE = 1000
 
 
@@ -56,19 +55,18 @@ class DecodedFramer:
         kind = chunk.get("type")
         return (kind if isinstance(kind, str) else ""), self._calls.observe(chunk)
 
-    async def prime(self, engine: AsyncEngine, run_id: str, through: int) -> None:
-        """Feed the run's tool-call events up to `through` without framing them."""
+    async def prime(self, log: LogStore, run_id: str, through: int) -> None:
+        """Feed the run's events up to `through` to the decoder without framing them.
+
+        Read through the log's API, which also stitches a fork's prefix from its source.
+        """
         after = 0
         while after < through:
-            async with engine.connect() as conn:
-                events = await read_events(
-                    conn, run_id, EventFilter(patterns=_TOOL_EVENTS), after=after, limit=_PRIME_PAGE
-                )
+            events = await log.read_events(run_id, after, min(_PRIME_PAGE, through - after))
             for event in events:
-                if event.seq > through:
-                    return
-                self.observe(event.chunk)
-            if len(events) < _PRIME_PAGE:
+                if event.type in _TOOL_TYPES:
+                    self.observe(event.chunk)
+            if not events:
                 return
             after = events[-1].seq
 

@@ -124,7 +124,7 @@ async def _framer(
         return audience_framer(encoding, types, named)
     framer = DecodedFramer(encoding, None if types is None or types.everything else types, named)
     if plan.cursor > 0:
-        await framer.prime(state.engine, plan.run_id, plan.cursor)
+        await framer.prime(state.log, plan.run_id, plan.cursor)
     return framer
 
 
