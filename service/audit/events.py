@@ -10,13 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import or_, select
+from sqlalchemy import ColumnElement, and_, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from service.audit.filters import utc
 from service.log import Event
 from service.log.chunks import storable
-from service.log.schema import events
+from service.log.schema import events, run_forks
 from service.log.typefilter import TypeFilter
 
 
@@ -39,11 +39,36 @@ class EventFilter:
         )
 
 
+async def _segments(conn: AsyncConnection, run_id: str) -> list[ColumnElement[bool]]:
+    """Where a run's events are: its own rows and, for a fork, its source's up to the
+    fork point (shared, not copied: service.log.streams), down the chain."""
+    where: list[ColumnElement[bool]] = []
+    current, upto = run_id, None
+    while True:
+        fork = (
+            await conn.execute(
+                select(run_forks.c.source_run_id, run_forks.c.fork_seq).where(
+                    run_forks.c.run_id == current
+                )
+            )
+        ).first()
+        own = [events.c.run_id == current]
+        if fork is not None:
+            own.append(events.c.seq > fork.fork_seq)
+        if upto is not None:
+            own.append(events.c.seq <= upto)
+        where.append(and_(*own))
+        if fork is None:
+            return where
+        current, upto = fork.source_run_id, fork.fork_seq
+
+
 async def read_events(
     conn: AsyncConnection, run_id: str, f: EventFilter, *, after: int = 0, limit: int = 1000
 ) -> list[Event]:
+    segments = await _segments(conn, run_id)
     query = select(events.c.seq, events.c.type, events.c.chunk, events.c.received_at).where(
-        events.c.run_id == run_id, events.c.seq > after
+        segments[0] if len(segments) == 1 else or_(*segments), events.c.seq > after
     )
     if f.types:
         # Stored types went through `storable`; so do the ones asked for.

@@ -36,6 +36,8 @@ async def test_fork_when_run_forked_at_seq_then_prefix_shared_and_branch_goes_it
     assert [e["chunk"] for e in events] == [*CHUNKS[:3], retry]
     later = (await client.get("/v1/runs/fork-b/events", params={"after": 1})).json()["events"]
     assert [e["seq"] for e in later] == [2, 3, 4]
+    typed = await client.get("/v1/runs/fork-b/events", params={"type": "TEXT_MESSAGE_CONTENT"})
+    assert [e["seq"] for e in typed.json()["events"]] == [3, 4]
     messages = (await client.get("/v1/runs/fork-b/messages")).json()["messages"]
     assert messages[0]["parts"] == [{"type": "text", "content": "Keep but this."}]
     # The source is untouched.
