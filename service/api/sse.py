@@ -1,54 +1,138 @@
-"""`StreamResponse`: sse-starlette's `EventSourceResponse` with a cheaper send path.
+"""`StreamResponse`: the run stream's ASGI response, our own, beside sse-starlette.
 
-Deliberate divergence from sse-starlette (its ping, disconnect watch, shutdown
-drain, HEAD handling and `send_timeout` contract are kept):
+Which and why: a small response of our own, not a subclass of sse-starlette's
+`EventSourceResponse`. Its public API cannot express what the fan-out needs
+(one cheap send per follower per wake-up: with 1,000 followers every append
+costs 1,000 sends, and the library's `anyio.move_on_after` around each send,
+a fresh cancel scope with its deadline timer, was a large share of the
+fan-out's CPU), and reaching past it meant overriding three private methods
+and reading its private attributes. So this module owns the loop and keeps
+to sse-starlette's public contract where the two meet (checked against the
+pinned library by `tests/stream/test_sse_parity.py`):
 
-* A data send is not wrapped in its own `anyio.move_on_after`. With 1,000
-  followers of a run every append costs 1,000 sends, and a fresh cancel scope
-  per send (deadline timer, task-state lookups) was a large share of the
-  fan-out's CPU. Instead each data send stamps when it started, and the ping
-  task, waking at least every `send_timeout / 4`, ends the response with the
-  library's `SendTimeoutError` once a send has been stuck for `send_timeout`.
-  A stalled client is therefore dropped after between 1 and 1.25 times
-  `send_timeout` rather than exactly at it.
+* the same headers (`Cache-Control: no-store` unless given, `Connection:
+  keep-alive`, `X-Accel-Buffering: no`) and bytes, HEAD answered with headers
+  and an empty body, heartbeats as its `ServerSentEvent` comments;
+* a stalled send ends the response with its `SendTimeoutError`, and the body
+  is closed (its cleanup runs, bounded) before the error escapes;
+* the client's `http.disconnect` ends the response;
+* shutdown drains: streams end once `AppStatus.should_exit` is set (the
+  library sets it from uvicorn's exit handler).
+
+Deliberate divergences, each for the send path's cost:
+
+* A data send is not wrapped in its own cancel scope. Each send stamps when
+  it started, and the ping task, waking at least every `send_timeout / 4`,
+  ends the response once a send has been stuck for `send_timeout`: a stalled
+  client is dropped after between 1 and 1.25 times `send_timeout`.
 * That watch lives in the ping task, so it needs `ping > 0` (the app always
   sends heartbeats); with `ping=0` sends are not timed at all.
-* Pings keep the library's own timed send: they are rare.
-* The data loop is our own: the body yields pre-framed bytes, so the
-  library's per-chunk encode step and debug log go, and the stamp is set
-  inline rather than in a wrapper coroutine. It runs once per follower per
-  wake-up; on a send failure the body is closed (shielded, bounded by the
-  library's cleanup timeout) before the error escapes, as the library does.
+* The body yields pre-framed `bytes` (many events each): there is no
+  per-chunk encode step or debug log.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import signal
 import time
+import weakref
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 
 import anyio
-from sse_starlette import EventSourceResponse, ServerSentEvent
-from sse_starlette.event import ensure_bytes
-from sse_starlette.sse import SendTimeoutError
-from starlette.types import Message, Send
+from sse_starlette import ServerSentEvent
+from sse_starlette.sse import AppStatus, SendTimeoutError
+from starlette.datastructures import MutableHeaders
+from starlette.responses import Response
+from starlette.types import Message, Receive, Scope, Send
 
 log = logging.getLogger("replay.stream")
 
+# How often a stream checks for the server's exit (as sse-starlette polls it).
+_EXIT_POLL_SECONDS = 0.5
 
-class StreamResponse(EventSourceResponse):
-    # When the data send in progress began (monotonic), None between sends.
-    _send_started: float | None = None
 
-    async def _stream_response(self, send: Send) -> None:
-        await send(
-            {"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers}
-        )
+def blank_line() -> bytes:
+    """The NDJSON keepalive: an SSE comment would break an NDJSON reader, and
+    TanStack's line reader skips blank lines."""
+    return b"\n"
+
+
+class StreamResponse(Response):
+    """Streams pre-framed `bytes` from `body`, with heartbeats, until it ends or the client goes."""
+
+    def __init__(
+        self,
+        body: AsyncIterator[bytes],
+        *,
+        headers: Mapping[str, str] | None = None,
+        media_type: str = "text/event-stream",
+        ping: float = 15,
+        ping_message: Callable[[], bytes] | None = None,
+        sep: str = "\n",
+        send_timeout: float | None = None,
+        cleanup_timeout: float = 30.0,
+        status_code: int = 200,
+    ) -> None:
+        self.body_iterator = body
+        self.status_code = status_code
+        self.media_type = media_type
+        self.background = None
+        merged = MutableHeaders(headers=dict(headers or {}))
+        merged.setdefault("Cache-Control", "no-store")
+        merged["Connection"] = "keep-alive"
+        merged["X-Accel-Buffering"] = "no"
+        self.init_headers(merged)
+        self.ping_interval = ping
+        self.ping_message = ping_message or self._comment_ping
+        self.sep = sep
+        self.send_timeout = send_timeout
+        self.cleanup_timeout = cleanup_timeout
+        self.active = True
+        # When the data send in progress began (monotonic), None between sends.
+        self._send_started: float | None = None
+        self._send_lock = anyio.Lock()
+
+    def _comment_ping(self) -> bytes:
+        """sse-starlette's default heartbeat: a `: ping - <time>` comment."""
+        return ServerSentEvent(comment=f"ping - {datetime.now(UTC)}", sep=self.sep).encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        start: Message = {
+            "type": "http.response.start",
+            "status": self.status_code,
+            "headers": self.raw_headers,
+        }
+        if scope["type"] == "http" and scope["method"].upper() == "HEAD":
+            # An endless stream must not start for HEAD: the server would wait forever.
+            await send(start)
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            return
+        try:
+            async with anyio.create_task_group() as group:
+
+                async def until_done(part: Callable[[], Awaitable[None]]) -> None:
+                    await part()
+                    group.cancel_scope.cancel()
+
+                group.start_soon(until_done, lambda: self._stream(start, send))
+                if self.ping_interval > 0:
+                    group.start_soon(until_done, lambda: self._ping(send))
+                group.start_soon(until_done, _server_exit)
+                group.start_soon(until_done, lambda: self._disconnect(receive))
+        except BaseExceptionGroup as group_error:
+            # One task's failure is the response's (as Starlette's own streams unwrap it).
+            errors = group_error.exceptions
+            raise errors[0] if len(errors) == 1 else group_error from None
+
+    async def _stream(self, start: Message, send: Send) -> None:
+        await send(start)
         async for data in self.body_iterator:
             try:
-                body = data if type(data) is bytes else ensure_bytes(data, self.sep)
                 self._send_started = time.monotonic()
-                await send({"type": "http.response.body", "body": body, "more_body": True})
+                await send({"type": "http.response.body", "body": data, "more_body": True})
                 self._send_started = None
             except BaseException:
                 await self._close_body()
@@ -62,18 +146,11 @@ class StreamResponse(EventSourceResponse):
         aclose = getattr(self.body_iterator, "aclose", None)
         if aclose is None:
             return
-        with anyio.move_on_after(self._cleanup_timeout, shield=True):
+        with anyio.move_on_after(self.cleanup_timeout, shield=True):
             try:
                 await aclose()
             except Exception:
                 log.exception("closing a stream body after a failed send")
-
-    async def _send_with_timeout(self, send: Send, message: Message) -> None:
-        self._send_started = time.monotonic()
-        try:
-            await send(message)
-        finally:
-            self._send_started = None
 
     async def _ping(self, send: Send) -> None:
         interval = self.ping_interval
@@ -89,17 +166,68 @@ class StreamResponse(EventSourceResponse):
             if now < next_ping:
                 continue
             next_ping = now + interval
-            ping = (
-                self.ping_message_factory()
-                if self.ping_message_factory
-                else ServerSentEvent(comment=f"ping - {datetime.now(UTC)}", sep=self.sep)
-            )
             message: Message = {
                 "type": "http.response.body",
-                "body": ensure_bytes(ping, self.sep),
+                "body": self.ping_message(),
                 "more_body": True,
             }
             async with self._send_lock:
                 if self.active:
-                    # The library's own timed send: a stuck ping cannot hang here.
-                    await super()._send_with_timeout(send, message)
+                    # Timed on its own (rare, unlike data sends): a stuck ping cannot hang.
+                    with anyio.move_on_after(timeout) as scope:
+                        await send(message)
+                    if scope.cancel_called:
+                        raise SendTimeoutError()
+
+    async def _disconnect(self, receive: Receive) -> None:
+        while self.active:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                self.active = False
+                return
+
+
+# One watcher per event loop, shared by every stream on it (as sse-starlette
+# keeps one per thread): a poll per stream would cost the fan-out a wake-up
+# per follower twice a second.
+_EXITS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Event] = (
+    weakref.WeakKeyDictionary()
+)
+_WATCHERS: set[asyncio.Task[None]] = set()
+
+
+def _exiting() -> bool:
+    """sse-starlette's signals for "the server is shutting down".
+
+    `AppStatus.should_exit` is set by the library's patch of uvicorn's exit
+    handler; a uvicorn server told to stop directly (`should_exit = True`, as
+    an embedding program or a test does) is found, as the library finds it,
+    through the SIGTERM handler it installed.
+    """
+    if AppStatus.should_exit:
+        return True
+    if not AppStatus.enable_automatic_graceful_drain:
+        return False
+    server = getattr(signal.getsignal(signal.SIGTERM), "__self__", None)
+    return bool(getattr(server, "should_exit", False))
+
+
+async def _watch_exit(event: asyncio.Event) -> None:
+    # Polled: neither uvicorn nor sse-starlette offers an event to wait on.
+    while not _exiting():  # noqa: ASYNC110
+        await asyncio.sleep(_EXIT_POLL_SECONDS)
+    event.set()
+
+
+async def _server_exit() -> None:
+    """Returns once the server is shutting down, so open streams drain."""
+    if _exiting():
+        return
+    loop = asyncio.get_running_loop()
+    event = _EXITS.get(loop)
+    if event is None or event.is_set():
+        event = _EXITS[loop] = asyncio.Event()
+        watcher = loop.create_task(_watch_exit(event), name="stream-exit-watch")
+        _WATCHERS.add(watcher)
+        watcher.add_done_callback(_WATCHERS.discard)
+    await event.wait()

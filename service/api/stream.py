@@ -10,13 +10,12 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path, Query, Request
-from sse_starlette import ServerSentEvent
 from starlette.responses import Response
 
 from service.api.decoded import DecodedFramer
 from service.api.deps import AppState, StateDep
 from service.api.models import ERRORS
-from service.api.sse import StreamResponse
+from service.api.sse import StreamResponse, blank_line
 from service.errors import InvalidRequest
 from service.log.typefilter import TypeFilter
 from service.stream import Encoding, Offset, Plan, choose_encoding, parse_offset, plan_stream, tail
@@ -26,22 +25,9 @@ from service.stream.tail import resolve_offset
 
 router = APIRouter(prefix="/v1/runs", tags=["stream"], responses=ERRORS)
 
-# sse-starlette adds X-Accel-Buffering itself; no-cache (not its default
+# StreamResponse adds X-Accel-Buffering itself; no-cache (not its default
 # no-store) is what the issue and TanStack's reference server send.
 STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-
-
-class _BlankLine(ServerSentEvent):
-    """The NDJSON keepalive.
-
-    Deliberate divergence from sse-starlette: its ping is an SSE comment,
-    which an NDJSON reader would parse as JSON and fail on. TanStack's line
-    reader skips blank lines, so the keepalive is a bare newline, sent by the
-    library's own ping task all the same.
-    """
-
-    def encode(self) -> bytes:
-        return b"\n"
 
 
 async def stream_response(
@@ -78,17 +64,16 @@ async def stream_response(
         return Response(status_code=204, headers=STREAM_HEADERS)
     settings = state.settings
     sse = encoding is Encoding.SSE
-    # Divergence from sse-starlette's usual use: the generator yields bytes,
-    # each a pre-framed page of many events, which the library sends as they
-    # are (`ensure_bytes`), instead of one ServerSentEvent per send; one write
-    # per event caps catch-up at a fraction of the throughput.
+    # The generator yields bytes, each a pre-framed page of many events, sent
+    # as they are: one write per event would cap catch-up at a fraction of
+    # the throughput.
     framer: Framer = encoding
     if framer_options is not None:
         framer = await _framer(state, plan, encoding, *framer_options)
     body = tail(
         state.hub, plan, framer, preamble=sse_preamble(settings.stream_retry_ms) if sse else b""
     )
-    options: dict[str, Any] = {} if sse else {"ping_message_factory": _BlankLine}
+    options: dict[str, Any] = {} if sse else {"ping_message": blank_line}
     return StreamResponse(
         body,
         headers=STREAM_HEADERS,
