@@ -8,6 +8,7 @@ from types import TracebackType
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request
+from pydantic import BaseModel
 from starlette.responses import Response
 
 from service import metrics
@@ -16,6 +17,7 @@ from service.api.models import (
     ERRORS,
     AppendIn,
     AppendOut,
+    ErrorOut,
     EventsPage,
     ForkIn,
     ForkOut,
@@ -45,6 +47,7 @@ from service.ingest import (
 )
 from service.log import MAX_SEQ, check_run_id
 from service.log.chunks import dumps
+from service.log.eventlog import RUN_ID
 from service.log.typefilter import TypeFilter
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"], responses=ERRORS)
@@ -81,43 +84,16 @@ async def create_run(log: LogDep, run_id: RunId, body: RunCreate | None = None) 
     return JSON(run.to_json(), status_code=201 if created else 200)
 
 
-_APPEND_BODY: dict[str, Any] = {
-    "requestBody": {
-        "required": True,
-        "content": {
-            "application/json": {"schema": AppendIn.model_json_schema()},
-            NDJSON: {"schema": {"type": "string", "description": "one AG-UI chunk per line"}},
-        },
-    }
-}
+async def append_events(request: Request) -> Response:
+    """Append a batch durably; answers after commit. Creates the run if missing.
 
-
-@router.post(
-    "/{run_id}/events",
-    responses={200: {"model": AppendOut}},
-    openapi_extra=_APPEND_BODY,
-)
-async def append_events(
-    request: Request,
-    state: StateDep,
-    run_id: RunId,
-    expected_seq: Annotated[
-        int | None, Query(ge=1, le=MAX_SEQ, description="NDJSON bodies only")
-    ] = None,
-    close: Annotated[bool, Query(description="NDJSON bodies only")] = False,
-) -> Response:
-    """Append a batch durably; answers after commit. Creates the run if missing."""
-    with _Counted():
-        return await _append(request, state, run_id, expected_seq, close)
-
-
-async def append_events_fast(request: Request) -> Response:
-    """The same route as `append_events`, without FastAPI's per-request machinery.
-
-    Registered ahead of the FastAPI route (which stays for the OpenAPI
-    document): dependency solving and parameter validation cost more CPU than
-    the append itself, and single-chunk producers post thousands a second.
+    The body is `{"events": [...], "expected_seq"?: N, "close"?: bool}`, or
+    NDJSON (one chunk per line) with `?expected_seq=&close=`.
     """
+    # A plain Starlette endpoint, the only handler of this route: FastAPI's
+    # dependency solving and validation cost more CPU than the append itself,
+    # and single-chunk producers post thousands a second. Its OpenAPI entry is
+    # `document_append`'s.
     with _Counted():
         state = state_of(request)
         await require_api_key(request)
@@ -174,6 +150,63 @@ async def _append(
         run_id, batch.chunks, expected_seq=batch.expected_seq, close=batch.close
     )
     return JSON({"run_id": run_id, "first_seq": result.first_seq, "last_seq": result.last_seq})
+
+
+# The append route's OpenAPI entry. The route itself is a plain Starlette
+# endpoint (FastAPI's dependency solving and validation would cost more CPU
+# than the append), so its operation is written here, from the same models,
+# and merged into the document FastAPI builds (see service.api.app).
+_ERROR_STATUSES = (400, 401, 404, 409, 413, 415, 422)
+
+
+def _ref(model: type[BaseModel]) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{model.__name__}"}
+
+
+def document_append(schema: dict[str, Any]) -> None:
+    """Add `POST /v1/runs/{run_id}/events` (and the schemas it names) to `schema`."""
+    components = schema.setdefault("components", {}).setdefault("schemas", {})
+    for model in (AppendIn, AppendOut, ErrorOut):
+        model_schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+        components.update(model_schema.pop("$defs", {}))
+        components[model.__name__] = model_schema
+    responses: dict[str, Any] = {
+        "200": {
+            "description": "Appended (after commit)",
+            "content": {"application/json": {"schema": _ref(AppendOut)}},
+        }
+    }
+    for status in _ERROR_STATUSES:
+        responses[str(status)] = {
+            "description": "Rejected; nothing was appended",
+            "content": {"application/json": {"schema": _ref(ErrorOut)}},
+        }
+    operation = {
+        "tags": ["runs"],
+        "summary": "Append Events",
+        "description": (append_events.__doc__ or "").strip(),
+        "operationId": "append_events_v1_runs__run_id__events_post",
+        "parameters": [
+            {"name": "run_id", "in": "path", "required": True,
+             "schema": {"type": "string", "pattern": RUN_ID.pattern},
+             "description": "1-128 characters of A-Z a-z 0-9 . _ : -"},
+            {"name": "expected_seq", "in": "query", "required": False,
+             "schema": {"type": "integer", "minimum": 1, "maximum": MAX_SEQ},
+             "description": "NDJSON bodies only"},
+            {"name": "close", "in": "query", "required": False,
+             "schema": {"type": "boolean", "default": False},
+             "description": "NDJSON bodies only"},
+        ],
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/json": {"schema": _ref(AppendIn)},
+                NDJSON: {"schema": {"type": "string", "description": "one AG-UI chunk per line"}},
+            },
+        },
+        "responses": responses,
+    }  # fmt: skip
+    schema.setdefault("paths", {}).setdefault("/v1/runs/{run_id}/events", {})["post"] = operation
 
 
 @router.post("/{run_id}/close", responses={200: {"model": RunOut}})
