@@ -26,7 +26,8 @@ from service.api.agents import RunAgentInput
 from service.api.deps import StateDep
 from service.api.hydration import hydrate
 from service.api.models import ERRORS
-from service.api.stream import STREAM_HEADERS, stream_response
+from service.api.sse import STREAM_HEADERS
+from service.api.stream import stream_response
 from service.errors import InvalidRequest, OffsetOutOfRange, RunNotFound
 from service.log.chunks import dumps
 from service.stream import Encoding, choose_encoding

@@ -18,8 +18,7 @@ from typing import Any
 from starlette.responses import Response
 
 from service.api.deps import AppState
-from service.api.sse import StreamResponse
-from service.api.stream import STREAM_HEADERS
+from service.api.sse import STREAM_HEADERS, StreamResponse
 from service.log.chunks import dumps, loads
 from service.stream import Plan, tail
 from service.stream.framing import Row

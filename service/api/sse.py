@@ -50,6 +50,11 @@ from starlette.types import Message, Receive, Scope, Send
 
 log = logging.getLogger("replay.stream")
 
+# What every stream answer carries: StreamResponse adds X-Accel-Buffering
+# itself; no-cache (not its default no-store) is what TanStack's reference
+# server sends.
+STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
 # How often a stream checks for the server's exit (as sse-starlette polls it).
 _EXIT_POLL_SECONDS = 0.5
 

@@ -15,7 +15,7 @@ from starlette.responses import Response
 from service.api.decoded import DecodedFramer
 from service.api.deps import AppState, StateDep
 from service.api.models import ERRORS
-from service.api.sse import StreamResponse, blank_line
+from service.api.sse import STREAM_HEADERS, StreamResponse, blank_line
 from service.errors import InvalidRequest
 from service.log.typefilter import TypeFilter
 from service.stream import Encoding, Offset, Plan, choose_encoding, parse_offset, plan_stream, tail
@@ -24,10 +24,6 @@ from service.stream.framing import Framer, sse_preamble
 from service.stream.tail import resolve_offset
 
 router = APIRouter(prefix="/v1/runs", tags=["stream"], responses=ERRORS)
-
-# StreamResponse adds X-Accel-Buffering itself; no-cache (not its default
-# no-store) is what the issue and TanStack's reference server send.
-STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
 async def stream_response(

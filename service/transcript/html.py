@@ -12,7 +12,7 @@ from html import escape
 
 from service.transcript.blocks import Block
 from service.transcript.document import Transcript
-from service.transcript.render import RUN_COLUMNS, TurnView, run_cells, views, when
+from service.transcript.views import RUN_COLUMNS, TurnView, run_cells, views, when
 
 CSS = """
 *{box-sizing:border-box}

@@ -12,7 +12,7 @@ import re
 
 from service.transcript.blocks import Block
 from service.transcript.document import Transcript
-from service.transcript.render import RUN_COLUMNS, run_cells, views, when
+from service.transcript.views import RUN_COLUMNS, run_cells, views, when
 
 _BACKTICKS = re.compile(r"`+")
 

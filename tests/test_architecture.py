@@ -1,0 +1,196 @@
+"""The picture of the data flow, checked: every arrow an import may follow, and no cycles.
+
+    upstream agents ─► agents ─┐                ┌─► stream ─► durable ─────────────┐
+    HTTP push, Durable Streams ┴─► ingest ─► log ┼─► projector (pure) ─────────────┼─► api, cli
+                                                 └─► audit ─► archive ─► transcript ┘
+
+Each package under `service/` may import only the packages its arrows come
+from (and the shared modules: errors, config, metrics, logs); nothing but the
+CLI imports the HTTP layer, nothing imports the CLI. And no module imports
+itself through others, at import time or inside a function (a lazy import is
+still a dependency); only `if TYPE_CHECKING:` blocks are left out.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SERVICE = Path(__file__).resolve().parents[1] / "service"
+SHARED = {"errors", "config", "metrics", "logs"}
+
+# package -> the packages it may import (besides itself and SHARED)
+ALLOWED: dict[str, set[str]] = {
+    "log": set(),
+    "ingest": {"log"},
+    "projector": set(),
+    "stream": {"log", "projector"},
+    "audit": {"log", "projector"},
+    "archive": {"log", "projector", "audit"},
+    "transcript": {"log", "projector", "audit", "archive"},
+    "agents": {"log", "ingest"},
+    # A second protocol over the same log, beside the stream.
+    "durable": {"log", "ingest", "stream", "projector"},
+    # `replay tail`: a client of the public HTTP stream.
+    "console": {"projector"},
+    "migrations": {"log"},
+    "api": {"log", "ingest", "projector", "stream", "audit", "archive", "agents", "durable",
+            "migrate", "embedded", "transcript"},
+    "cli": {"log", "ingest", "projector", "stream", "audit", "archive", "agents", "durable",
+            "migrate", "embedded", "transcript", "console", "api"},
+    "migrate": set(),
+    "embedded": set(),
+    "errors": set(),
+    "config": set(),
+    "metrics": set(),
+    "logs": set(),
+}  # fmt: skip
+
+
+def module_name(path: Path, root: Path = SERVICE) -> str:
+    parts = path.relative_to(root.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _runtime_nodes(tree: ast.AST) -> list[ast.AST]:
+    """Every node except those under `if TYPE_CHECKING:`."""
+    found: list[ast.AST] = []
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            todo.extend(node.orelse)
+            continue
+        found.append(node)
+        todo.extend(ast.iter_child_nodes(node))
+    return found
+
+
+def imports(path: Path, modules: set[str]) -> set[str]:
+    """The `service` modules `path` imports (a name imported from a package that is
+    itself a module counts as that module)."""
+    found: set[str] = set()
+    for node in _runtime_nodes(ast.parse(path.read_text("utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.split(".")[0] == "service")
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module.split(".")[0] != "service":
+                continue
+            for alias in node.names:
+                sub = f"{node.module}.{alias.name}"
+                found.add(sub if sub in modules else node.module)
+    return found
+
+
+def graph(root: Path = SERVICE) -> dict[str, set[str]]:
+    paths = {module_name(p, root): p for p in sorted(root.rglob("*.py"))}
+    return {name: imports(path, set(paths)) & set(paths) for name, path in paths.items()}
+
+
+def package(module: str) -> str:
+    return module.split(".")[1] if "." in module else module
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan), or a self-import."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(edges.get(node, ())):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1 or node in edges.get(node, ()):
+                found.append(sorted(component))
+
+    for node in sorted(edges):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def offending(edges: dict[str, set[str]]) -> list[str]:
+    bad = []
+    for source, targets in sorted(edges.items()):
+        mine = package(source)
+        for target in sorted(targets):
+            theirs = package(target)
+            if theirs in (mine, "service") or theirs in SHARED:
+                continue
+            if theirs not in ALLOWED.get(mine, set()):
+                bad.append(f"{source} imports {target}")
+    return bad
+
+
+EDGES = graph()
+
+
+def test_packages_when_listed_then_every_one_has_its_arrows_declared() -> None:
+    assert {package(m) for m in EDGES} - {"service"} <= set(ALLOWED)
+
+
+def test_imports_when_they_follow_no_arrow_of_the_data_flow_then_fail() -> None:
+    assert offending(EDGES) == []
+
+
+def test_modules_when_they_import_each_other_in_a_circle_then_fail() -> None:
+    assert cycles(EDGES) == []
+
+
+@pytest.mark.parametrize(
+    ("source", "text", "problem"),
+    [
+        ("log/x.py", "from service.stream.hub import Hub\n", "log.x imports service.stream.hub"),
+        ("stream/x.py", "def f():\n    from service.ingest import batch\n", "service.ingest"),
+        ("agents/x.py", "import service.audit.cache\n", "imports service.audit.cache"),
+    ],
+)  # fmt: skip
+def test_checker_when_given_a_forbidden_arrow_then_reports_it(
+    tmp_path: Path, source: str, text: str, problem: str
+) -> None:
+    root = tmp_path / "service"
+    for name in ("log", "stream", "ingest", "agents", "audit"):
+        (root / name).mkdir(parents=True)
+        (root / name / "__init__.py").write_text("")
+    (root / "stream" / "hub.py").write_text("")
+    (root / "ingest" / "batch.py").write_text("")
+    (root / "audit" / "cache.py").write_text("")
+    (root / source).write_text(text)
+    assert any(problem in line for line in offending(graph(root)))
+
+
+def test_checker_when_modules_import_each_other_lazily_then_reports_the_cycle(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "service"
+    (root / "transcript").mkdir(parents=True)
+    (root / "transcript" / "__init__.py").write_text("")
+    (root / "transcript" / "render.py").write_text(
+        "def render():\n    from service.transcript.html import html\n"
+    )
+    (root / "transcript" / "html.py").write_text("from service.transcript.render import views\n")
+    (root / "transcript" / "typed.py").write_text(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n"
+        "    from service.transcript import html\n"
+    )
+    assert cycles(graph(root)) == [["service.transcript.html", "service.transcript.render"]]
