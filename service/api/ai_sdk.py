@@ -33,7 +33,7 @@ from service.api.responses import JSON
 from service.audit.cache import StoredRun, thread_runs
 from service.audit.threads import user_turns
 from service.errors import InvalidRequest
-from service.log.chunks import dumps
+from service.log.chunks import dumps, loads
 from service.projector.ai_sdk import UIMessageStreamEncoder
 from service.projector.ai_sdk_messages import build_message
 from service.stream import parse_offset, plan_stream
@@ -201,6 +201,15 @@ async def reconnect_to_stream(
     )
 
 
+def _sent_ids(input_text: str | None) -> set[str] | None:
+    """The message ids a run's input carried (None when it carried none)."""
+    run_input = loads(input_text) if input_text else None
+    wire = run_input.get("messages") if isinstance(run_input, dict) else None
+    if not isinstance(wire, list) or not wire:
+        return None
+    return {m["id"] for m in wire if isinstance(m, dict) and isinstance(m.get("id"), str)}
+
+
 def _user_message(turn: dict[str, Any]) -> dict[str, Any]:
     parts = [
         {"type": "text", "text": p["content"]} for p in turn["parts"] if p.get("type") == "text"
@@ -219,10 +228,15 @@ async def chat_messages(
 
     An active run's assistant message is left out: `resume: true` rebuilds it
     from the stream, and the AI SDK 5 client would append the replay to it.
-    An unknown chat is `[]`.
+    An answer a later request no longer sent (`regenerate-message`) is left
+    out too. An unknown chat is `[]`.
     """
     messages: list[dict[str, Any]] = []
     for run in await thread_runs(state.engine, chat_id):
+        sent = _sent_ids(run.input)
+        if sent is not None:
+            # The client sends its whole history; an answer it left out was regenerated.
+            messages = [m for m in messages if m["role"] != "assistant" or m["id"] in sent]
         seen = {m["id"] for m in messages}
         messages.extend(
             _user_message(t) for t in user_turns(run.run_id, run.input) if t["id"] not in seen

@@ -178,3 +178,32 @@ async def test_ag_ui_endpoint_when_request_does_not_fit_then_4xx_and_nothing_sta
         assert bad.status_code == 422 and bad.json()["error"]["code"] == "invalid_request"
         for run in ("agui-x1", "agui-x2", "agui-x3"):
             assert (await http.get(f"/v1/runs/{run}")).status_code == 404
+
+
+async def _answer(http: httpx.AsyncClient, chat: str, messages: list[Any], trigger: str) -> str:
+    response = await http.post(
+        "/v1/ai-sdk/demo", json={"id": chat, "messages": messages, "trigger": trigger}
+    )
+    first = json.loads(frames(response.text)[0][1])
+    assert first["type"] == "start"
+    run_id: str = first["messageId"]
+    return run_id
+
+
+async def test_ai_sdk_messages_when_answer_regenerated_then_only_the_new_answer(
+    replicas: Replicas,
+) -> None:
+    async with httpx.AsyncClient(base_url=replicas.a, timeout=60) as http:
+        chat = "chat-regenerate"
+        first = await _answer(http, chat, [QUESTION], "submit-message")
+        history = (await http.get(f"/v1/ai-sdk/demo/{chat}/messages")).json()
+        assert [m["id"] for m in history] == ["u1", first]
+        follow_up = {"id": "u2", "role": "user", "parts": [{"type": "text", "text": "And now?"}]}
+        second = await _answer(http, chat, [*history, follow_up], "submit-message")
+        after = (await http.get(f"/v1/ai-sdk/demo/{chat}/messages")).json()
+        assert [m["id"] for m in after] == ["u1", first, "u2", second]
+        # Regenerate the last answer: the client drops it and sends the rest.
+        third = await _answer(http, chat, after[:3], "regenerate-message")
+        final = (await http.get(f"/v1/ai-sdk/demo/{chat}/messages")).json()
+    assert [m["id"] for m in final] == ["u1", first, "u2", third]
+    assert final[:3] == after[:3]
