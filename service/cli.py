@@ -47,6 +47,9 @@ def _serve(args: argparse.Namespace) -> int:
         log_level=args.log_level,
         access_log=False,
         log_config=None,
+        # SIGTERM: uvicorn stops accepting and sse-starlette ends every stream; the
+        # appends in flight finish within this bound, then the lifespan closes the rest.
+        timeout_graceful_shutdown=max(1, round(settings.shutdown_grace_seconds)),
     )
     return 0
 

@@ -60,6 +60,15 @@ class Settings(BaseSettings):
     stream_buffer_bytes: int = 8 << 20
     # The SSE `retry:` hint (ms) for browsers' EventSource.
     stream_retry_ms: int = 1000
+    # The longest an append waits for its commit before answering 503 (the database
+    # stopped answering); each new connection and each statement have their own bounds,
+    # so a database that hangs (no FIN, no answer) holds no connection for long.
+    append_timeout_seconds: float = 4.5
+    db_connect_timeout_seconds: float = 3.0
+    db_statement_timeout_seconds: float = 30.0
+    # SIGTERM: stop accepting, end streams (clients resume elsewhere), finish the
+    # appends in flight, close hosted runs; whatever is left after this long is cut.
+    shutdown_grace_seconds: float = 20.0
     lease_seconds: float = 30.0
     # Hosted runs (service.agents).
     agents: str | None = Field(default=None, description="JSON {name: url | {url, headers}}")

@@ -82,6 +82,9 @@ def create_app(
                 pool_size=settings.pool_size,
                 commit_lanes=settings.commit_lanes,
                 group_max_events=settings.group_max_events,
+                answer_seconds=settings.append_timeout_seconds,
+                connect_seconds=settings.db_connect_timeout_seconds,
+                statement_seconds=settings.db_statement_timeout_seconds,
             )
             stack.push_async_callback(event_log.close)
             # SQLAlchemy Core for the audit's dynamic queries; connects lazily.

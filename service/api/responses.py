@@ -21,8 +21,23 @@ class JSON(JSONResponse):
         return dumps(content).encode()
 
 
+# A 503 says when to try again: the database is away (stopped, restarting, failing over,
+# its disk full) and a producer's retry with the same expected_seq is safe. One second:
+# the service notices the database is back within about that long.
+RETRY_AFTER_SECONDS = 1
+
+
+def _headers_for(status: int) -> dict[str, str] | None:
+    if status == 401:
+        return {"WWW-Authenticate": "Bearer"}
+    if status == 503:
+        return {"Retry-After": str(RETRY_AFTER_SECONDS)}
+    return None
+
+
 def error_response(status: int, code: str, message: str, **extra: Any) -> JSON:
-    return JSON({"error": {"code": code, "message": message, **extra}}, status_code=status)
+    body = {"error": {"code": code, "message": message, **extra}}
+    return JSON(body, status_code=status, headers=_headers_for(status))
 
 
 _HTTP_CODES = {
@@ -38,9 +53,7 @@ _HTTP_CODES = {
 
 async def on_replay_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ReplayError)
-    headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
-    response = JSON(exc.body(), status_code=exc.status, headers=headers)
-    return response
+    return JSON(exc.body(), status_code=exc.status, headers=_headers_for(exc.status))
 
 
 async def on_http_error(request: Request, exc: Exception) -> Response:

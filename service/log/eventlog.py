@@ -10,6 +10,7 @@ in-process producers share it, so there is one append path:
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from service.config import asyncpg_dsn
 from service.errors import InvalidRequest, InvalidRunId, RunConflict, RunNotFound, Unavailable
 from service.log import bulk, leases, retention
 from service.log.chunks import StoredChunk, dumps, loads, storable, stored
-from service.log.faults import translated
+from service.log.faults import acquire, translated
 from service.log.listener import Listener
 from service.log.notifications import Notice
 from service.log.request import AppendResult
@@ -147,12 +148,20 @@ class EventLog:
         dsn: str | None = None,
         commit_lanes: int = 4,
         group_max_events: int = 1000,
+        answer_seconds: float = 4.5,
+        statement_seconds: float = 30.0,
     ):
         # Kept for tests and benchmarks that inspect the database directly;
         # no other layer of the service touches it.
         self.pool = pool
         self._dsn = dsn
-        self._committer = GroupCommitter(pool, lanes=commit_lanes, max_events=group_max_events)
+        self._committer = GroupCommitter(
+            pool,
+            lanes=commit_lanes,
+            max_events=group_max_events,
+            statement_seconds=statement_seconds,
+        )
+        self._answer_seconds = answer_seconds
 
     @classmethod
     async def open(
@@ -162,7 +171,14 @@ class EventLog:
         pool_size: int = 10,
         commit_lanes: int = 4,
         group_max_events: int = 1000,
+        answer_seconds: float = 4.5,
+        connect_seconds: float = 3.0,
+        statement_seconds: float = 30.0,
     ) -> EventLog:
+        """`answer_seconds`: the longest an append waits for its commit before it is
+        `Unavailable` (the database stopped answering); `connect_seconds` bounds each new
+        connection (a server that accepts TCP but never answers), `statement_seconds`
+        every statement (a connection that hangs without a FIN), so the pool heals."""
         dsn = asyncpg_dsn(url)
         with translated("cannot connect to the database"):
             pool = await asyncpg.create_pool(
@@ -170,8 +186,17 @@ class EventLog:
                 min_size=min(2, pool_size),
                 max_size=pool_size,
                 connection_class=PooledConnection,
+                timeout=connect_seconds,
+                command_timeout=statement_seconds,
             )
-        return cls(pool, dsn=dsn, commit_lanes=commit_lanes, group_max_events=group_max_events)
+        return cls(
+            pool,
+            dsn=dsn,
+            commit_lanes=commit_lanes,
+            group_max_events=group_max_events,
+            answer_seconds=answer_seconds,
+            statement_seconds=statement_seconds,
+        )
 
     @classmethod
     def connect(cls, url: str, **options: Any) -> _Opening:
@@ -218,19 +243,38 @@ class EventLog:
         check_run_id(run_id)
         if expected_seq is not None and not 1 <= expected_seq <= MAX_SEQ:
             raise InvalidRequest(f"expected_seq must be from 1 to {MAX_SEQ}")
-        return await self._committer.submit(
-            run_id,
-            _stored_chunks(chunks),
-            expected_seq=expected_seq,
-            close=close,
-            create=create,
-            close_status=close_status,
+        return await self._answered(
+            self._committer.submit(
+                run_id,
+                _stored_chunks(chunks),
+                expected_seq=expected_seq,
+                close=close,
+                create=create,
+                close_status=close_status,
+            )
         )
+
+    async def _answered(self, future: asyncio.Future[AppendResult]) -> AppendResult:
+        """The commit's outcome, or `Unavailable` once `answer_seconds` have passed.
+
+        A timed-out append still queued is withdrawn (the committer skips a done
+        future), so it is never stored; one already committing may yet commit,
+        which is why a producer retries with the same `expected_seq`.
+        """
+        try:
+            return await asyncio.wait_for(future, self._answer_seconds)
+        except TimeoutError:
+            raise Unavailable(
+                f"the database did not answer within {self._answer_seconds:g}s; "
+                "retry with the same expected_seq"
+            ) from None
 
     async def close_run(self, run_id: str) -> Run:
         """Close a run's log (idempotent). Goes through the committer, after pending appends."""
         check_run_id(run_id)
-        await self._committer.submit(run_id, [], expected_seq=None, close=True, create=False)
+        await self._answered(
+            self._committer.submit(run_id, [], expected_seq=None, close=True, create=False)
+        )
         return await self.get_run(run_id)
 
     async def create_run(
@@ -291,7 +335,7 @@ class EventLog:
     async def read_page(self, run_id: str, after: int, limit: int) -> Page | None:
         """Events with seq > `after` (at most `limit`) and the run's state; None if no such run."""
         with translated(_READ):
-            async with self.pool.acquire() as conn:
+            async with acquire(self.pool) as conn:
                 records = await conn.fetch(_READ_PAGE, run_id, after, limit)
         if not records:
             return None
@@ -311,7 +355,7 @@ class EventLog:
 
     async def read_states(self, run_ids: Sequence[str]) -> dict[str, RunState]:
         with translated(_READ):
-            async with self.pool.acquire() as conn:
+            async with acquire(self.pool) as conn:
                 records = await conn.fetch(_RUN_STATES, list(run_ids))
         return {r[0]: RunState(r[1], r[2]) for r in records}
 
@@ -374,7 +418,7 @@ class EventLog:
         """The migration the schema is at; raises Unavailable if the database does not answer."""
         with translated("the database does not answer"):
             async with self.pool.acquire(timeout=2) as conn:
-                version: str | None = await conn.fetchval(_SCHEMA_VERSION)
+                version: str | None = await conn.fetchval(_SCHEMA_VERSION, timeout=2)
         return version
 
 

@@ -22,6 +22,8 @@ get a 503 rather than the exception's text.
 from __future__ import annotations
 
 import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from types import TracebackType
 
 import asyncpg
@@ -38,6 +40,9 @@ UNREACHABLE: tuple[type[BaseException], ...] = (
     asyncpg.InterfaceError,
     asyncpg.OperatorInterventionError,  # admin shutdown, cannot connect now, cancelled
     asyncpg.InsufficientResourcesError,  # too many connections, disk full
+    # A connection whose protocol lost track of an operation the server's going away
+    # interrupted ("another operation is in progress"): see `acquire`.
+    asyncpg.InternalClientError,
 )
 
 
@@ -81,5 +86,33 @@ class translated:
     ) -> None:
         if ev is None or isinstance(ev, ReplayError) or not isinstance(ev, Exception):
             return  # success, ours already, or CancelledError / KeyboardInterrupt
-        if isinstance(ev, asyncpg.PostgresError | asyncpg.InterfaceError | OSError | TimeoutError):
+        if isinstance(ev, _DRIVER):
             raise translate(self.action, ev, refused=self.refused) from ev
+
+
+_DRIVER = (
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    asyncpg.InternalClientError,
+    OSError,
+    TimeoutError,
+)
+
+
+@asynccontextmanager
+async def acquire(
+    pool: asyncpg.Pool, wait: float | None = None
+) -> AsyncIterator[asyncpg.pool.PoolConnectionProxy]:
+    """A pool connection that is never handed out again after the driver lost its state.
+
+    When the server goes away mid-statement, asyncpg can be left believing an
+    operation is still in progress on a connection that looks open; the pool's
+    release does not notice, and every later use of it would fail. Such a
+    connection is terminated instead, so the pool opens a fresh one.
+    """
+    async with pool.acquire(timeout=wait) as conn:
+        try:
+            yield conn
+        except asyncpg.InternalClientError:
+            conn.terminate()
+            raise

@@ -35,7 +35,7 @@ from service import metrics
 from service.errors import Unavailable
 from service.log import sql
 from service.log.chunks import StoredChunk, loads
-from service.log.faults import translate
+from service.log.faults import acquire, translate
 from service.log.request import AppendResult, Group, Outcomes, Pending, explain, settle
 from service.log.store import CommitHook, RunState
 
@@ -69,8 +69,18 @@ def _json_equal(a: Any, b: Any) -> bool:
 
 
 class GroupCommitter:
-    def __init__(self, pool: asyncpg.Pool, *, lanes: int = 4, max_events: int = 1000) -> None:
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        *,
+        lanes: int = 4,
+        max_events: int = 1000,
+        statement_seconds: float = 30.0,
+    ) -> None:
         self._pool = pool
+        # A lane waits this long for a connection or a statement, then fails its group
+        # (a 503) and takes the next: a database that stopped answering holds no lane.
+        self._statement_seconds = statement_seconds
         self._queue: deque[Pending] = deque()
         self._inflight: set[str] = set()
         self._wake = asyncio.Event()
@@ -126,6 +136,8 @@ class GroupCommitter:
         kept: deque[Pending] = deque()
         size = 0
         for item in self._queue:
+            if item.future.done():
+                continue  # its producer stopped waiting (timed out): never stored
             run = item.run_id
             taken = group.get(run)
             if (
@@ -184,10 +196,14 @@ class GroupCommitter:
             # commit itself, not by the NOTIFY's round trip through the server.
             for hint in outcomes.hints:
                 self._announce(*hint)
+        # A future already done is an append whose producer timed out (EventLog's
+        # answer bound): it retries with expected_seq and learns the outcome then.
         for item, result in outcomes.results:
-            item.future.set_result(result)
+            if not item.future.done():
+                item.future.set_result(result)
         for item, error in outcomes.errors:
-            item.future.set_exception(error)
+            if not item.future.done():
+                item.future.set_exception(error)
         if outcomes.retry:
             # Back to the front, in submission order, ahead of later appends.
             self._queue.extendleft(reversed(outcomes.retry))
@@ -205,21 +221,24 @@ class GroupCommitter:
         raise AssertionError("unreachable")
 
     async def _append_statement(self, group: Group) -> list[asyncpg.Record]:
-        async with self._pool.acquire() as conn:
-            return list(await conn.fetch(sql.APPEND, *group.events.params(), *group.share_params()))
+        timeout = self._statement_seconds
+        async with acquire(self._pool, timeout) as conn:
+            params = (*group.events.params(), *group.share_params())
+            return list(await conn.fetch(sql.APPEND, *params, timeout=timeout))
 
     async def _bump_and_copy(self, group: Group) -> list[asyncpg.Record]:
-        async with self._pool.acquire() as conn, conn.transaction():
-            rows = list(await conn.fetch(sql.BUMP, *group.share_params()))
+        timeout = self._statement_seconds
+        async with acquire(self._pool, timeout) as conn, conn.transaction():
+            rows = list(await conn.fetch(sql.BUMP, *group.share_params(), timeout=timeout))
             records = group.events.records({row["run_id"]: row["base"] for row in rows})
             await conn.copy_records_to_table(
-                "events", records=records, columns=list(sql.EVENT_COLUMNS)
+                "events", records=records, columns=list(sql.EVENT_COLUMNS), timeout=timeout
             )
         return rows
 
     async def _explain(self, refused: dict[str, list[Pending]]) -> None:
         """Settle appends the statement did not apply: missing, closed, or misfit runs."""
-        async with self._pool.acquire() as conn:
+        async with acquire(self._pool, self._statement_seconds) as conn:
             states = {
                 r["run_id"]: RunState(r["last_seq"], r["closed"])
                 for r in await conn.fetch(_RUN_STATES, list(refused))

@@ -158,6 +158,10 @@ class Channel:
             except Unavailable as exc:
                 log.warning("stream: reading run %s failed, retrying: %s", self.run_id, exc)
                 asyncio.get_running_loop().call_later(0.5, self._wake.set)
+            except Exception:
+                # The reader must outlive any one failure: its followers wait on it.
+                log.exception("stream: reading run %s failed, retrying", self.run_id)
+                asyncio.get_running_loop().call_later(0.5, self._wake.set)
 
     async def _read_ahead(self) -> None:
         page_size = self._limits.page_size

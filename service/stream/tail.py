@@ -20,19 +20,25 @@ Exactly once, in order, by construction:
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Final, Literal
 
 from service import metrics
-from service.errors import InvalidOffset, OffsetOutOfRange, RunNotFound
-from service.log import check_run_id
+from service.errors import InvalidOffset, OffsetOutOfRange, RunNotFound, Unavailable
+from service.log import Page, check_run_id
 from service.stream.channel import contiguous
 from service.stream.framing import Framer
 from service.stream.hub import Hub
 
+log = logging.getLogger("replay.stream")
+
 NOW: Final = "now"
+# A follower re-reads at most this long after a failed read (the database is away).
+_READ_RETRY_MAX_SECONDS = 1.0
 Offset = int | Literal["now"]
 
 _SEQ = re.compile(r"[0-9]{1,20}")
@@ -100,6 +106,19 @@ class OutOfOrder(RuntimeError):
     """The log answered with a gap: never deliver past it."""
 
 
+async def _read_page(hub: Hub, run_id: str, cursor: int, page_size: int) -> Page | None:
+    """A follower's read of the log, retried while the database is away: the response
+    stays open (its heartbeats go on) and resumes where it was once the log answers."""
+    delay = 0.05
+    while True:
+        try:
+            return await hub.store.read_page(run_id, cursor, page_size)
+        except Unavailable as exc:
+            log.warning("stream: reading run %s failed, retrying: %s", run_id, exc)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, _READ_RETRY_MAX_SECONDS)
+
+
 async def tail(
     hub: Hub, plan: Plan, framer: Framer, *, preamble: bytes = b""
 ) -> AsyncIterator[bytes]:
@@ -130,7 +149,7 @@ async def tail(
                     preamble = b""
                 continue
             if not read_yet or cursor < max(known, channel.head or 0):
-                page = await hub.store.read_page(run_id, cursor, page_size)
+                page = await _read_page(hub, run_id, cursor, page_size)
                 hub.follower_reads += 1
                 if page is None:
                     raise RunNotFound(run_id)
