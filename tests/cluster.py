@@ -104,8 +104,7 @@ def owner() -> pwd.struct_passwd | None:
         with contextlib.suppress(KeyError):
             return pwd.getpwnam(name)
     subprocess.run(
-        ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin",
-         FALLBACK_OWNER],
+        ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", FALLBACK_OWNER],
         check=True,
         capture_output=True,
     )
@@ -133,8 +132,19 @@ def _template(cluster: Cluster) -> Path:
         maker = Cluster(root)
         maker._own(root)
         made = root / "data"
-        maker._run("initdb", "-D", str(made), "-U", SUPERUSER, "--auth=trust", "-E", "UTF8",
-                   "--locale=C", "--no-sync", timeout=120)
+        maker._run(
+            "initdb",
+            "-D",
+            str(made),
+            "-U",
+            SUPERUSER,
+            "--auth=trust",
+            "-E",
+            "UTF8",
+            "--locale=C",
+            "--no-sync",
+            timeout=120,
+        )
         _templates[cluster.bin] = made
     return made
 
@@ -179,10 +189,13 @@ class Cluster:
         """A PostgreSQL program, as the cluster's owner; its output (raises with it)."""
         kwargs: dict[str, Any] = {}
         if self.account is not None:
-            kwargs = {"user": self.account.pw_uid, "group": self.account.pw_gid,
-                      "extra_groups": []}
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C", "TZ": "UTC",
-               "PGTZ": "UTC"}
+            kwargs = {"user": self.account.pw_uid, "group": self.account.pw_gid, "extra_groups": []}
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "LC_ALL": "C",
+            "TZ": "UTC",
+            "PGTZ": "UTC",
+        }
         if self.account is not None:
             env["HOME"] = str(self.root)
         done = subprocess.run(
@@ -234,14 +247,36 @@ class Cluster:
         # Port and socket on the command line: a standby copied from a primary
         # inherits the primary's postgresql.conf.
         options = f"-p {self.port} -k {self.root}"
-        self._run("pg_ctl", "start", "-D", str(self.data_dir), "-l", str(self.logfile),
-                  "-o", options, "-w", "-t", str(int(timeout)), timeout=timeout + 10)
+        self._run(
+            "pg_ctl",
+            "start",
+            "-D",
+            str(self.data_dir),
+            "-l",
+            str(self.logfile),
+            "-o",
+            options,
+            "-w",
+            "-t",
+            str(int(timeout)),
+            timeout=timeout + 10,
+        )
 
     def stop(self, mode: str = "fast", timeout: float = 60) -> None:
         """pg_ctl stop: `fast` (clients are disconnected, a clean checkpoint), `smart`
         (waits for clients) or `immediate` (no checkpoint: crash recovery on the next start)."""
-        self._run("pg_ctl", "stop", "-D", str(self.data_dir), "-m", mode, "-w",
-                  "-t", str(int(timeout)), timeout=timeout + 10)
+        self._run(
+            "pg_ctl",
+            "stop",
+            "-D",
+            str(self.data_dir),
+            "-m",
+            mode,
+            "-w",
+            "-t",
+            str(int(timeout)),
+            timeout=timeout + 10,
+        )
 
     def restart(self, mode: str = "fast") -> None:
         self.stop(mode)
@@ -308,8 +343,11 @@ class Cluster:
         # zombie until its foster parent reaps it, and a zombie still looks alive to the
         # next postmaster's check. Every process of the cluster is gone: drop its locks.
         socket_file = self.root / f".s.PGSQL.{self.port}"
-        for lock in (self.data_dir / "postmaster.pid", socket_file.with_name(
-                socket_file.name + ".lock"), socket_file):
+        for lock in (
+            self.data_dir / "postmaster.pid",
+            socket_file.with_name(socket_file.name + ".lock"),
+            socket_file,
+        ):
             with contextlib.suppress(FileNotFoundError):
                 lock.unlink()
 
@@ -341,17 +379,40 @@ class Cluster:
         replica._own(replica.root)
         replica.data_dir.mkdir(mode=0o700, exist_ok=True)
         _chown_tree(replica.data_dir, replica.account)
-        replica._run("pg_basebackup", "-h", "127.0.0.1", "-p", str(self.port), "-U",
-                     SUPERUSER, "-D", str(replica.data_dir), "-R", "-X", "stream",
-                     "-c", "fast", "--no-sync", timeout=120)
+        replica._run(
+            "pg_basebackup",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(self.port),
+            "-U",
+            SUPERUSER,
+            "-D",
+            str(replica.data_dir),
+            "-R",
+            "-X",
+            "stream",
+            "-c",
+            "fast",
+            "--no-sync",
+            timeout=120,
+        )
         if start:
             replica.start()
         return replica
 
     def promote(self, timeout: float = 60) -> None:
         """A standby becomes a primary (waits until it accepts writes)."""
-        self._run("pg_ctl", "promote", "-D", str(self.data_dir), "-w", "-t",
-                  str(int(timeout)), timeout=timeout + 10)
+        self._run(
+            "pg_ctl",
+            "promote",
+            "-D",
+            str(self.data_dir),
+            "-w",
+            "-t",
+            str(int(timeout)),
+            timeout=timeout + 10,
+        )
 
     # -- diagnostics ----------------------------------------------------------------------
 

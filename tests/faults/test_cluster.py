@@ -82,9 +82,10 @@ async def test_standby_streams_primary_writes_and_promoted_accepts_writes() -> N
 
 async def test_cluster_data_on_tmpfs_and_wal_elsewhere_then_both_where_asked() -> None:
     root = Path(tempfile.mkdtemp(prefix="replay-cluster-"))
-    with tmpfs(root / "data", "96m") as data, running_cluster(
-        root=root, data_dir=data, wal_dir=root / "wal"
-    ) as pg:
+    with (
+        tmpfs(root / "data", "96m") as data,
+        running_cluster(root=root, data_dir=data, wal_dir=root / "wal") as pg,
+    ):
         assert _mount_of(data) == "tmpfs"
         assert (data / "pg_wal").resolve() == root / "wal"
         assert await _value(pg.url(), "SELECT current_setting('data_directory')") == str(data)

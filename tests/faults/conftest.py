@@ -1,0 +1,179 @@
+"""Fault tests: each on its own PostgreSQL cluster (tests/cluster.py), the service as
+real `replay serve` processes, producers that retry (service.client), followers that
+resume with Last-Event-ID."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import subprocess
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import httpx
+import pytest
+
+from service import migrate
+from service.client import Producer
+from tests.cluster import Cluster, running_cluster
+from tests.servers import serve_subprocess
+from tests.stream.wire import SseReader
+
+DATABASE = "replay"
+
+
+def prepare(pg: Cluster) -> str:
+    """The service's database on `pg`, migrated; its URL."""
+    subprocess.run(
+        [str(pg.bin / "psql"), "-X", "-q", "-h", "127.0.0.1", "-p", str(pg.port), "-U",
+         "postgres", "-d", "postgres", "-c", f"CREATE DATABASE {DATABASE}"],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    url = pg.url(DATABASE)
+    migrate.upgrade(url)
+    return url
+
+
+@pytest.fixture
+def cluster() -> Iterator[Cluster]:
+    with running_cluster() as pg:
+        yield pg
+
+
+@pytest.fixture
+def database(cluster: Cluster) -> str:
+    return prepare(cluster)
+
+
+def service_env(url: str, **extra: str) -> dict[str, str]:
+    return {
+        "REPLAY_DATABASE_URL": url,
+        "REPLAY_HEARTBEAT_SECONDS": "0.5",
+        "REPLAY_STREAM_RECHECK_SECONDS": "1",
+        **extra,
+    }
+
+
+@contextlib.contextmanager
+def replica(
+    url: str, log: IO[bytes] | None = None, **extra: str
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """`replay serve` on the cluster, as its own process (killable, signalable)."""
+    with serve_subprocess(service_env(url, **extra), log_file=log) as running:
+        yield running
+
+
+@pytest.fixture
+def server_log() -> Iterator[IO[bytes]]:
+    """The replicas' stderr, printed when a test fails (pytest shows captured output)."""
+    with tempfile.TemporaryFile() as f:
+        yield f
+        f.seek(0)
+        tail = f.read()[-8000:].decode(errors="replace")
+        print("--- replay serve log (tail) ---\n" + tail)
+
+
+def chunk(run_id: str, n: int) -> dict[str, Any]:
+    """The n-th chunk of a test run: its content says which it is."""
+    return {"type": "TEXT_MESSAGE_CONTENT", "messageId": f"m-{run_id}", "delta": f"<{n}>"}
+
+
+async def stored(http: httpx.AsyncClient, base: str, run_id: str) -> list[tuple[int, Any]]:
+    """The run's whole log as (seq, chunk), read page by page."""
+    out: list[tuple[int, Any]] = []
+    after = 0
+    while True:
+        r = await http.get(
+            f"{base}/v1/runs/{run_id}/events", params={"after": after, "limit": 10_000}
+        )
+        r.raise_for_status()
+        page = r.json()
+        out += [(e["seq"], e["chunk"]) for e in page["events"]]
+        if page["next_after"] is None or not page["events"]:
+            return out
+        after = page["next_after"]
+
+
+@dataclass
+class Follower:
+    """A client that follows one run to its end, resuming with Last-Event-ID after any
+    cut (a 503, a refused connection, a stream ended by a replica shutting down)."""
+
+    bases: list[str]
+    run_id: str
+    events: list[tuple[int, Any]] = field(default_factory=list)
+    connects: int = 0
+    heartbeats: int = 0
+
+    async def run(self, http: httpx.AsyncClient) -> None:
+        turn = 0
+        while True:
+            base = self.bases[turn % len(self.bases)]
+            headers = {"Last-Event-ID": str(self.events[-1][0])} if self.events else {}
+            reader = SseReader()
+            try:
+                async with http.stream(
+                    "GET", f"{base}/v1/runs/{self.run_id}/stream", headers=headers
+                ) as response:
+                    if response.status_code == 204:
+                        return  # closed, and we have it all
+                    if response.status_code != 200:
+                        await response.aread()
+                        assert response.status_code == 503, response.text
+                        await asyncio.sleep(0.2)
+                        continue
+                    self.connects += 1
+                    async for data in response.aiter_bytes():
+                        for seq, text in reader.feed(data):
+                            self.events.append((seq, json.loads(text)))
+                    self.heartbeats += reader.comments
+                    # A clean end: the run is closed and delivered, or the replica is
+                    # going away (then the next request resumes after our last id).
+                    if await self._complete(http, base):
+                        return
+            except httpx.TransportError:
+                self.heartbeats += reader.comments
+                turn += 1  # this replica is gone or going: try the next one
+                await asyncio.sleep(0.1)
+
+    async def _complete(self, http: httpx.AsyncClient, base: str) -> bool:
+        with contextlib.suppress(httpx.TransportError):
+            r = await http.get(f"{base}/v1/runs/{self.run_id}")
+            if r.status_code == 200:
+                run = r.json()
+                return (
+                    bool(run["closed"])
+                    and bool(self.events)
+                    and (self.events[-1][0] == run["last_seq"])
+                )
+        return False
+
+
+@contextlib.asynccontextmanager
+async def following(
+    http: httpx.AsyncClient, followers: list[Follower]
+) -> AsyncIterator[list[asyncio.Task[None]]]:
+    tasks = [asyncio.create_task(f.run(http)) for f in followers]
+    try:
+        yield tasks
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+@contextlib.asynccontextmanager
+async def closing(producers: list[Producer]) -> AsyncIterator[list[Producer]]:
+    try:
+        yield producers
+    finally:
+        for p in producers:
+            await p.aclose()
+
+
+def data_dir_usage(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
