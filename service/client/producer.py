@@ -19,6 +19,9 @@ and what is not:
     connections; an answer cut short            409 run_closed, any other 4xx
                                                 failing longer than give_up_after
 
+Given several base URLs (replicas without a load balancer in front), a request
+whose connection fails goes to the next one.
+
 The producer must be the run's only writer for `expected_seq` to mean
 anything; it learns where the run is at its first batch (`next_seq`, or the
 run's `last_seq` + 1 read from the service).
@@ -31,7 +34,7 @@ import contextlib
 import random
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -99,7 +102,7 @@ class Producer:
 
     def __init__(
         self,
-        base_url: str,
+        base_url: str | Sequence[str],
         run_id: str,
         *,
         api_key: str | None = None,
@@ -109,7 +112,13 @@ class Producer:
         max_batch_events: int = 1000,
         max_batch_bytes: int = 4 << 20,
     ) -> None:
-        self.base_url = base_url.rstrip("/")
+        # Several replicas (no load balancer in front): a connection that fails moves to
+        # the next one; the batch and its expected_seq stay the same.
+        bases = [base_url] if isinstance(base_url, str) else list(base_url)
+        if not bases:
+            raise ValueError("a producer needs at least one base URL")
+        self._bases = [b.rstrip("/") for b in bases]
+        self._turn = 0
         self.run_id = run_id
         self.policy = policy or RetryPolicy()
         self.next_seq = next_seq
@@ -284,6 +293,11 @@ class Producer:
                 await asyncio.sleep(policy.delay(attempt, why.retry_after))
                 attempt += 1
 
+    @property
+    def base_url(self) -> str:
+        """The replica requests go to now."""
+        return self._bases[self._turn % len(self._bases)]
+
     async def _request(self, method: str, path: str, body: bytes | None) -> dict[str, Any]:
         timeout = aiohttp.ClientTimeout(total=self.policy.request_timeout)
         try:
@@ -295,7 +309,8 @@ class Producer:
                 retry_after = response.headers.get("Retry-After")
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             # Refused, reset, timed out or cut short: the batch may or may not be stored;
-            # expected_seq makes sending it again safe either way.
+            # expected_seq makes sending it again safe either way, to any replica.
+            self._turn += 1
             raise _Retry(f"{type(exc).__name__}: {exc}") from exc
         if status == 200:
             answer: dict[str, Any] = orjson.loads(raw)

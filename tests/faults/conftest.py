@@ -9,9 +9,8 @@ import contextlib
 import json
 import subprocess
 import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import IO, Any
 
 import httpx
@@ -108,6 +107,8 @@ class Follower:
     events: list[tuple[int, Any]] = field(default_factory=list)
     connects: int = 0
     heartbeats: int = 0
+    # Streams that broke while open (as opposed to ending cleanly, or failing to connect).
+    broken: int = 0
 
     async def run(self, http: httpx.AsyncClient) -> None:
         turn = 0
@@ -115,6 +116,7 @@ class Follower:
             base = self.bases[turn % len(self.bases)]
             headers = {"Last-Event-ID": str(self.events[-1][0])} if self.events else {}
             reader = SseReader()
+            streaming = False
             try:
                 async with http.stream(
                     "GET", f"{base}/v1/runs/{self.run_id}/stream", headers=headers
@@ -127,6 +129,7 @@ class Follower:
                         await asyncio.sleep(0.2)
                         continue
                     self.connects += 1
+                    streaming = True
                     async for data in response.aiter_bytes():
                         for seq, text in reader.feed(data):
                             self.events.append((seq, json.loads(text)))
@@ -137,6 +140,7 @@ class Follower:
                         return
             except httpx.TransportError:
                 self.heartbeats += reader.comments
+                self.broken += streaming
                 turn += 1  # this replica is gone or going: try the next one
                 await asyncio.sleep(0.1)
 
@@ -175,5 +179,8 @@ async def closing(producers: list[Producer]) -> AsyncIterator[list[Producer]]:
             await p.aclose()
 
 
-def data_dir_usage(path: Path) -> int:
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+async def until(condition: Callable[[], Awaitable[bool]], seconds: float = 30.0) -> None:
+    """Wait for a condition another process (or task) makes true; fail past `seconds`."""
+    async with asyncio.timeout(seconds):
+        while not await condition():  # noqa: ASYNC110 (no event crosses processes)
+            await asyncio.sleep(0.05)
