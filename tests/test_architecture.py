@@ -35,6 +35,8 @@ ALLOWED: dict[str, set[str]] = {
     "durable": {"log", "ingest", "stream", "projector"},
     # `replay tail`: a client of the public HTTP stream.
     "console": {"projector"},
+    # The producer client: of the public HTTP API only.
+    "client": set(),
     "migrations": {"log"},
     "api": {"log", "ingest", "projector", "stream", "audit", "archive", "agents", "durable",
             "migrate", "embedded", "transcript"},
