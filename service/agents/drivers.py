@@ -84,14 +84,19 @@ class Drivers:
         """Create the run and hand it to a driver. (run, False) if it already existed."""
         agent = self.catalog.get(agent_name)
         run_id = check_run_id(run_id or _str(run_input.get("runId")) or f"run-{uuid.uuid4().hex}")
-        thread_id = _str(run_input.get("threadId")) or f"thread-{uuid.uuid4().hex}"
+        existing = await self.log.find_run(run_id)
+        # A retry that leaves the thread out means the thread the run already has.
+        thread_id = (
+            _str(run_input.get("threadId"))
+            or (existing.thread_id if existing else None)
+            or f"thread-{uuid.uuid4().hex}"
+        )
         run_input = {
             "messages": [], "tools": [], "context": [], "state": {}, "forwardedProps": {},
             **run_input, "runId": run_id, "threadId": thread_id,
         }  # fmt: skip
-        existing = await self.log.find_run(run_id)
-        if existing is not None:
-            return existing, False
+        # The same request again joins the run; another one under its id is a conflict
+        # (409 run_conflict), never a silent replay of a different answer.
         run, created = await self.log.create_run(
             run_id, thread_id=thread_id, agent=agent_name, input=run_input
         )

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Path
+from fastapi import APIRouter, Body, Depends, Path
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.responses import Response
 
-from service.api.deps import DriversDep
+from service.api.deps import DriversDep, require_json_body
 from service.api.models import ERRORS, RunOut
 from service.api.responses import JSON
+from service.log.eventlog import RUN_ID
+
+RUN_ID_PATTERN = f"^{RUN_ID.pattern}$"
 
 router = APIRouter(tags=["agents"], responses=ERRORS)
 
@@ -20,7 +23,8 @@ class RunAgentInput(BaseModel):
 
     model_config = ConfigDict(extra="allow")
     threadId: str | None = None
-    runId: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._:-]{1,128}$")
+    # Checked by the driver (422 invalid_run_id, as everywhere), documented here.
+    runId: str | None = Field(default=None, json_schema_extra={"pattern": RUN_ID_PATTERN})
     messages: list[dict[str, Any]] = Field(default_factory=list)
     tools: list[dict[str, Any]] = Field(default_factory=list)
     context: list[dict[str, Any]] = Field(default_factory=list)
@@ -42,7 +46,12 @@ async def list_agents(drivers: DriversDep) -> Response:
     return JSON({"agents": agents})
 
 
-@router.post("/v1/agents/{agent}/runs", status_code=201, responses={201: {"model": StartedOut}})
+@router.post(
+    "/v1/agents/{agent}/runs",
+    status_code=201,
+    responses={201: {"model": StartedOut}},
+    dependencies=[Depends(require_json_body)],
+)
 async def start_run(
     drivers: DriversDep,
     agent: Annotated[str, Path(description="an agent name from GET /v1/agents")],

@@ -19,16 +19,17 @@ from __future__ import annotations
 import time
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Header, Path, Query, Request
+from fastapi import APIRouter, Body, Depends, Header, Path, Query, Request
 from starlette.responses import Response
 
-from service.api.agents import RunAgentInput
-from service.api.deps import StateDep
+from service.api.agents import RUN_ID_PATTERN, RunAgentInput
+from service.api.deps import StateDep, require_json_body
 from service.api.hydration import hydrate
 from service.api.models import ERRORS
 from service.api.sse import STREAM_HEADERS
 from service.api.stream import stream_response
 from service.errors import InvalidRequest, OffsetOutOfRange, RunNotFound
+from service.log import check_run_id
 from service.log.chunks import dumps
 from service.stream import Encoding, choose_encoding
 
@@ -66,16 +67,19 @@ async def _stream(request: Request, state: Any, run_id: str, offset: str | None 
 @router.post(
     "/{agent}",
     responses={200: {"content": {"text/event-stream": {}, "application/x-ndjson": {}}}},
+    dependencies=[Depends(require_json_body)],
 )
 async def chat_post(
     request: Request,
     state: StateDep,
     agent: AgentName,
     body: Annotated[RunAgentInput, Body()],
-    x_run_id: Annotated[str | None, Header(pattern=r"^[A-Za-z0-9._:-]{1,128}$")] = None,
+    x_run_id: Annotated[str | None, Header(json_schema_extra={"pattern": RUN_ID_PATTERN})] = None,
     last_event_id: Annotated[str | None, Header()] = None,
 ) -> Response:
     """Start a run and stream it; with `Last-Event-ID`, resume the run's stream instead."""
+    if x_run_id is not None:
+        check_run_id(x_run_id)  # 422 invalid_run_id, as a bad id anywhere else
     run_id = x_run_id or body.runId
     if last_event_id is not None:
         if not run_id:

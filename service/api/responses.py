@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse, Response
+from starlette.routing import Match
 
-from service.errors import ReplayError
+from service.errors import InvalidJson, ReplayError
 from service.log.chunks import dumps
 
 
@@ -35,9 +37,13 @@ def _headers_for(status: int) -> dict[str, str] | None:
     return None
 
 
-def error_response(status: int, code: str, message: str, **extra: Any) -> JSON:
+def error_response(
+    status: int, code: str, message: str, headers: Mapping[str, str] | None = None, **extra: Any
+) -> JSON:
     body = {"error": {"code": code, "message": message, **extra}}
-    return JSON(body, status_code=status, headers=_headers_for(status))
+    return JSON(
+        body, status_code=status, headers={**(_headers_for(status) or {}), **(headers or {})}
+    )
 
 
 _HTTP_CODES = {
@@ -59,7 +65,28 @@ async def on_replay_error(request: Request, exc: Exception) -> Response:
 async def on_http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     code = _HTTP_CODES.get(exc.status_code, "http_error")
-    return error_response(exc.status_code, code, str(exc.detail))
+    message = str(exc.detail)
+    if exc.status_code == 404 and message == "Not Found":  # the router's: no such route
+        message = f"no route {request.method} {request.url.path}; see /docs"
+    elif exc.status_code == 405:
+        allowed = ", ".join(_allowed_methods(request))
+        message = f"{request.method} is not allowed on {request.url.path} (allowed: {allowed})"
+        return error_response(405, code, message, headers={"Allow": allowed})
+    return error_response(exc.status_code, code, message, headers=exc.headers)
+
+
+def _allowed_methods(request: Request) -> list[str]:
+    # Starlette's Allow names only the first route whose path matched; a path served by
+    # several routes (GET and PUT /v1/runs/{id}) allows all of theirs. Asked route by
+    # route, method by method (this only runs on a 405).
+    return [
+        method
+        for method in ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
+        if any(
+            route.matches({**request.scope, "method": method})[0] is Match.FULL
+            for route in request.app.routes
+        )
+    ]
 
 
 async def on_unexpected_error(request: Request, exc: Exception) -> Response:
@@ -70,6 +97,14 @@ async def on_unexpected_error(request: Request, exc: Exception) -> Response:
 
 async def on_validation_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestValidationError)
+    for err in exc.errors():
+        # FastAPI parses a JSON body before it validates anything: one code for a body
+        # that is not JSON, on every route, as the append routes answer it.
+        if err.get("type") == "json_invalid":
+            error = InvalidJson(
+                f"the body is not valid JSON: {(err.get('ctx') or {}).get('error')}"
+            )
+            return JSON(error.body(), status_code=error.status)
     problems = [
         f"{'.'.join(str(p) for p in err.get('loc', ()))}: {err.get('msg')}" for err in exc.errors()
     ]

@@ -7,12 +7,22 @@ from datetime import datetime
 from types import TracebackType
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Query, Request
+from fastapi import APIRouter, Depends, Path, Query, Request
 from pydantic import BaseModel
 from starlette.responses import Response
 
 from service import metrics
-from service.api.deps import AppState, EngineDep, LogDep, StateDep, require_api_key, state_of
+from service.api.deps import (
+    AppState,
+    EngineDep,
+    LogDep,
+    StateDep,
+    is_json,
+    media_type,
+    require_api_key,
+    require_json_body,
+    state_of,
+)
 from service.api.models import (
     ERRORS,
     AppendIn,
@@ -54,8 +64,6 @@ router = APIRouter(prefix="/v1/runs", tags=["runs"], responses=ERRORS)
 
 RunId = Annotated[str, Path(description="1-128 characters of A-Z a-z 0-9 . _ : -")]
 NDJSON = "application/x-ndjson"
-# curl -d sends form-urlencoded unless told otherwise; a JSON body is still JSON.
-_JSON_TYPES = frozenset({"application/json", "", "text/plain", "application/x-www-form-urlencoded"})
 
 
 async def read_body(request: Request, limit: int) -> bytes:
@@ -75,7 +83,10 @@ async def read_body(request: Request, limit: int) -> bytes:
 
 
 @router.put(
-    "/{run_id}", status_code=201, responses={200: {"model": RunOut}, 201: {"model": RunOut}}
+    "/{run_id}",
+    status_code=201,
+    responses={200: {"model": RunOut}, 201: {"model": RunOut}},
+    dependencies=[Depends(require_json_body)],
 )
 async def create_run(log: LogDep, run_id: RunId, body: RunCreate | None = None) -> Response:
     """Create a run (idempotent: the same request again answers 200)."""
@@ -133,19 +144,23 @@ async def _append(
     request: Request, state: AppState, run_id: str, expected_seq: int | None, close: bool
 ) -> Response:
     check_run_id(run_id)
-    limits = state.limits
-    body = await read_body(request, limits.max_batch_bytes)
-    media = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
-    if media in (NDJSON, "application/jsonl", "application/ndjson"):
-        batch = parse_ndjson_batch(body, limits, expected_seq=expected_seq, close=close)
-    elif media in _JSON_TYPES:
-        if expected_seq is not None or close:
-            raise InvalidRequest("with a JSON body, put expected_seq and close in the body")
-        batch = parse_json_batch(body, limits)
-    else:
+    media = media_type(request)
+    ndjson = media in (NDJSON, "application/jsonl", "application/ndjson")
+    if not ndjson and not is_json(media):  # refused before the body is read
         raise UnsupportedMediaType(
             f"unsupported Content-Type {media!r}: use application/json or {NDJSON}"
         )
+    if not ndjson and (expected_seq is not None or close):
+        raise InvalidRequest("with a JSON body, put expected_seq and close in the body")
+    limits = state.limits
+    body = await read_body(request, limits.max_batch_bytes)
+    if ndjson:
+        batch = parse_ndjson_batch(body, limits, expected_seq=expected_seq, close=close)
+    else:
+        batch = parse_json_batch(body, limits)
+    if not batch.chunks:
+        # Nothing to store: an empty append names an existing run, it never creates one.
+        await state.log.get_run(run_id)
     result = await state.log.append(
         run_id, batch.chunks, expected_seq=batch.expected_seq, close=batch.close
     )

@@ -35,6 +35,7 @@ from service.log.writer import GroupCommitter
 
 _CREATE_RUN = QUERIES["create_run"]
 _GET_RUN = QUERIES["get_run"]
+_RUN_INPUT = QUERIES["run_input"]
 _READ_EVENTS = QUERIES["read_events"]
 _READ_PAGE = QUERIES["read_page"]
 # A fork's prefix is its source's (service.log.streams): read through the chain
@@ -287,7 +288,7 @@ class EventLog:
         input: Any = None,
     ) -> tuple[Run, bool]:
         """Create a run; idempotent. Returns (run, created). An existing run
-        with different thread or metadata is a conflict."""
+        with a different thread, agent, metadata or input is a conflict."""
         check_run_id(run_id)
         # As a RUN_STARTED chunk's threadId is stored: lookups sanitize alike.
         thread_id = None if thread_id is None else storable(thread_id)
@@ -301,14 +302,21 @@ class EventLog:
                     _CREATE_RUN, run_id, thread_id, agent, meta_text, input_text
                 )
                 row = await conn.fetchrow(_GET_RUN, run_id)
+                stored_input = (
+                    await conn.fetchval(_RUN_INPUT, run_id)
+                    if created is None and input is not None
+                    else None
+                )
         assert row is not None  # just inserted or already there; runs are only pruned when closed
         run = Run.from_record(row)
-        if not created and (
+        if created is None and (
             (thread_id is not None and run.thread_id != thread_id)
             or (metadata is not None and run.metadata != meta)
+            or (agent is not None and run.agent != agent)
+            or (input is not None and (stored_input is None or loads(stored_input) != input))
         ):
             raise RunConflict(
-                f"run {run_id!r} exists with another thread_id or metadata",
+                f"run {run_id!r} exists with another thread, agent, metadata or input",
                 thread_id=run.thread_id,
             )
         return run, created is not None

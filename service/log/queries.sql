@@ -181,6 +181,12 @@ SELECT run_id, thread_id, agent, status, last_seq, closed_at IS NOT NULL AS clos
 FROM runs WHERE run_id = $1;
 
 
+-- name: run_input
+-- The RunAgentInput a hosted run was started with (JSON text), to tell a retry of the
+-- same start from another request under its id. $1 run id.
+SELECT input FROM runs WHERE run_id = $1;
+
+
 -- name: read_events
 -- A page of run $1's events with seq > $2, at most $3.
 SELECT seq, type, chunk, received_at FROM events
