@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,10 +15,20 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="session")
-def clone(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def scratch() -> Iterator[Path]:
+    """A folder of this session's own. Not pytest's tmp_path: other pytest sessions of the
+    same user prune pytest's numbered folders, and an install here takes long enough for a
+    concurrent session to remove it mid-test."""
+    with tempfile.TemporaryDirectory(prefix="replay-fresh-") as home:
+        yield Path(home)
+
+
+@pytest.fixture(scope="session")
+def clone(scratch: Path) -> Path:
     if shutil.which("git") is None:
         pytest.fail("git is needed to clone the repository")
-    home = tmp_path_factory.mktemp("fresh")
+    home = scratch / "clone"
+    home.mkdir()
     target = home / "agent-replay"
     subprocess.run(
         ["git", "clone", "--quiet", "--no-hardlinks", str(REPO), str(target)],

@@ -57,8 +57,9 @@ def _run(*args: str | Path, cwd: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def installed(clone: Path, tmp_path_factory: pytest.TempPathFactory) -> Installed:
-    home = tmp_path_factory.mktemp("installed")
+def installed(clone: Path, scratch: Path) -> Installed:
+    home = scratch / "installed"
+    home.mkdir()
     wheels, venv, elsewhere = home / "wheels", home / "venv", home / "elsewhere"
     elsewhere.mkdir()
     _run(sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", wheels, ".", cwd=clone)
