@@ -24,11 +24,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Header, Path, Query, Request
+from fastapi import APIRouter, Body, Depends, Header, Path, Query, Request
 from starlette.responses import Response
 
 from service.api.agents import RunAgentInput
-from service.api.deps import AppState, StateDep
+from service.api.deps import AppState, StateDep, require_json_body
 from service.api.models import ERRORS
 from service.api.reencoded import events_after, events_upto, sse_frames, sse_response
 from service.audit.cache import thread_runs
@@ -93,6 +93,7 @@ async def _body(state: AppState, plan: Plan, resume: AguiResume | None) -> Async
 @router.post(
     "/v1/agents/{agent}/ag-ui",
     responses={200: {"description": "AG-UI events (SSE)", "content": {"text/event-stream": {}}}},
+    dependencies=[Depends(require_json_body)],
 )
 async def ag_ui(
     request: Request,

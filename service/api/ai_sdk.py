@@ -22,11 +22,11 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Header, Path, Query
+from fastapi import APIRouter, Body, Depends, Header, Path, Query
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.responses import Response
 
-from service.api.deps import AppState, StateDep
+from service.api.deps import AppState, StateDep, require_json_body
 from service.api.models import ERRORS
 from service.api.reencoded import events_after, events_upto, sse_frames, sse_response
 from service.api.responses import JSON
@@ -130,6 +130,7 @@ async def _active_run(state: AppState, chat_id: str) -> StoredRun | None:
 @router.post(
     "/{agent}",
     responses={200: {"description": "the UI message stream", "content": {"text/event-stream": {}}}},
+    dependencies=[Depends(require_json_body)],
 )
 async def send_messages(
     state: StateDep,

@@ -70,6 +70,8 @@ async def _finished(http: httpx.AsyncClient, path: str, body: Any, run_id: str) 
 BAD_JSON_ROUTES = [
     ("POST", "/v1/chat/demo"),
     ("POST", "/v1/agents/demo/runs"),
+    ("POST", "/v1/agents/demo/ag-ui"),
+    ("POST", "/v1/ai-sdk/demo"),
     ("PUT", "/v1/runs/bad-json-1"),
     ("POST", "/v1/runs/bad-json-1/events"),
 ]
@@ -99,6 +101,7 @@ BAD_ID = "has space"
         ("POST", "/v1/chat/demo", {"json": {"messages": [USER]}, "headers": {"X-Run-Id": ""}}),
         ("POST", "/v1/chat/demo", {"json": {"runId": BAD_ID, "messages": [USER]}}),
         ("POST", "/v1/agents/demo/runs", {"json": {"runId": BAD_ID}}),
+        ("POST", "/v1/agents/demo/ag-ui", {"json": {"runId": BAD_ID}}),
         ("GET", "/v1/chat/demo", {"params": {"runId": BAD_ID, "offset": "-1"}}),
         ("PUT", f"/v1/runs/{BAD_ID}", {}),
         ("POST", f"/v1/runs/{BAD_ID}/events", {"json": {"events": [{"type": "X"}]}}),
@@ -127,6 +130,8 @@ async def test_run_id_when_malformed_wherever_it_comes_from_then_422_invalid_run
         ("PUT", "/v1/runs/media-2", {"thread_id": "t"}),
         ("POST", "/v1/agents/demo/runs", {"runId": "media-3"}),
         ("POST", "/v1/chat/demo", {"runId": "media-4", "messages": [USER]}),
+        ("POST", "/v1/agents/demo/ag-ui", {"runId": "media-5", "messages": [USER]}),
+        ("POST", "/v1/ai-sdk/demo", {"id": "media-6", "messages": []}),
     ],
 )
 async def test_body_when_content_type_not_json_then_415_unsupported_media_type(
