@@ -95,6 +95,28 @@ def test_installed_replay_when_run_outside_repo_then_imports_the_installed_packa
     assert installed.replay("--help").returncode == 0
 
 
+def test_installed_package_when_every_module_imported_then_its_dependencies_are_declared(
+    installed: Installed,
+) -> None:
+    # The clean venv holds only what pyproject's `dependencies` bring (no dev extras): a
+    # module importing anything else fails here, not on a user's first `replay tail`.
+    code = (
+        "import importlib, pkgutil, service\n"
+        "for m in pkgutil.walk_packages(service.__path__, 'service.'):\n"
+        "    if not m.name.startswith('service.migrations'):\n"
+        "        importlib.import_module(m.name)\n"
+    )
+    done = subprocess.run(
+        [str(installed.bin / "python"), "-c", code],
+        cwd=installed.elsewhere,
+        env=installed.env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
 async def test_installed_replay_migrate_when_database_configured_then_schema_at_head(
     installed: Installed, databases: Databases
 ) -> None:
