@@ -10,11 +10,40 @@ import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from service import logs
 from service.config import Settings
+
+if TYPE_CHECKING:  # generic only to the type checker
+    _Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
+
+EXAMPLES = """\
+examples:
+  replay serve                                  # :8000, embedded PostgreSQL in ./.replay
+  replay tail run-1 --from-start                # follow a run live over HTTP
+  replay transcript --run run-1                 # Markdown, from the database
+  replay transcript --thread t-1 --format html --out t-1.html
+  replay export --thread t-1 --out t-1.jsonl    # then: replay import t-1.jsonl elsewhere
+  replay project chunks.jsonl                   # UIMessage[] from a file; no database
+  curl -s localhost:8000/v1/runs/run-1/events | jq -c '.events[].chunk' | replay project -
+  replay prune --closed-before 30d --dry-run    # what retention would delete
+  REPLAY_DATABASE_URL=postgresql://me@db/replay replay migrate
+
+Commands that read a run or thread use --database-url (or REPLAY_DATABASE_URL), else the
+embedded database in --data-dir (or REPLAY_DATA_DIR, default .replay). `replay COMMAND -h`
+lists each command's options and their defaults.
+"""
+
+# Commands whose INFO lines (migrations, the embedded cluster) are noise next to their own
+# output; -v shows them.
+_QUIET = frozenset({"project", "export", "import", "transcript", "prune", "tail"})
+
+
+def _plural(count: int, noun: str, plural: str | None = None) -> str:
+    return f"{count} {noun if count == 1 else plural or noun + 's'}"
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -134,7 +163,7 @@ def _export(args: argparse.Namespace) -> int:
             export_to(url, run_id=args.run_id, thread_id=args.thread_id, out=args.out)
         )
     if args.out is not None:
-        print(f"replay export: wrote {events} events to {args.out}", file=sys.stderr)
+        print(f"replay export: wrote {_plural(events, 'event')} to {args.out}", file=sys.stderr)
     return 0
 
 
@@ -147,8 +176,8 @@ def _import(args: argparse.Namespace) -> int:
         report = asyncio.run(import_archive(url, archive))
     events = sum(len(run.events) for run in archive.runs if run.record.run_id in report.created)
     print(
-        f"replay import: {len(report.created)} runs imported ({events} events), "
-        f"{len(report.unchanged)} already stored and unchanged"
+        f"replay import: {_plural(len(report.created), 'run')} imported "
+        f"({_plural(events, 'event')}), {len(report.unchanged)} already stored and unchanged"
     )
     return 0
 
@@ -165,7 +194,8 @@ def _transcript(args: argparse.Namespace) -> int:
             archive = asyncio.run(
                 archive_from_database(url, run_id=args.run_id, thread_id=args.thread_id)
             )
-    text = render(from_archive(archive, normalize=args.normalize), args.format)
+    transcript = from_archive(archive, normalize=args.normalize, thread_id=args.thread_id)
+    text = render(transcript, args.format)
     if args.out is None:
         sys.stdout.write(text)
     else:
@@ -173,8 +203,24 @@ def _transcript(args: argparse.Namespace) -> int:
     return 0
 
 
-def _when(text: str) -> datetime:
-    moment = datetime.fromisoformat(text)  # a date alone is its midnight
+DATE_FORMATS = (
+    "ISO 8601 (2026-11-30, 2026-11-30T12:00, 2026-11-30T12:00:00+02:00; UTC unless an offset "
+    "is given) or an age before now (90s, 30m, 12h, 2d, 1w)"
+)
+_AGES = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
+
+
+def when(text: str, now: datetime | None = None) -> datetime:
+    """A moment: ISO 8601 (a date alone is its midnight, UTC unless an offset is given),
+    or an age such as `2d` or `12h` meaning that long before `now`."""
+    text = text.strip()
+    number, unit = text[:-1], text[-1:].lower()
+    if unit in _AGES and number.isascii() and number.isdigit():
+        return (now or datetime.now(UTC)) - timedelta(seconds=int(number) * _AGES[unit])
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a date: use {DATE_FORMATS}") from None
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
@@ -193,46 +239,81 @@ def _prune(args: argparse.Namespace) -> int:
         else ""
     )
     print(
-        f"replay prune: {verb} {report.runs} runs and {report.events} events "
-        f"closed before {before.isoformat()}{span}"
+        f"replay prune: {verb} {_plural(report.runs, 'run')} and "
+        f"{_plural(report.events, 'event')} closed before {before.isoformat()}{span}"
     )
     return 0
 
 
+_DATABASE_URL = "PostgreSQL URL (default: REPLAY_DATABASE_URL, else the embedded database)"
+_DATA_DIR = (
+    "the embedded database's home, used without a URL (default: REPLAY_DATA_DIR, else .replay)"
+)
+
+
 def _add_database(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--database-url", help="overrides REPLAY_DATABASE_URL")
-    parser.add_argument("--data-dir", type=Path, help="embedded database home (REPLAY_DATA_DIR)")
+    parser.add_argument("--database-url", metavar="URL", help=_DATABASE_URL)
+    parser.add_argument("--data-dir", type=Path, metavar="DIR", help=_DATA_DIR)
 
 
-def _add_offline(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    export = sub.add_parser("export", help="write a run or a thread as an export file")
+def _add_offline(sub: _Subparsers, common: argparse.ArgumentParser) -> None:
+    export = _command(sub, common, "export", "write a run or a thread as an export file")
     which = export.add_mutually_exclusive_group(required=True)
-    which.add_argument("--run", dest="run_id", metavar="ID")
-    which.add_argument("--thread", dest="thread_id", metavar="ID")
-    export.add_argument("--out", type=Path, help="file to write (default: stdout)")
+    which.add_argument("--run", dest="run_id", metavar="ID", help="the run to export")
+    which.add_argument("--thread", dest="thread_id", metavar="ID", help="every run of a thread")
+    export.add_argument("--out", type=Path, metavar="FILE", help="file to write (default: stdout)")
     _add_database(export)
     export.set_defaults(run=_failing(_export))
 
-    load = sub.add_parser("import", help="load an export file (idempotent, all or nothing)")
-    load.add_argument("file", type=Path)
+    load = _command(sub, common, "import", "load an export file (idempotent, all or nothing)")
+    load.add_argument("file", type=Path, help="an export file (from replay export)")
     _add_database(load)
     load.set_defaults(run=_failing(_import))
 
-    transcript = sub.add_parser("transcript", help="a readable transcript of a file, run or thread")
+    transcript = _command(
+        sub, common, "transcript", "a readable transcript of an export file, a run or a thread"
+    )
     source = transcript.add_mutually_exclusive_group(required=True)
-    source.add_argument("file", nargs="?", type=Path, help="export file (no database needed)")
-    source.add_argument("--run", dest="run_id", metavar="ID")
-    source.add_argument("--thread", dest="thread_id", metavar="ID")
-    transcript.add_argument("--format", choices=("markdown", "json", "html"), default="markdown")
-    transcript.add_argument("--out", type=Path, help="file to write (default: stdout)")
-    transcript.add_argument("--normalize", action="store_true")
+    source.add_argument("file", nargs="?", type=Path, help="an export file (no database needed)")
+    source.add_argument("--run", dest="run_id", metavar="ID", help="a run from the database")
+    source.add_argument(
+        "--thread", dest="thread_id", metavar="ID", help="a thread's runs from the database"
+    )
+    transcript.add_argument(
+        "--format",
+        choices=("markdown", "json", "html"),
+        default="markdown",
+        help="output format (default: markdown)",
+    )
+    transcript.add_argument(
+        "--out", type=Path, metavar="FILE", help="file to write (default: stdout)"
+    )
+    transcript.add_argument(
+        "--normalize",
+        action="store_true",
+        help="apply the legacy server normalization to messages (default: off)",
+    )
     _add_database(transcript)
     transcript.set_defaults(run=_failing(_transcript))
 
-    prune = sub.add_parser("prune", help="delete closed runs older than a date, in small batches")
-    prune.add_argument("--closed-before", type=_when, required=True, metavar="DATE")
-    prune.add_argument("--dry-run", action="store_true", help="only say what would go")
-    prune.add_argument("--batch-events", type=int, default=10_000, help="events per transaction")
+    prune = _command(sub, common, "prune", "delete closed runs older than a date, in small batches")
+    prune.add_argument(
+        "--closed-before",
+        type=when,
+        required=True,
+        metavar="DATE",
+        help=f"delete runs closed before this moment: {DATE_FORMATS}",
+    )
+    prune.add_argument(
+        "--dry-run", action="store_true", help="only say what would go (default: delete)"
+    )
+    prune.add_argument(
+        "--batch-events",
+        type=int,
+        default=10_000,
+        metavar="N",
+        help="events deleted per transaction (default: 10000)",
+    )
     _add_database(prune)
     prune.set_defaults(run=_failing(_prune))
 
@@ -253,16 +334,17 @@ def _seq(text: str) -> int:
     return int(text)
 
 
-def _add_tail(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def _add_tail(sub: _Subparsers, common: argparse.ArgumentParser) -> None:
     tail = sub.add_parser(
         "tail",
+        parents=[common],
         help="follow a run (or a thread's runs) live over HTTP",
         description="Follow a run through the service's HTTP stream, resuming after a dropped "
         "connection. Exit codes: 0 done, 1 API error, 3 no such run or thread, 4 key refused, "
         "5 service unreachable, 130 interrupted.",
     )
     which = tail.add_mutually_exclusive_group(required=True)
-    which.add_argument("run_id", nargs="?", metavar="RUN_ID")
+    which.add_argument("run_id", nargs="?", metavar="RUN_ID", help="the run to follow")
     which.add_argument(
         "--thread",
         dest="thread_id",
@@ -277,57 +359,118 @@ def _add_tail(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     tail.add_argument(
         "--api-key",
         default=os.environ.get("REPLAY_API_KEY") or None,
-        help="sent as Authorization: Bearer (REPLAY_API_KEY)",
+        help="sent as Authorization: Bearer (default: REPLAY_API_KEY, else none)",
     )
     start = tail.add_mutually_exclusive_group()
-    start.add_argument("--from-start", action="store_true", help="replay the run from its start")
+    start.add_argument(
+        "--from-start",
+        action="store_true",
+        help="replay the run from its start (default: only what comes next)",
+    )
     start.add_argument(
         "--offset", type=_seq, metavar="N", help="start after seq N (default: only what comes next)"
     )
     shape = tail.add_mutually_exclusive_group()
-    shape.add_argument("--raw", action="store_true", help="the stored chunks as JSON Lines")
+    shape.add_argument(
+        "--raw",
+        action="store_true",
+        help="the stored chunks as JSON Lines (default: readable text)",
+    )
     shape.add_argument(
         "--json",
         action="store_true",
-        help='the decoded stream as JSON Lines ({"seq", "chunk", "decoded"?})',
+        help='the decoded stream as JSON Lines ({"seq", "chunk", "decoded"?}) '
+        "(default: readable text)",
     )
     tail.add_argument(
         "--retry-seconds",
         type=float,
         default=30.0,
-        help="how long to keep resuming after the connection drops",
+        metavar="SECONDS",
+        help="how long to keep resuming after the connection drops (default: 30)",
     )
     tail.set_defaults(run=_tail)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="replay", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+def _command(
+    sub: _Subparsers, common: argparse.ArgumentParser, name: str, summary: str
+) -> argparse.ArgumentParser:
+    description = summary[0].upper() + summary[1:] + "."
+    return sub.add_parser(name, help=summary, description=description, parents=[common])
 
-    serve = sub.add_parser("serve", help="run the HTTP service")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8000)
-    serve.add_argument("--database-url", help="overrides REPLAY_DATABASE_URL")
-    serve.add_argument("--data-dir", type=Path, help="embedded database home (REPLAY_DATA_DIR)")
-    serve.add_argument("--migrate", action="store_true", help="apply migrations before serving")
-    serve.add_argument("--log-level", default="info")
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="also log migrations and the embedded database (default: only warnings, "
+        "except for serve and migrate)",
+    )
+    parser = argparse.ArgumentParser(
+        prog="replay",
+        description=__doc__,
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        parents=[common],
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    serve = _command(sub, common, "serve", "run the HTTP service")
+    serve.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)"
+    )
+    serve.add_argument("--port", type=int, default=8000, help="port to listen on (default: 8000)")
+    _add_database(serve)
+    serve.add_argument(
+        "--migrate",
+        action="store_true",
+        help="apply migrations before serving (default: only on the embedded database)",
+    )
+    serve.add_argument(
+        "--log-level",
+        default="info",
+        choices=("critical", "error", "warning", "info", "debug"),
+        help="log level (default: info)",
+    )
     serve.set_defaults(run=_serve)
 
-    mig = sub.add_parser("migrate", help="alembic upgrade head (or --check, --downgrade REV)")
-    mig.add_argument("--database-url", help="overrides REPLAY_DATABASE_URL")
-    mig.add_argument("--data-dir", type=Path)
-    mig.add_argument("--revision", default="head")
-    mig.add_argument("--downgrade", metavar="REV")
-    mig.add_argument("--check", action="store_true", help="exit 1 unless the schema is at head")
+    mig = _command(sub, common, "migrate", "alembic upgrade to head (or --check, --downgrade REV)")
+    _add_database(mig)
+    mig.add_argument(
+        "--revision", default="head", metavar="REV", help="upgrade to this revision (default: head)"
+    )
+    mig.add_argument(
+        "--downgrade", metavar="REV", help="downgrade to this revision instead (default: none)"
+    )
+    mig.add_argument(
+        "--check",
+        action="store_true",
+        help="change nothing; exit 1 unless the schema is at head (default: upgrade)",
+    )
     mig.set_defaults(run=_migrate)
 
-    project = sub.add_parser("project", help="project a chunk or export file to UIMessage[]")
-    project.add_argument("file")
-    project.add_argument("--snapshots", action="store_true")
-    project.add_argument("--normalize", action="store_true")
+    project = _command(
+        sub, common, "project", "project chunks or an export file to UIMessage[] (no database)"
+    )
+    project.add_argument(
+        "file",
+        help="chunks as JSON Lines or one JSON array, or an export file; - reads standard input",
+    )
+    project.add_argument(
+        "--snapshots",
+        action="store_true",
+        help="print the messages after every chunk, one line each (default: only the final ones)",
+    )
+    project.add_argument(
+        "--normalize",
+        action="store_true",
+        help="apply the legacy server normalization (default: off)",
+    )
     project.set_defaults(run=_project)
-    _add_offline(sub)
-    _add_tail(sub)
+    _add_offline(sub, common)
+    _add_tail(sub, common)
     return parser
 
 
@@ -337,10 +480,23 @@ def _log_format() -> logs.LogFormat:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    logs.configure(_log_format())
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return 2
+    quiet = args.command in _QUIET and not args.verbose
+    logs.configure(_log_format(), logging.WARNING if quiet else logging.INFO)
     run: Callable[[argparse.Namespace], int] = args.run
-    return run(args)
+    try:
+        return run(args)
+    except BrokenPipeError:
+        # The reader went away (`replay project f | head`): stop quietly, as a tool killed
+        # by SIGPIPE would. stdout points at /dev/null so the interpreter's last flush
+        # cannot fail again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
-"""``project FILE.jsonl [--snapshots] [--normalize]``: print the projection.
+"""``project FILE [--snapshots] [--normalize]``: print the projection.
 
-The file holds one AG-UI chunk per line, or is an export: a header object
+The file (``-``: standard input) holds one AG-UI chunk per line, or one JSON
+array of chunks (what ``jq -s`` or a log viewer writes), or is an export: a header object
 with a ``"format"`` key (and no ``"type"``) followed by ``{"run_id", "seq",
 "received_at", "chunk"}`` envelopes. Lines are split on "\\n" only (JSON
 text may hold raw U+2028/U+0085, which ``str.splitlines`` would split on);
@@ -27,7 +28,10 @@ class InputError(Exception):
 
 
 def read_chunks(text: str) -> Iterator[dict[str, Any]]:
-    """The chunks of a JSONL log or of an export file."""
+    """The chunks of a JSONL log, a JSON array of chunks, or an export file."""
+    if text.lstrip().startswith("["):
+        yield from _array(text)
+        return
     export = None
     for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
@@ -50,9 +54,29 @@ def read_chunks(text: str) -> Iterator[dict[str, Any]]:
         yield value
 
 
+def _array(text: str) -> Iterator[dict[str, Any]]:
+    try:
+        value = parse_json(text)
+    except JSONParseError as exc:
+        raise InputError(f"not a valid JSON array ({exc})") from exc
+    if not isinstance(value, list):
+        raise InputError("expected a JSON array of chunk objects")
+    for index, item in enumerate(value):
+        if not isinstance(item, dict):
+            raise InputError(f"item {index}: expected a JSON object")
+        yield item
+
+
+def _read(name: str) -> str:
+    if name == "-":
+        return sys.stdin.buffer.read().decode("utf-8")
+    with open(name, encoding="utf-8", newline="") as handle:
+        return handle.read()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="project", description=__doc__.splitlines()[0])
-    parser.add_argument("file", help="JSONL log or export file")
+    parser.add_argument("file", help="JSONL log, JSON array of chunks, or export file; - for stdin")
     parser.add_argument(
         "--snapshots", action="store_true", help="print the messages after every chunk"
     )
@@ -61,9 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     try:
-        with open(args.file, encoding="utf-8", newline="") as handle:
-            text = handle.read()
-        chunks = list(read_chunks(text))
+        chunks = list(read_chunks(_read(args.file)))
     except (OSError, UnicodeDecodeError, InputError) as exc:
         print(f"project: {args.file}: {exc}", file=sys.stderr)
         return 2

@@ -35,7 +35,9 @@ class Transcript:
     result_times: dict[str, datetime] = field(default_factory=dict)
 
 
-def _title(runs: list[RunRecord]) -> str:
+def _title(runs: list[RunRecord], thread_id: str | None) -> str:
+    if thread_id is not None:  # asked for a thread: titled by it, however many runs it has
+        return f"Thread {thread_id}"
     if len(runs) == 1:
         return f"Run {runs[0].run_id}"
     return f"Thread {runs[0].thread_id}"
@@ -49,7 +51,9 @@ def _created(message: dict[str, Any]) -> datetime | None:
         return None  # a JS date past year 9999
 
 
-def from_archive(archive: Archive, *, normalize: bool = False) -> Transcript:
+def from_archive(
+    archive: Archive, *, normalize: bool = False, thread_id: str | None = None
+) -> Transcript:
     first_seen: dict[str, datetime] = {}
     call_times: dict[str, datetime] = {}
     result_times: dict[str, datetime] = {}
@@ -82,4 +86,5 @@ def from_archive(archive: Archive, *, normalize: bool = False) -> Transcript:
             )
         if record.error_message:
             turns.append(Turn(record.run_id, record.closed_at, error=record.error_message))
-    return Transcript(_title(archive.records), archive.records, turns, call_times, result_times)
+    title = _title(archive.records, thread_id)
+    return Transcript(title, archive.records, turns, call_times, result_times)
