@@ -32,6 +32,9 @@ from service.logs import REQUEST_ID
 log = logging.getLogger("replay.access")
 
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._:/+=@-]{1,128}")
+# Polled every few seconds by orchestrators and scrapers: a line each would bury the
+# requests people make. They are still counted; a failing probe is still logged.
+QUIET_ROUTES = frozenset({"/healthz", "/readyz", "/metrics"})
 SECRET_PARAMS = frozenset(
     {"token", "access_token", "key", "api_key", "apikey", "secret", "password", "signature", "sig"}
 )
@@ -109,7 +112,8 @@ class AccessLog:
             route = self._template(scope)
             method: str = scope["method"]
             metrics.HTTP_REQUESTS.labels(method, route, str(status)).inc()
-            if self.log_requests and log.isEnabledFor(logging.INFO):
+            quiet = route in QUIET_ROUTES and status < 400
+            if self.log_requests and not quiet and log.isEnabledFor(logging.INFO):
                 run_id = (scope.get("path_params") or {}).get("run_id") or response_run_id
                 if run_id is None:
                     run_id = next(

@@ -6,8 +6,10 @@ the same facts. No line may carry a key or a token, wherever it was sent.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -80,7 +82,7 @@ async def test_access_log_when_json_then_one_line_per_request_with_route_status_
         assert r.headers["x-request-id"] == "req-append-1"
         missing = await http.get("/v1/runs/acc-missing", headers={"x-request-id": "req-404"})
         assert missing.status_code == 404 and missing.headers["x-request-id"] == "req-404"
-        await http.get("/healthz", headers={"x-request-id": "req-flush"})
+        await http.get("/favicon.ico", headers={"x-request-id": "req-flush"})
     (line,) = _access(path, "req-append-1")
     assert line["level"] == "info"
     assert (line["method"], line["route"], line["status"]) == (
@@ -100,14 +102,14 @@ async def test_access_log_when_no_or_bad_request_id_then_one_is_generated_and_ec
 ) -> None:
     base, path = json_server
     async with httpx.AsyncClient(base_url=base, timeout=30) as http:
-        plain = await http.get("/healthz")
-        hostile = await http.get("/healthz", headers={"x-request-id": "a b\tc" + "x" * 200})
-        await http.get("/healthz", headers={"x-request-id": "req-flush"})
+        plain = await http.get("/favicon.ico")
+        hostile = await http.get("/favicon.ico", headers={"x-request-id": "a b\tc" + "x" * 200})
+        await http.get("/favicon.ico", headers={"x-request-id": "req-flush"})
     ids = [plain.headers["x-request-id"], hostile.headers["x-request-id"]]
     for request_id in ids:
         assert re.fullmatch(r"[0-9a-f]{32}", request_id)
         (line,) = _access(path, request_id)
-        assert (line["route"], line["status"]) == ("/healthz", 200)
+        assert (line["route"], line["status"]) == ("/favicon.ico", 200)
     assert ids[0] != ids[1]
 
 
@@ -133,7 +135,7 @@ async def test_access_log_when_a_stream_ends_then_its_line_has_the_whole_duratio
             await http.post("/v1/runs/acc-stream/close")
             async for data in chunks:
                 reader.feed(data)
-        await http.get("/healthz", headers={"x-request-id": "req-flush"})
+        await http.get("/favicon.ico", headers={"x-request-id": "req-flush"})
     (line,) = _access(path, "req-stream")
     assert (line["route"], line["status"], line["run_id"]) == (
         "/v1/runs/{run_id}/stream",
@@ -153,7 +155,7 @@ async def test_access_log_when_key_and_token_sent_then_neither_is_ever_written(
             params={"token": TOKEN, "offset": "-1", "api_key": KEY},
             headers={**AUTH, "x-request-id": "req-token"},
         )
-        await http.get("/healthz", headers={"x-request-id": "req-flush"})
+        await http.get("/favicon.ico", headers={"x-request-id": "req-flush"})
     text = path.read_text()
     assert KEY not in text and TOKEN not in text
     (line,) = _access(path, "req-token")
@@ -170,7 +172,25 @@ async def test_access_log_when_text_then_readable_line_with_the_same_fields(
     base, path = text_server
     async with httpx.AsyncClient(base_url=base, timeout=30, headers=AUTH) as http:
         await http.put("/v1/runs/acc-text", headers={"x-request-id": "req-text"})
-        await http.get("/healthz", headers={"x-request-id": "req-flush"})
+        await http.get("/favicon.ico", headers={"x-request-id": "req-flush"})
     (line,) = [entry for entry in path.read_text().splitlines() if "request_id=req-text" in entry]
     assert line.startswith("INFO replay.access: PUT /v1/runs/{run_id} 201 ")
     assert " run_id=acc-text " in line and " status=201 " in line
+
+
+async def test_access_log_when_health_probes_succeed_then_they_write_no_line(
+    json_server: Server,
+) -> None:
+    base, path = json_server
+    async with httpx.AsyncClient(base_url=base, timeout=30, headers=AUTH) as http:
+        for probe in ("/healthz", "/readyz", "/metrics"):
+            r = await http.get(probe, headers={"x-request-id": "req-probe"})
+            assert r.status_code == 200, probe
+        await http.get("/favicon.ico", headers={"x-request-id": "req-after-probes"})
+    # A line is written once its response has gone: wait for the last request's, which
+    # comes after any the probes would have written (one connection, in order).
+    deadline = time.monotonic() + 10
+    while not _access(path, "req-after-probes"):
+        assert time.monotonic() < deadline, "no access line for the request after the probes"
+        await asyncio.sleep(0.05)
+    assert _access(path, "req-probe") == []
