@@ -83,7 +83,8 @@ class Settings(BaseSettings):
     durable_sse_seconds: float = 60.0
     durable_read_max_messages: int = 10_000
     durable_read_max_bytes: int = 4 << 20
-    demo_delay_seconds: float = 0.04
+    # Slow enough that a person can close the tab mid-answer (an answer takes 9 s or more).
+    demo_delay_seconds: float = 0.35
     # Operations: log lines as text or JSON; one access line per request; /metrics open.
     log_format: Literal["text", "json"] = "text"
     access_log: bool = True
