@@ -16,7 +16,7 @@ from typing import Any
 
 from fastapi import Depends, FastAPI
 from fastapi.exceptions import RequestValidationError
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncEngine
 from starlette.exceptions import HTTPException
 from starlette.routing import Route
 
@@ -47,12 +47,13 @@ from service.api.responses import (
     on_unexpected_error,
     on_validation_error,
 )
-from service.config import Settings, sqlalchemy_url
+from service.config import Settings
 from service.durable.protocol import Limits as DurableLimits
 from service.durable.protocol import Streams
 from service.embedded import embedded_postgres
 from service.errors import ReplayError
 from service.log import EventLog, LogStore
+from service.log.engine import open_engine
 from service.log.streams import StreamStore
 from service.stream import Hub, Limits
 
@@ -89,9 +90,7 @@ def create_app(
             stack.push_async_callback(event_log.close)
             # SQLAlchemy Core for the audit's dynamic queries; connects lazily.
             audit_pool_size = max(2, settings.pool_size // 2)
-            engine = create_async_engine(
-                sqlalchemy_url(url), pool_size=audit_pool_size, max_overflow=_AUDIT_OVERFLOW
-            )
+            engine = open_engine(url, pool_size=audit_pool_size, max_overflow=_AUDIT_OVERFLOW)
             stack.push_async_callback(engine.dispose)
             hub = Hub(
                 event_log,

@@ -13,20 +13,19 @@ from contextlib import asynccontextmanager
 from datetime import datetime
 from pathlib import Path
 
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
-from sqlalchemy.pool import NullPool
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from service.archive.dump import export_bytes, export_lines, run_records
 from service.archive.reader import Archive, read_archive
-from service.config import sqlalchemy_url
 from service.log import EventLog, LogStore
 from service.log.bulk import LoadReport
+from service.log.engine import open_engine
 from service.log.retention import PruneReport
 
 
 @asynccontextmanager
 async def engine_for(url: str) -> AsyncIterator[AsyncEngine]:
-    engine = create_async_engine(sqlalchemy_url(url), poolclass=NullPool)
+    engine = open_engine(url)
     try:
         yield engine
     finally:
