@@ -139,3 +139,31 @@ async def test_ai_sdk_transport_when_agent_pauses_past_a_heartbeat_then_comment_
     assert result["message"]["parts"] == [
         {"type": "text", "text": "Let me think... yes.", "state": "done"}
     ]
+
+
+def _chat(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Client-minted user message ids and each chat's run id out."""
+    normalized = []
+    for message in messages:
+        message = _normalized(message) if message["role"] == "assistant" else dict(message)
+        if message["role"] == "user":
+            message["id"] = "USER"
+        normalized.append(message)
+    return normalized
+
+
+@pytest.mark.parametrize("package", ["ai5", "ai"])
+async def test_ai_sdk_chat_when_tab_closes_mid_answer_then_resume_stream_ends_like_plain_chat(
+    node_harness: Path, replicas: Replicas, package: str
+) -> None:
+    # The paused agent thinks for seconds after its first words: the tab closes in between.
+    result = await run_node(
+        node_harness, "ai_sdk_chat_resume.mjs", package, replicas.a, replicas.b,
+        f"tab-{package}", "paused",
+    )  # fmt: skip
+    assert result["status"] == "ready"
+    # The first tab saw part of the answer; the new tab starts from the user turn alone.
+    assert len(json.dumps(result["closed"])) < len(json.dumps(result["plain"]))
+    assert [m["role"] for m in result["hydrated"]] == ["user"]
+    assert _chat(result["resumed"]) == _chat(result["plain"])
+    assert result["resumed"][-1]["parts"][-1]["text"] == "Let me think... yes."
