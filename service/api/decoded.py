@@ -20,7 +20,7 @@ from service.log import LogStore
 from service.log.chunks import dumps
 from service.log.typefilter import TypeFilter
 from service.projector.typewriter import ToolCalls
-from service.stream.audience import sse_frame
+from service.stream.audience import id_only, sse_frame
 from service.stream.framing import Encoding, Row, one_line
 
 _TOOL_TYPES = frozenset({"TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END"})
@@ -72,9 +72,11 @@ class DecodedFramer:
 
     def frame(self, rows: Sequence[Row]) -> bytes:
         parts: list[str] = []
+        skipped = False
         for seq, text in rows:
             kind, decoded = self.observe(text)
-            if self._types is not None and not self._types.matches(kind):
+            skipped = self._types is not None and not self._types.matches(kind)
+            if skipped:
                 continue
             extra = f',"decoded":{dumps(decoded)}' if decoded is not None else ""
             data = f'{{"seq":{seq},"chunk":{one_line(text)}{extra}}}'
@@ -82,4 +84,6 @@ class DecodedFramer:
                 parts.append(sse_frame(seq, data, kind if self._named else None))
             else:
                 parts.append(data + "\n")
+        if skipped and rows and self._encoding is Encoding.SSE:
+            parts.append(id_only(rows[-1][0]))
         return "".join(parts).encode()

@@ -7,6 +7,8 @@ Each frame sent keeps its own seq as the SSE id (the NDJSON `id`), so a
 client resuming with the last id it saw gets exactly the matching events
 after it: the follower's cursor moves over skipped events as over sent ones
 (`service.stream.tail`), and a resume re-applies the same filter from there.
+An SSE page whose last events were filtered out ends with an id-only frame,
+so the client's id moves past what was skipped too.
 The filter is stateless, so one framing of a buffered page serves every
 follower with the same options.
 """
@@ -39,6 +41,17 @@ def sse_frame(seq: int, data: str, event: str | None = None) -> str:
     return f"id: {seq}\n{named}data: {one_line(data)}\n\n"
 
 
+def id_only(seq: int) -> str:
+    """An SSE frame that moves the client's last event id without an event.
+
+    Sent after a page whose last events were filtered out: a browser's
+    EventSource then reconnects after them (and gets 204 once the run is
+    closed) instead of re-reading them after every reconnect. No event is
+    dispatched for it (the SSE specification's empty data buffer).
+    """
+    return f"id: {seq}\n\n"
+
+
 @dataclass(frozen=True, slots=True)
 class AudienceFramer:
     encoding: Encoding
@@ -53,14 +66,20 @@ class AudienceFramer:
         types = self.types
         named = self.named and self.encoding is Encoding.SSE
         parts: list[str] = []
+        sse = self.encoding is Encoding.SSE
+        skipped = False
         for seq, chunk in rows:
             kind = chunk_type(chunk) if types is not None or named else ""
             if types is not None and not types.matches(kind):
+                skipped = True
                 continue
-            if self.encoding is Encoding.SSE:
+            skipped = False
+            if sse:
                 parts.append(sse_frame(seq, chunk, kind if named else None))
             else:
                 parts.append(f'{{"id":"{seq}","chunk":{one_line(chunk)}}}\n')
+        if skipped and sse:
+            parts.append(id_only(rows[-1][0]))
         return "".join(parts).encode()
 
 

@@ -301,3 +301,22 @@ async def test_inspector_when_phone_width_and_dark_then_no_sideways_scroll_and_k
         await browser.finish()
     finally:
         await browser.close()
+
+
+async def test_eventsource_when_events_named_then_browser_listeners_get_them_by_type(
+    http: httpx.AsyncClient, service: Running, node_harness: Path
+) -> None:
+    run = "insp-es"
+    await _append(http, run, [
+        {"type": "RUN_STARTED", "threadId": "t-es", "runId": run},
+        *_text("m1", "one ", "two"),
+        *_tool("c1", "t", ["{}"], "r"),
+    ], close=True)  # fmt: skip
+    browser = await Browser.open(service.base_url, "eventsource", run)
+    try:
+        seen = (await browser.step("eventsource"))["seen"]
+        # Named frames only (no unnamed `message` events), ids are the events' seqs.
+        assert seen == [["3", "one "], ["4", "two"], ["5", "END"]]
+        await browser.finish()
+    finally:
+        await browser.close()

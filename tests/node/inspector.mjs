@@ -132,6 +132,20 @@ try {
     await page.click(`a[href="/inspect/runs/${run}"]`);
     await page.waitForSelector(".conversation .message", T);
     say("run", { asked: await page.$eval("#key-dialog", (d) => d.open), text: await conversation() });
+  } else if (scenario === "eventsource") {
+    // The browser's own EventSource with named events, and its own reconnect: the server
+    // ends the stream, EventSource comes back with Last-Event-ID and gets 204 (stop).
+    const [run] = args;
+    await page.goto(`${base}/inspect`);
+    const got = await page.evaluate((r) => new Promise((resolve) => {
+      const seen = [];
+      const source = new EventSource(`/v1/runs/${r}/stream?events=named&types=TEXT_MESSAGE_*`);
+      source.addEventListener("TEXT_MESSAGE_CONTENT", (e) => seen.push([e.lastEventId, JSON.parse(e.data).delta]));
+      source.addEventListener("TEXT_MESSAGE_END", (e) => seen.push([e.lastEventId, "END"]));
+      source.onmessage = (e) => seen.push(["unnamed", e.data]);
+      source.onerror = () => { if (source.readyState === EventSource.CLOSED) resolve(seen); };
+    }), run);
+    say("eventsource", { seen: got });
   } else if (scenario === "phone") {
     const [run] = args;
     const phone = await browser.newContext({ viewport: { width: 375, height: 740 }, colorScheme: "dark" });

@@ -151,7 +151,9 @@ async def test_tail_when_hints_delayed_dropped_duplicated_and_reconnects_then_ex
                 assert follower.task is not None
                 follower.task.cancel()
                 await asyncio.gather(follower.task, return_exceptions=True)
-                follower.reader = SseReader(events=list(follower.reader.events))
+                follower.reader = SseReader(
+                    events=list(follower.reader.events), skipped_to=follower.reader.skipped_to
+                )
                 begin(follower)
             elif action == "pause" and arg < len(followers):
                 followers[arg].gate.clear()

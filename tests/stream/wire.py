@@ -14,6 +14,7 @@ class SseReader:
     events: list[tuple[int, str]] = field(default_factory=list)
     comments: int = 0
     retry: list[int] = field(default_factory=list)
+    skipped_to: int | None = None
     _buffer: bytes = b""
 
     def feed(self, data: bytes) -> list[tuple[int, str]]:
@@ -31,6 +32,10 @@ class SseReader:
             comments = [line for line in lines if line.startswith(":")]
             self.comments += len(comments)
             lines = [line for line in lines if not line.startswith(":")]
+            if len(lines) == 1 and lines[0].startswith("id: "):
+                # A filtered stream moving the id past what it skipped: no event.
+                self.skipped_to = int(lines[0][4:])
+                continue
             assert len(lines) == 2, f"an event is exactly id + data lines: {block!r}"
             assert lines[0].startswith("id: ") and lines[1].startswith("data: "), block
             new.append((int(lines[0][4:]), lines[1][6:]))
@@ -39,7 +44,11 @@ class SseReader:
 
     @property
     def last_id(self) -> int | None:
-        return self.events[-1][0] if self.events else None
+        """What a client would send as Last-Event-ID: its last event, or a later id-only frame."""
+        last = self.events[-1][0] if self.events else None
+        if self.skipped_to is not None and (last is None or self.skipped_to > last):
+            return self.skipped_to
+        return last
 
 
 @dataclass
