@@ -625,6 +625,15 @@ class RunView {
       const body = await api(`${apiRun(this.runId)}/messages?at=${upto}`);
       this.snapshotSeq = body.seq;
       clear(this.conversation).append(renderMessages(body.messages, (id) => this.argsOf(id, body.seq)));
+      // RUN_ERROR is no message part: say it where the conversation stops.
+      for (const e of this.events) {
+        if (e.seq > body.seq) break;
+        if (e.type === "RUN_ERROR") {
+          const c = e.chunk || {};
+          this.conversation.append(h("p", { class: "error-box", role: "note" },
+            `Run error: ${c.message || (c.error && c.error.message) || "error"}${c.code ? ` (${c.code})` : ""}`));
+        }
+      }
       clear(this.progress).append(progressOf(this.events, upto));
       if (this.at === null) {
         // Events that arrived while the snapshot was read are laid on top of it.
