@@ -10,6 +10,7 @@ own text for a failure that is not theirs (it goes to the log instead).
     ─────────────────────────────────────────     ──────────────────────────────
     DataError (a value PostgreSQL refuses)        Unstorable   422 invalid_request
     TransactionRollbackError (deadlock, ...)      Contended    503 unavailable
+    DiskFullError (no space for the data)         Unavailable  503 unavailable ("no space")
     connection refused / lost, timeout,           Unavailable  503 unavailable
       server shutting down, out of connections
     any other PostgresError (a statement bug)     Unavailable  503 unavailable (logged)
@@ -53,6 +54,10 @@ def translate(action: str, exc: BaseException, *, refused: str | None = None) ->
     if isinstance(exc, asyncpg.DataError):
         # The caller's data: its own text is what they need to fix it.
         return Unstorable(f"{refused or action}: {exc}")
+    if isinstance(exc, asyncpg.DiskFullError):
+        # Nothing of the statement was applied; it will work again once space is freed.
+        log.warning("%s: %s", action, exc)
+        return Unavailable(f"{action}: the database has no space left on its disk")
     if isinstance(exc, asyncpg.TransactionRollbackError):
         return Contended(f"{action}: conflicting concurrent writes; try again")
     if isinstance(exc, UNREACHABLE):
