@@ -26,7 +26,7 @@ import aiohttp
 from service.agents import upstream
 from service.agents.catalog import Agent, RunInput
 from service.agents.endings import EndReason, close_run
-from service.errors import ReplayError, RunClosed
+from service.errors import ReplayError, RunClosed, SeqConflict, Unavailable
 from service.ingest import Limits
 from service.log import LogStore, StoredChunk
 from service.log.chunks import TERMINAL_TYPES
@@ -35,6 +35,11 @@ log = logging.getLogger("replay.agents")
 
 # Upstream reads (each a list of events) waiting for the appender.
 _QUEUE_READS = 256
+# Appends and closes the database refused for now: retried with backoff in this range.
+_RETRY_FIRST_SECONDS = 0.05
+_RETRY_MAX_SECONDS = 1.0
+# A lease renewal that failed is tried again this soon.
+_RENEW_RETRY_SECONDS = 0.25
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +78,7 @@ class Driver:
         idle_seconds: float,
         limits: Limits,
         client: Callable[[], aiohttp.ClientSession],
+        next_seq: int,
     ) -> None:
         self.log = log
         self.run_id = run_id
@@ -83,6 +89,9 @@ class Driver:
         self._idle_seconds = idle_seconds
         self._limits = limits
         self._client = client
+        # The seq the next append must start at: every append carries it, so one
+        # retried after a lost answer is stored once.
+        self._next_seq = next_seq
         self._stop: EndReason | None = None  # why we asked the reader to stop
         self._reader: asyncio.Task[None] | None = None
         self._task: asyncio.Task[None] | None = None
@@ -119,25 +128,63 @@ class Driver:
                 end = items[-1] if isinstance(items[-1], _End) else None
                 chunks = [c for item in items if not isinstance(item, _End) for c in item]
                 if chunks:
-                    await self.log.append(self.run_id, chunks, create=False)
+                    await self._append(chunks)
                     last_type = chunks[-1].type
                 if end is not None:
                     reason = end.reason
                     if reason is EndReason.FINISHED and last_type not in TERMINAL_TYPES:
                         reason = EndReason.INCOMPLETE
-                    await close_run(self.log, self.run_id, self.thread_id, reason, end.detail)
+                    await self._close(reason, end.detail)
                     return
-        except RunClosed:
-            # Closed elsewhere (a cancel on another process): stop reading.
-            log.info("run %s was closed while driven; stopping", self.run_id)
+        except (RunClosed, SeqConflict):
+            # Closed elsewhere (a cancel on another process, a reaper that took the
+            # lease after an outage longer than it), or written by another: stop.
+            log.info("run %s was closed or taken over while driven; stopping", self.run_id)
         except ReplayError as exc:
-            # The log is unavailable: leave the lease to expire; a reaper closes the run.
+            # Refused for good (not an outage: those are retried): the lease expires and
+            # a reaper closes the run.
             log.error("run %s: cannot append (%s); leaving it to the reaper", self.run_id, exc)
         finally:
             self._reader.cancel()
             renewer.cancel()
             on_done(self)
             self.done.set()
+
+    async def _append(self, chunks: list[StoredChunk]) -> None:
+        """Append at the run's next seq, retrying while the database is away.
+
+        Meanwhile the reader goes on filling the bounded queue, then waits on it
+        (backpressure on the upstream); once the log answers, this batch goes in once
+        (same chunks, same expected_seq) and the next takes everything queued since.
+        """
+        delay = _RETRY_FIRST_SECONDS
+        while True:
+            try:
+                result = await self.log.append(
+                    self.run_id, chunks, expected_seq=self._next_seq, create=False
+                )
+            except Unavailable as exc:
+                log.warning("run %s: append failed (%s); retrying", self.run_id, exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, _RETRY_MAX_SECONDS)
+                continue
+            self._next_seq = result.last_seq + 1
+            return
+
+    async def _close(self, reason: EndReason, detail: str) -> None:
+        """Close the run as `reason` says, retried like an append."""
+        delay = _RETRY_FIRST_SECONDS
+        while True:
+            try:
+                await close_run(
+                    self.log, self.run_id, self.thread_id, reason, detail,
+                    expected_seq=self._next_seq,
+                )  # fmt: skip
+                return
+            except Unavailable as exc:
+                log.warning("run %s: closing failed (%s); retrying", self.run_id, exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, _RETRY_MAX_SECONDS)
 
     async def _read(self, queue: asyncio.Queue[list[StoredChunk] | _End]) -> None:
         try:
@@ -159,13 +206,18 @@ class Driver:
 
     async def _renew(self) -> None:
         lease = self._lease
+        wait = lease.interval
         while True:
-            await asyncio.sleep(lease.interval)
+            await asyncio.sleep(wait)
             try:
                 kept = await self.log.renew_lease(self.run_id, lease.owner, lease.seconds)
-            except Exception:  # a blip: try again next tick, the lease has slack
-                log.warning("run %s: lease renewal failed", self.run_id, exc_info=True)
+            except Exception:
+                # The database is away: renew the moment it is back, before any reaper
+                # (which waits a pass more; see Reaper) may count the lease as run out.
+                log.warning("run %s: lease renewal failed; retrying", self.run_id)
+                wait = _RENEW_RETRY_SECONDS
                 continue
+            wait = lease.interval
             if not kept:
                 self.halt(EndReason.LOST)
                 return

@@ -109,13 +109,13 @@ class Drivers:
             "value": {"runId": run_id, "threadId": thread_id},
             "timestamp": int(time.time() * 1000),
         }  # fmt: skip
-        await self.log.append(run_id, [accepted], create=False)
+        first = await self.log.append(run_id, [accepted], create=False)
         if not await self.log.claim_lease(run_id, self.owner, self.lease_seconds):
             return run, False
         driver = Driver(
             self.log, run_id, thread_id, agent, run_input,
             lease=self.lease, idle_seconds=self.idle_seconds, limits=self.limits,
-            client=self._http,
+            client=self._http, next_seq=first.last_seq + 1,
         )  # fmt: skip
         self._drivers[run_id] = driver
         driver.start(self._forget)

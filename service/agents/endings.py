@@ -71,13 +71,27 @@ def run_error(
 
 
 async def close_run(
-    log: LogStore, run_id: str, thread_id: str | None, reason: EndReason, detail: str = ""
+    log: LogStore,
+    run_id: str,
+    thread_id: str | None,
+    reason: EndReason,
+    detail: str = "",
+    *,
+    expected_seq: int | None = None,
 ) -> None:
-    """Close the run as `reason` says: with its RUN_ERROR, or (FINISHED) as it is."""
+    """Close the run as `reason` says: with its RUN_ERROR (at `expected_seq`, when given),
+    or (FINISHED) as it is."""
     ending = ENDINGS[reason]
     if ending is None:
         if reason is EndReason.FINISHED:
             await log.append(run_id, [], close=True, create=False)
         return
     chunk = run_error(run_id, thread_id, ending, detail)
-    await log.append(run_id, [chunk], close=True, close_status=ending.status, create=False)
+    await log.append(
+        run_id,
+        [chunk],
+        expected_seq=expected_seq,
+        close=True,
+        close_status=ending.status,
+        create=False,
+    )

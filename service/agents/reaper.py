@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Iterable
 
 from service import metrics
 from service.agents.driver import Lease
@@ -48,9 +49,12 @@ class Reaper:
 
     async def reap_once(self) -> list[str]:
         """Close runs whose driver's lease ran out. Returns the runs this call closed."""
+        return await self._reap(await self.log.expired_leases())
+
+    async def _reap(self, run_ids: Iterable[str]) -> list[str]:
         reaped = []
         owner, seconds = self.lease.owner, self.lease.seconds
-        for run_id in await self.log.expired_leases():
+        for run_id in run_ids:
             if await self.log.claim_expired_lease(run_id, owner, seconds):
                 await self.close(run_id, EndReason.EXPIRED)
                 metrics.LEASES_REAPED.inc()
@@ -68,9 +72,17 @@ class Reaper:
         log.warning("run %s: %s; closed", run_id, ending.message if ending else reason.value)
 
     async def _reap_forever(self) -> None:
+        # A lease is reaped once it has stayed run out for a whole pass. After a database
+        # outage every driver's renewal lands within a fraction of a second of the
+        # database answering; without that pass a lease that ran out during an outage
+        # shorter than itself (it was last renewed up to a pass before) could be taken
+        # from a live driver by the first pass after.
+        suspects: set[str] = set()
         while True:
             try:
-                await self.reap_once()
+                expired = set(await self.log.expired_leases())
+                await self._reap(expired & suspects)
+                suspects = expired
             except Exception:  # the reaper must outlive one failed pass
                 log.warning("lease reaper pass failed", exc_info=True)
             await asyncio.sleep(self.lease.interval)
