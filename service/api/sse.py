@@ -17,7 +17,12 @@ pinned library by `tests/stream/test_sse_parity.py`):
   is closed (its cleanup runs, bounded) before the error escapes;
 * the client's `http.disconnect` ends the response;
 * shutdown drains: streams end once `AppStatus.should_exit` is set (the
-  library sets it from uvicorn's exit handler).
+  library sets it from uvicorn's exit handler). Unlike the library, which
+  cancels the response and so leaves its chunked body unterminated (to the
+  client, a broken connection), a stream here ends *cleanly*: a data send
+  under way finishes, then the body's end is sent, so the client sees the
+  stream end and resumes with `Last-Event-ID`, on another replica during a
+  rolling restart.
 
 Deliberate divergences, each for the send path's cost:
 
@@ -99,6 +104,8 @@ class StreamResponse(Response):
         # When the data send in progress began (monotonic), None between sends.
         self._send_started: float | None = None
         self._send_lock = anyio.Lock()
+        # The server is shutting down: no more data, the body's end is due.
+        self._ending = False
 
     def _comment_ping(self) -> bytes:
         """sse-starlette's default heartbeat: a `: ping - <time>` comment."""
@@ -125,7 +132,7 @@ class StreamResponse(Response):
                 group.start_soon(until_done, lambda: self._stream(start, send))
                 if self.ping_interval > 0:
                     group.start_soon(until_done, lambda: self._ping(send))
-                group.start_soon(until_done, _server_exit)
+                group.start_soon(until_done, lambda: self._drain(send))
                 group.start_soon(until_done, lambda: self._disconnect(receive))
         except BaseExceptionGroup as group_error:
             # One task's failure is the response's (as Starlette's own streams unwrap it).
@@ -135,6 +142,9 @@ class StreamResponse(Response):
     async def _stream(self, start: Message, send: Send) -> None:
         await send(start)
         async for data in self.body_iterator:
+            if self._ending:
+                await self._close_body()
+                break
             try:
                 self._send_started = time.monotonic()
                 await send({"type": "http.response.body", "body": data, "more_body": True})
@@ -142,9 +152,23 @@ class StreamResponse(Response):
             except BaseException:
                 await self._close_body()
                 raise
+        await self._end(send)
+
+    async def _end(self, send: Send) -> None:
+        """The body's last (empty) frame, once, whoever gets here first."""
         async with self._send_lock:
-            self.active = False
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            if self.active:
+                self.active = False
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def _drain(self, send: Send) -> None:
+        """Once the server is shutting down, end the body cleanly (see the module doc)."""
+        await _server_exit()
+        self._ending = True
+        # A data send under way completes first (the ping task's watch bounds it).
+        while self._send_started is not None:  # noqa: ASYNC110 (a send has no event)
+            await anyio.sleep(0.01)
+        await self._end(send)
 
     async def _close_body(self) -> None:
         """Let a body suspended at `yield` run its cleanup (a follower unsubscribes)."""
