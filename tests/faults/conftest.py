@@ -20,7 +20,7 @@ from service import migrate
 from service.client import Producer
 from tests.cluster import Cluster, running_cluster
 from tests.servers import serve_subprocess
-from tests.stream.wire import SseReader
+from tests.stream.wire import NdjsonReader, SseReader
 
 DATABASE = "replay"
 
@@ -109,17 +109,20 @@ class Follower:
     heartbeats: int = 0
     # Streams that broke while open (as opposed to ending cleanly, or failing to connect).
     broken: int = 0
+    # NDJSON (`?format=ndjson`, blank-line heartbeats) instead of SSE.
+    ndjson: bool = False
 
     async def run(self, http: httpx.AsyncClient) -> None:
         turn = 0
         while True:
             base = self.bases[turn % len(self.bases)]
             headers = {"Last-Event-ID": str(self.events[-1][0])} if self.events else {}
-            reader = SseReader()
+            reader: SseReader | NdjsonReader = NdjsonReader() if self.ndjson else SseReader()
             streaming = False
             try:
+                params = {"format": "ndjson"} if self.ndjson else {}
                 async with http.stream(
-                    "GET", f"{base}/v1/runs/{self.run_id}/stream", headers=headers
+                    "GET", f"{base}/v1/runs/{self.run_id}/stream", headers=headers, params=params
                 ) as response:
                     if response.status_code == 204:
                         return  # closed, and we have it all
@@ -133,13 +136,13 @@ class Follower:
                     async for data in response.aiter_bytes():
                         for seq, text in reader.feed(data):
                             self.events.append((seq, json.loads(text)))
-                    self.heartbeats += reader.comments
+                    self.heartbeats += _heartbeats(reader)
                     # A clean end: the run is closed and delivered, or the replica is
                     # going away (then the next request resumes after our last id).
                     if await self._complete(http, base):
                         return
             except httpx.TransportError:
-                self.heartbeats += reader.comments
+                self.heartbeats += _heartbeats(reader)
                 self.broken += streaming
                 turn += 1  # this replica is gone or going: try the next one
                 await asyncio.sleep(0.1)
@@ -155,6 +158,10 @@ class Follower:
                     and (self.events[-1][0] == run["last_seq"])
                 )
         return False
+
+
+def _heartbeats(reader: SseReader | NdjsonReader) -> int:
+    return reader.comments if isinstance(reader, SseReader) else reader.blank_lines
 
 
 @contextlib.asynccontextmanager

@@ -1,5 +1,6 @@
-"""PostgreSQL stopped under load: producers retry, followers hold on, nothing is lost or
-stored twice, and the service heals by itself once the database is back."""
+"""PostgreSQL stopped under load: producers retry, SSE and NDJSON followers hold on,
+nothing is lost or stored twice, and the service heals by itself once the database is
+back."""
 
 from __future__ import annotations
 
@@ -71,7 +72,12 @@ async def test_database_stopped_under_load_then_log_holds_every_acknowledged_eve
         async with httpx.AsyncClient(timeout=30) as http:
             for run_id in run_ids:
                 assert (await http.put(f"{base}/v1/runs/{run_id}")).status_code == 201
-            followers = [Follower([base], r) for r in run_ids for _ in range(FOLLOWERS_PER_RUN)]
+            # Half SSE, half NDJSON.
+            followers = [
+                Follower([base], r, ndjson=k % 2 == 1)
+                for r in run_ids
+                for k in range(FOLLOWERS_PER_RUN)
+            ]
             stop, stop_probe = asyncio.Event(), asyncio.Event()
             probes: list[dict[str, Any]] = []
             producers = [Producer(base, r, policy=RetryPolicy(give_up_after=60)) for r in run_ids]
