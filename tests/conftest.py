@@ -69,7 +69,9 @@ def settings_for(database_url: str, **overrides: object) -> Settings:
 
 @pytest.fixture(scope="module")
 async def service(database_url: str) -> AsyncIterator[Running]:
-    async with serve_in_process(settings_for(database_url, heartbeat_seconds=1.0)) as running:
+    # The demo agent unpaced: its default pace is for people watching it.
+    settings = settings_for(database_url, heartbeat_seconds=1.0, demo_delay_seconds=0.001)
+    async with serve_in_process(settings) as running:
         yield running
 
 

@@ -13,23 +13,9 @@ import asyncpg
 import httpx
 import pytest
 
-from tests.conftest import settings_for
-from tests.servers import Running, serve_in_process
 from tests.stream.wire import SseReader
 
 USER = {"id": "u-1", "role": "user", "content": "Is it cold?"}
-
-
-@pytest.fixture(scope="module")
-async def hosted(database_url: str) -> AsyncIterator[Running]:
-    async with serve_in_process(settings_for(database_url, demo_delay_seconds=0.001)) as running:
-        yield running
-
-
-@pytest.fixture
-async def http(hosted: Running) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=hosted.base_url, timeout=30) as client:
-        yield client
 
 
 async def _fingerprint(database_url: str) -> Any:
@@ -58,9 +44,9 @@ def _error(r: httpx.Response, status: int, code: str) -> dict[str, Any]:
     return body
 
 
-async def _finished(http: httpx.AsyncClient, path: str, body: Any, run_id: str) -> list[Any]:
+async def _finished(client: httpx.AsyncClient, path: str, body: Any, run_id: str) -> list[Any]:
     reader = SseReader()
-    async with http.stream("POST", path, json=body, headers={"X-Run-Id": run_id}) as r:
+    async with client.stream("POST", path, json=body, headers={"X-Run-Id": run_id}) as r:
         assert r.status_code == 200, await r.aread()
         async for data in r.aiter_bytes():
             reader.feed(data)
@@ -79,10 +65,10 @@ BAD_JSON_ROUTES = [
 
 @pytest.mark.parametrize(("method", "path"), BAD_JSON_ROUTES)
 async def test_body_when_not_valid_json_then_400_invalid_json(
-    http: httpx.AsyncClient, database_url: str, method: str, path: str
+    client: httpx.AsyncClient, database_url: str, method: str, path: str
 ) -> None:
     async with nothing_written(database_url):
-        r = await http.request(
+        r = await client.request(
             method,
             path,
             content=b'{"threadId": "t", ',
@@ -116,10 +102,10 @@ BAD_ID = "has space"
     ids=lambda v: v if isinstance(v, str) else json.dumps(v, sort_keys=True)[:40],
 )
 async def test_run_id_when_malformed_wherever_it_comes_from_then_422_invalid_run_id(
-    http: httpx.AsyncClient, database_url: str, method: str, path: str, kwargs: dict[str, Any]
+    client: httpx.AsyncClient, database_url: str, method: str, path: str, kwargs: dict[str, Any]
 ) -> None:
     async with nothing_written(database_url):
-        _error(await http.request(method, path, **kwargs), 422, "invalid_run_id")
+        _error(await client.request(method, path, **kwargs), 422, "invalid_run_id")
 
 
 @pytest.mark.parametrize("media", ["text/plain", "application/x-www-form-urlencoded", "text/csv"])
@@ -135,10 +121,10 @@ async def test_run_id_when_malformed_wherever_it_comes_from_then_422_invalid_run
     ],
 )
 async def test_body_when_content_type_not_json_then_415_unsupported_media_type(
-    http: httpx.AsyncClient, database_url: str, method: str, path: str, body: Any, media: str
+    client: httpx.AsyncClient, database_url: str, method: str, path: str, body: Any, media: str
 ) -> None:
     async with nothing_written(database_url):
-        r = await http.request(
+        r = await client.request(
             method, path, content=json.dumps(body), headers={"Content-Type": media}
         )
         assert media in _error(r, 415, "unsupported_media_type")["message"]
@@ -149,18 +135,18 @@ async def test_body_when_content_type_not_json_then_415_unsupported_media_type(
     [("GET", "/nope"), ("GET", "/v1/nope"), ("POST", "/v1/runs/r/nope"), ("GET", "/v2/runs")],
 )
 async def test_route_when_unknown_then_404_not_found_in_the_error_shape(
-    http: httpx.AsyncClient, database_url: str, method: str, path: str
+    client: httpx.AsyncClient, database_url: str, method: str, path: str
 ) -> None:
     async with nothing_written(database_url):
-        body = _error(await http.request(method, path), 404, "not_found")
+        body = _error(await client.request(method, path), 404, "not_found")
         assert path in body["message"]
 
 
 async def test_method_when_route_has_no_such_method_then_405_method_not_allowed(
-    http: httpx.AsyncClient, database_url: str
+    client: httpx.AsyncClient, database_url: str
 ) -> None:
     async with nothing_written(database_url):
-        r = await http.delete("/v1/runs/some-run")
+        r = await client.delete("/v1/runs/some-run")
         _error(r, 405, "method_not_allowed")
         assert r.headers["allow"] == "GET, PUT"
 
@@ -175,35 +161,35 @@ async def test_method_when_route_has_no_such_method_then_405_method_not_allowed(
     ids=["json", "json-close", "ndjson"],
 )
 async def test_append_when_empty_and_run_unknown_then_404_run_not_found_and_no_run(
-    http: httpx.AsyncClient, database_url: str, kwargs: dict[str, Any]
+    client: httpx.AsyncClient, database_url: str, kwargs: dict[str, Any]
 ) -> None:
     async with nothing_written(database_url):
-        _error(await http.post("/v1/runs/empty-1/events", **kwargs), 404, "run_not_found")
-    _error(await http.get("/v1/runs/empty-1"), 404, "run_not_found")
+        _error(await client.post("/v1/runs/empty-1/events", **kwargs), 404, "run_not_found")
+    _error(await client.get("/v1/runs/empty-1"), 404, "run_not_found")
 
 
 async def test_append_when_empty_and_run_exists_then_200_and_nothing_added(
-    http: httpx.AsyncClient, database_url: str
+    client: httpx.AsyncClient, database_url: str
 ) -> None:
-    first = await http.post("/v1/runs/empty-2/events", json={"events": [{"type": "RUN_STARTED"}]})
+    first = await client.post("/v1/runs/empty-2/events", json={"events": [{"type": "RUN_STARTED"}]})
     assert first.json()["last_seq"] == 1
-    r = await http.post("/v1/runs/empty-2/events", json={"events": []})
+    r = await client.post("/v1/runs/empty-2/events", json={"events": []})
     assert r.status_code == 200 and r.json()["last_seq"] == 1
-    assert len((await http.get("/v1/runs/empty-2/events")).json()["events"]) == 1
+    assert len((await client.get("/v1/runs/empty-2/events")).json()["events"]) == 1
 
 
 async def test_chat_post_when_run_id_exists_with_another_request_then_409_run_conflict(
-    http: httpx.AsyncClient, database_url: str
+    client: httpx.AsyncClient, database_url: str
 ) -> None:
     body = {"threadId": "th-conflict", "messages": [USER]}
-    await _finished(http, "/v1/chat/demo", body, "conflict-1")
+    await _finished(client, "/v1/chat/demo", body, "conflict-1")
     other = {"threadId": "th-conflict", "messages": [{**USER, "content": "Is it warm?"}]}
     async with nothing_written(database_url):
-        r = await http.post("/v1/chat/demo", json=other, headers={"X-Run-Id": "conflict-1"})
+        r = await client.post("/v1/chat/demo", json=other, headers={"X-Run-Id": "conflict-1"})
         _error(r, 409, "run_conflict")
-        r = await http.post("/v1/agents/demo/runs", json={**other, "runId": "conflict-1"})
+        r = await client.post("/v1/agents/demo/runs", json={**other, "runId": "conflict-1"})
         _error(r, 409, "run_conflict")
-        r = await http.post(
+        r = await client.post(
             "/v1/chat/demo",
             json={**body, "threadId": "th-elsewhere"},
             headers={"X-Run-Id": "conflict-1"},
@@ -212,24 +198,24 @@ async def test_chat_post_when_run_id_exists_with_another_request_then_409_run_co
 
 
 async def test_chat_post_when_run_id_names_a_run_not_of_this_agent_then_409_run_conflict(
-    http: httpx.AsyncClient, database_url: str
+    client: httpx.AsyncClient, database_url: str
 ) -> None:
-    assert (await http.put("/v1/runs/conflict-2", json={})).status_code == 201
+    assert (await client.put("/v1/runs/conflict-2", json={})).status_code == 201
     async with nothing_written(database_url):
-        r = await http.post(
+        r = await client.post(
             "/v1/chat/demo", json={"messages": []}, headers={"X-Run-Id": "conflict-2"}
         )
         _error(r, 409, "run_conflict")
 
 
 async def test_chat_post_when_same_request_again_then_joins_the_run_from_its_start(
-    http: httpx.AsyncClient, database_url: str
+    client: httpx.AsyncClient, database_url: str
 ) -> None:
     body = {"threadId": "th-again", "messages": [USER]}
-    first = await _finished(http, "/v1/chat/demo", body, "again-1")
+    first = await _finished(client, "/v1/chat/demo", body, "again-1")
     async with nothing_written(database_url):
-        again = await _finished(http, "/v1/chat/demo", body, "again-1")
+        again = await _finished(client, "/v1/chat/demo", body, "again-1")
         # Leaving the thread out means the run's own thread: still the same request.
-        without_thread = await _finished(http, "/v1/chat/demo", {"messages": [USER]}, "again-1")
+        without_thread = await _finished(client, "/v1/chat/demo", {"messages": [USER]}, "again-1")
     assert again == first == without_thread
     assert [c["type"] for c in first].count("RUN_STARTED") == 1
