@@ -158,9 +158,13 @@ def _failing(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse
 def _export(args: argparse.Namespace) -> int:
     from service.archive.commands import export_to
 
+    # A standby serves the events only with the configured primary (not --database-url's).
+    read_url = None if args.database_url else Settings().read_database_url
     with _database(args) as url:
         events = asyncio.run(
-            export_to(url, run_id=args.run_id, thread_id=args.thread_id, out=args.out)
+            export_to(
+                url, run_id=args.run_id, thread_id=args.thread_id, out=args.out, read_url=read_url
+            )
         )
     if args.out is not None:
         print(f"replay export: wrote {_plural(events, 'event')} to {args.out}", file=sys.stderr)

@@ -34,6 +34,12 @@ class Settings(BaseSettings):
         default=None,
         description="PostgreSQL URL; unset means an embedded PostgreSQL in data_dir.",
     )
+    read_database_url: str | None = Field(
+        default=None,
+        description="A hot standby of database_url for catch-up reads, audit lists and exports.",
+    )
+    # Connections to the standby (default: pool_size).
+    read_pool_size: int | None = None
     data_dir: Path = Field(default=Path(".replay"), description="Embedded PostgreSQL's home.")
     api_keys: str = Field(default="", description="Comma-separated bearer keys; empty = open.")
     max_chunk_bytes: int = 1 << 20

@@ -77,6 +77,14 @@ LEASES_REAPED = Counter(
     " (its lease ran out, or it was an earlier life of this instance).",
     registry=REGISTRY,
 )
+REPLICA_READS = Counter(
+    "replay_replica_reads",
+    "Catch-up reads with a standby configured, by who served them: standby (all of it),"
+    " topped_up (the primary completed what the standby had not replayed), primary"
+    " (the standby lacked the run or failed).",
+    ["served"],
+    registry=REGISTRY,
+)
 HTTP_REQUESTS = Counter(
     "replay_http_requests",
     "HTTP requests by method, route template and status.",

@@ -86,12 +86,23 @@ def create_app(
                 answer_seconds=settings.append_timeout_seconds,
                 connect_seconds=settings.db_connect_timeout_seconds,
                 statement_seconds=settings.db_statement_timeout_seconds,
+                read_url=settings.read_database_url,
+                read_pool_size=settings.read_pool_size,
             )
             stack.push_async_callback(event_log.close)
             # SQLAlchemy Core for the audit's dynamic queries; connects lazily.
             audit_pool_size = max(2, settings.pool_size // 2)
             engine = open_engine(url, pool_size=audit_pool_size, max_overflow=_AUDIT_OVERFLOW)
             stack.push_async_callback(engine.dispose)
+            # Run listings and exports' events may come from a hot standby.
+            read_engine = None
+            if settings.read_database_url:
+                read_engine = open_engine(
+                    settings.read_database_url,
+                    pool_size=audit_pool_size,
+                    max_overflow=_AUDIT_OVERFLOW,
+                )
+                stack.push_async_callback(read_engine.dispose)
             hub = Hub(
                 event_log,
                 limits=Limits(
@@ -145,6 +156,7 @@ def create_app(
                 log=event_log,
                 database_url=url,
                 engine=engine,
+                read_engine=read_engine,
                 hub=hub,
                 drivers=drivers,
                 durable=streams,
@@ -230,4 +242,19 @@ def _gauges(
             pool="audit",
         ),
         metrics.sample("replay_db_pool_max_size", lambda: audit_max, pool="audit"),
+        *_replica_gauges(event_log),
+    ]
+
+
+def _replica_gauges(event_log: LogStore) -> list[Callable[[], None]]:
+    if event_log.replica_pool_stats() is None:
+        return []
+
+    def read(field: str) -> Callable[[], float]:
+        return lambda: getattr(event_log.replica_pool_stats(), field, 0)
+
+    return [
+        metrics.sample("replay_db_pool_in_use", read("in_use"), pool="replica"),
+        metrics.sample("replay_db_pool_size", read("size"), pool="replica"),
+        metrics.sample("replay_db_pool_max_size", read("max_size"), pool="replica"),
     ]

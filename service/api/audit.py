@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Path, Query
 from starlette.responses import Response, StreamingResponse
 
-from service.api.deps import EngineDep, LogDep
+from service.api.deps import EngineDep, LogDep, ReadEngineDep, StateDep
 from service.api.models import ERRORS
 from service.api.responses import JSON
 from service.archive.dump import export_bytes, export_lines, run_records
@@ -33,7 +33,7 @@ Normalize = Annotated[bool, Query(description="apply the projector's legacy norm
 
 @router.get("/v1/runs")
 async def get_runs(
-    engine: EngineDep,
+    engine: ReadEngineDep,
     thread_id: str | None = None,
     status: Annotated[
         list[str] | None, Query(description=f"repeatable; one of {', '.join(STATUSES)}")
@@ -98,11 +98,11 @@ async def get_thread_messages(
 
 
 @router.get("/v1/runs/{run_id}/export")
-async def export_run(engine: EngineDep, run_id: RunId) -> Response:
+async def export_run(state: StateDep, run_id: RunId) -> Response:
     """The run as an export file (what `replay export --run` writes)."""
-    records = await run_records(engine, run_id=run_id)
+    records = await run_records(state.engine, run_id=run_id)
     return StreamingResponse(
-        export_lines(engine, records),
+        export_lines(state.engine, records, replica=state.read_engine),
         media_type="application/x-ndjson",
         headers={"Content-Disposition": f'attachment; filename="{run_id}.jsonl"'},
     )

@@ -27,6 +27,8 @@ class AppState:
     database_url: str
     # SQLAlchemy Core engine for the audit's filtered queries (service.audit).
     engine: AsyncEngine
+    # The same on the hot standby (REPLAY_READ_DATABASE_URL), if any.
+    read_engine: AsyncEngine | None
     # This process's LISTEN connection and per-run fan-out (service.stream).
     hub: Hub
     # The hosted runs this process drives, and its lease reaper.
@@ -69,6 +71,15 @@ StateDep = Annotated[AppState, Depends(_state)]
 LogDep = Annotated[LogStore, Depends(_log)]
 HubDep = Annotated[Hub, Depends(_hub)]
 EngineDep = Annotated[AsyncEngine, Depends(_engine)]
+
+
+async def _read_engine(request: Request) -> AsyncEngine:
+    """The standby's engine for reads that may lag (run listings), else the primary's."""
+    state = state_of(request)
+    return state.read_engine or state.engine
+
+
+ReadEngineDep = Annotated[AsyncEngine, Depends(_read_engine)]
 
 
 async def _drivers(request: Request) -> Drivers:

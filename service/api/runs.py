@@ -281,7 +281,7 @@ async def list_events(
     patterns = TypeFilter.parse(types) if types is not None else None
     event_filter = EventFilter(tuple(type or ()), patterns, received_after, received_before)
     if event_filter.empty:
-        events = await log.read_events(run_id, after, limit)
+        events = await log.read_events(run_id, after, limit, through=run.last_seq)
     else:
         async with engine.connect() as conn:
             events = await read_events(conn, run_id, event_filter, after=after, limit=limit)

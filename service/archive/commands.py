@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import datetime
 from pathlib import Path
 
@@ -39,20 +39,30 @@ async def log_for(url: str) -> AsyncIterator[LogStore]:
 
 
 async def export_to(
-    url: str, *, run_id: str | None, thread_id: str | None, out: Path | None
+    url: str,
+    *,
+    run_id: str | None,
+    thread_id: str | None,
+    out: Path | None,
+    read_url: str | None = None,
 ) -> int:
-    """Write the export; to `out` via a temporary file, so a failure leaves no half file."""
-    async with engine_for(url) as engine:
+    """Write the export; to `out` via a temporary file, so a failure leaves no half file.
+
+    `read_url`: a hot standby that serves the events (the primary fills in what it lacks).
+    """
+    async with AsyncExitStack() as stack:
+        engine = await stack.enter_async_context(engine_for(url))
+        replica = await stack.enter_async_context(engine_for(read_url)) if read_url else None
         records = await run_records(engine, run_id=run_id, thread_id=thread_id)
         if out is None:
-            async for line in export_lines(engine, records):
+            async for line in export_lines(engine, records, replica=replica):
                 sys.stdout.buffer.write(line)
             sys.stdout.buffer.flush()
             return sum(r.last_seq for r in records)
         partial = out.with_name(out.name + ".part")
         try:
             with partial.open("wb") as handle:
-                async for line in export_lines(engine, records):
+                async for line in export_lines(engine, records, replica=replica):
                     handle.write(line)
             os.replace(partial, out)
         finally:

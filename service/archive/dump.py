@@ -42,13 +42,25 @@ async def run_records(
     return [RunRecord(**{**row, "metadata": loads(row["metadata"])}) for row in rows]
 
 
-async def export_lines(engine: AsyncEngine, records: Sequence[RunRecord]) -> AsyncIterator[bytes]:
+async def export_lines(
+    engine: AsyncEngine, records: Sequence[RunRecord], *, replica: AsyncEngine | None = None
+) -> AsyncIterator[bytes]:
+    """The export file's lines. `records` come from the primary (`engine`); with a
+    `replica` (a hot standby) it serves the events, and whatever it has not
+    replayed up to a record's `last_seq` is read from the primary."""
     yield header_line(records)
     for record in records:
         after = 0
         while after < record.last_seq:
-            async with engine.connect() as conn:
+            want = min(after + PAGE, record.last_seq)
+            async with (replica or engine).connect() as conn:
                 rows = await _page(conn, record.run_id, after, record.last_seq)
+            if replica is not None and (rows[-1].seq if rows else after) < want:
+                # What the standby has not replayed yet comes from the primary.
+                end = rows[-1].seq if rows else after
+                async with engine.connect() as conn:
+                    more = await _page(conn, record.run_id, end, record.last_seq, PAGE - len(rows))
+                rows = [*rows, *more]
             if not rows or rows[0].seq != after + 1:
                 raise Unavailable(f"run {record.run_id!r} was deleted while it was exported")
             for row in rows:
@@ -57,7 +69,7 @@ async def export_lines(engine: AsyncEngine, records: Sequence[RunRecord]) -> Asy
 
 
 async def _page(
-    conn: AsyncConnection, run_id: str, after: int, upto: int
+    conn: AsyncConnection, run_id: str, after: int, upto: int, limit: int = PAGE
 ) -> Sequence[Row[Any, Any, Any]]:
     """Run `run_id`'s events after `after` up to `upto`; a fork's first ones are its
     source's (shared, not copied: see service.log.streams), read from there."""
@@ -67,7 +79,7 @@ async def _page(
             .where(events.c.run_id == run_id)
             .where(events.c.seq > after, events.c.seq <= upto)
             .order_by(events.c.seq)
-            .limit(PAGE)
+            .limit(limit)
         )
     ).all()
     if rows and rows[0].seq == after + 1:
@@ -81,7 +93,7 @@ async def _page(
     ).first()
     if fork is None or after >= fork.fork_seq:
         return rows
-    return await _page(conn, fork.source_run_id, after, min(upto, fork.fork_seq))
+    return await _page(conn, fork.source_run_id, after, min(upto, fork.fork_seq), limit)
 
 
 async def export_bytes(engine: AsyncEngine, records: Sequence[RunRecord]) -> bytes:

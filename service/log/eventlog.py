@@ -11,15 +11,17 @@ in-process producers share it, so there is one append path:
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import asyncpg
 
+from service import metrics
 from service.config import asyncpg_dsn
 from service.errors import InvalidRequest, InvalidRunId, RunConflict, RunNotFound, Unavailable
 from service.log import bulk, leases, retention
@@ -46,6 +48,9 @@ _RUN_STATES = QUERIES["run_states"]
 _SCHEMA_VERSION = QUERIES["schema_version"]
 
 _READ = "the event log cannot be read"
+
+_log = logging.getLogger("replay.log")
+_T = TypeVar("_T")
 
 RUN_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 
@@ -151,6 +156,7 @@ class EventLog:
         group_max_events: int = 1000,
         answer_seconds: float = 4.5,
         statement_seconds: float = 30.0,
+        read_pool: asyncpg.Pool | None = None,
     ):
         # Kept for tests and benchmarks that inspect the database directly;
         # no other layer of the service touches it.
@@ -163,6 +169,8 @@ class EventLog:
             statement_seconds=statement_seconds,
         )
         self._answer_seconds = answer_seconds
+        # A hot standby for catch-up reads (see `read_page`), or None.
+        self.read_pool = read_pool
 
     @classmethod
     async def open(
@@ -175,11 +183,14 @@ class EventLog:
         answer_seconds: float = 4.5,
         connect_seconds: float = 3.0,
         statement_seconds: float = 30.0,
+        read_url: str | None = None,
+        read_pool_size: int | None = None,
     ) -> EventLog:
         """`answer_seconds`: the longest an append waits for its commit before it is
         `Unavailable` (the database stopped answering); `connect_seconds` bounds each new
         connection (a server that accepts TCP but never answers), `statement_seconds`
-        every statement (a connection that hangs without a FIN), so the pool heals."""
+        every statement (a connection that hangs without a FIN), so the pool heals.
+        `read_url`: a hot standby of `url` for catch-up reads (see `read_page`)."""
         dsn = asyncpg_dsn(url)
         with translated("cannot connect to the database"):
             pool = await asyncpg.create_pool(
@@ -190,6 +201,15 @@ class EventLog:
                 timeout=connect_seconds,
                 command_timeout=statement_seconds,
             )
+        read_pool = None
+        if read_url:
+            # Connects lazily: a standby that is down only sends its reads to the primary.
+            read_pool = await asyncpg.create_pool(
+                asyncpg_dsn(read_url),
+                min_size=0,
+                max_size=read_pool_size or pool_size,
+                connection_class=PooledConnection,
+            )
         return cls(
             pool,
             dsn=dsn,
@@ -197,6 +217,7 @@ class EventLog:
             group_max_events=group_max_events,
             answer_seconds=answer_seconds,
             statement_seconds=statement_seconds,
+            read_pool=read_pool,
         )
 
     @classmethod
@@ -222,6 +243,8 @@ class EventLog:
     async def close(self) -> None:
         await self._committer.close()
         await self.pool.close()
+        if self.read_pool is not None:
+            await self.read_pool.close()
 
     async def append(
         self,
@@ -333,33 +356,68 @@ class EventLog:
             raise RunNotFound(run_id)
         return run
 
-    async def read_events(self, run_id: str, after: int = 0, limit: int = 1000) -> list[Event]:
-        with translated(_READ):
-            rows = await self.pool.fetch(_READ_EVENTS, run_id, after, limit)
-            if not rows or rows[0]["seq"] != after + 1:
-                rows = await self.pool.fetch(_READ_EVENTS_STITCHED, run_id, after, limit)
-        return [Event(r["seq"], r["type"], r["chunk"], r["received_at"]) for r in rows]
+    async def read_events(
+        self, run_id: str, after: int = 0, limit: int = 1000, *, through: int | None = None
+    ) -> list[Event]:
+        """Events with seq > `after`, at most `limit`, in seq order.
 
-    async def read_page(self, run_id: str, after: int, limit: int) -> Page | None:
-        """Events with seq > `after` (at most `limit`) and the run's state; None if no such run."""
-        with translated(_READ):
-            async with acquire(self.pool) as conn:
-                records = await conn.fetch(_READ_PAGE, run_id, after, limit)
-        if not records:
+        `through`: the run's `last_seq` as the primary last reported it. With it
+        (and a standby configured) the standby serves the page, and whatever
+        the standby has not replayed yet up to `through` is read from the primary.
+        """
+        if through is None or self.read_pool is None:
+            return await _events(self.pool, run_id, after, limit)
+        want = min(after + limit, through)
+        rows = await self._from_standby(_events, run_id, after, limit)
+        if rows is None:
+            return await _events(self.pool, run_id, after, limit)
+        end = rows[-1].seq if rows else after
+        if end >= want or len(rows) == limit:
+            metrics.REPLICA_READS.labels("standby").inc()
+            return rows
+        metrics.REPLICA_READS.labels("topped_up").inc()
+        return rows + await _events(self.pool, run_id, end, limit - len(rows))
+
+    async def read_page(
+        self, run_id: str, after: int, limit: int, *, catch_up: bool = False
+    ) -> Page | None:
+        """Events with seq > `after` (at most `limit`) and the run's state; None if no such run.
+
+        `catch_up=True` lets a standby serve it. A standby is behind the primary
+        by its replay lag (or without limit, when replay is paused), so its
+        page is trusted only as far as it goes: a full page, or a run it
+        already has closed and whole. Anything shorter is completed from the
+        primary, in the same call, so a reader never skips what the standby
+        lacks, nor waits for it. The state returned is then the primary's.
+        """
+        if not catch_up or self.read_pool is None:
+            return await _page(self.pool, run_id, after, limit)
+        page = await self._from_standby(_page, run_id, after, limit)
+        if page is None:
+            # Not on the standby yet (a new run), or the standby failed.
+            return await _page(self.pool, run_id, after, limit)
+        if len(page.rows) == limit or page.complete:
+            metrics.REPLICA_READS.labels("standby").inc()
+            return page
+        end = page.rows[-1][0] if page.rows else after
+        rest = await _page(self.pool, run_id, end, limit - len(page.rows))
+        metrics.REPLICA_READS.labels("topped_up").inc()
+        if rest is None:
+            return None  # pruned on the primary meanwhile
+        return Page(rest.state, page.rows + rest.rows)
+
+    async def _from_standby(self, read: Callable[..., Awaitable[_T]], *args: Any) -> _T | None:
+        """`read(standby_pool, *args)`; None (counted) if the standby cannot answer."""
+        assert self.read_pool is not None
+        try:
+            result = await read(self.read_pool, *args)
+        except Unavailable as exc:
+            metrics.REPLICA_READS.labels("primary").inc()
+            _log.warning("standby read failed, reading the primary: %s", exc)
             return None
-        first = records[0]
-        state = RunState(first[0], first[1])
-        if (first[2] is None and after < state.last_seq) or (
-            first[2] is not None and first[2] != after + 1
-        ):
-            # A gap right after the cursor: a fork's inherited prefix (its own
-            # events start after the fork point), read from its source.
-            with translated(_READ):
-                rows = await self.pool.fetch(_READ_STITCHED, run_id, after, state.last_seq, limit)
-            return Page(state, [(r[0], r[1]) for r in rows])
-        if first[2] is None:
-            return Page(state, [])
-        return Page(state, [(r[2], r[3]) for r in records])
+        if result is None:
+            metrics.REPLICA_READS.labels("primary").inc()
+        return result
 
     async def read_states(self, run_ids: Sequence[str]) -> dict[str, RunState]:
         with translated(_READ):
@@ -422,12 +480,49 @@ class EventLog:
             pool.get_size() - pool.get_idle_size(), pool.get_size(), pool.get_max_size()
         )
 
+    def replica_pool_stats(self) -> PoolStats | None:
+        pool = self.read_pool
+        if pool is None:
+            return None
+        return PoolStats(
+            pool.get_size() - pool.get_idle_size(), pool.get_size(), pool.get_max_size()
+        )
+
     async def schema_version(self) -> str | None:
         """The migration the schema is at; raises Unavailable if the database does not answer."""
         with translated("the database does not answer"):
             async with self.pool.acquire(timeout=2) as conn:
                 version: str | None = await conn.fetchval(_SCHEMA_VERSION, timeout=2)
         return version
+
+
+async def _events(pool: asyncpg.Pool, run_id: str, after: int, limit: int) -> list[Event]:
+    with translated(_READ):
+        rows = await pool.fetch(_READ_EVENTS, run_id, after, limit)
+        if not rows or rows[0]["seq"] != after + 1:
+            rows = await pool.fetch(_READ_EVENTS_STITCHED, run_id, after, limit)
+    return [Event(r["seq"], r["type"], r["chunk"], r["received_at"]) for r in rows]
+
+
+async def _page(pool: asyncpg.Pool, run_id: str, after: int, limit: int) -> Page | None:
+    with translated(_READ):
+        async with acquire(pool) as conn:
+            records = await conn.fetch(_READ_PAGE, run_id, after, limit)
+    if not records:
+        return None
+    first = records[0]
+    state = RunState(first[0], first[1])
+    if (first[2] is None and after < state.last_seq) or (
+        first[2] is not None and first[2] != after + 1
+    ):
+        # A gap right after the cursor: a fork's inherited prefix (its own
+        # events start after the fork point), read from its source.
+        with translated(_READ):
+            rows = await pool.fetch(_READ_STITCHED, run_id, after, state.last_seq, limit)
+        return Page(state, [(r[0], r[1]) for r in rows])
+    if first[2] is None:
+        return Page(state, [])
+    return Page(state, [(r[2], r[3]) for r in records])
 
 
 class _Opening:

@@ -16,6 +16,8 @@ The guarantees every implementation keeps (the suite checks each):
   never later finds a new event at a seq <= N (no interleaving).
 * A hint (`on_commit`, a notification) may be late, lost or repeated; only
   reads are the truth.
+* A read a replica may serve (`catch_up`, `through`) answers exactly what the
+  primary would: what the replica has not replayed is read from the primary.
 * Failures are `service.errors.ReplayError`s (the driver's are translated
   inside the store).
 """
@@ -125,9 +127,15 @@ class LogStore(Protocol):
 
     async def get_run(self, run_id: str) -> Run: ...
 
-    async def read_events(self, run_id: str, after: int = 0, limit: int = 1000) -> list[Event]: ...
+    async def read_events(
+        self, run_id: str, after: int = 0, limit: int = 1000, *, through: int | None = None
+    ) -> list[Event]:
+        """`through` (the primary's last_seq for the run) lets a read replica serve it."""
 
-    async def read_page(self, run_id: str, after: int, limit: int) -> Page | None: ...
+    async def read_page(
+        self, run_id: str, after: int, limit: int, *, catch_up: bool = False
+    ) -> Page | None:
+        """`catch_up=True`: a read replica may serve it, the primary completing what it lacks."""
 
     async def read_states(self, run_ids: Sequence[str]) -> dict[str, RunState]: ...
 
@@ -170,3 +178,6 @@ class LogStore(Protocol):
     async def schema_version(self) -> str | None: ...
 
     def pool_stats(self) -> PoolStats: ...
+
+    def replica_pool_stats(self) -> PoolStats | None:
+        """The read replica's connections; None without one."""

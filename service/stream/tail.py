@@ -112,7 +112,7 @@ async def _read_page(hub: Hub, run_id: str, cursor: int, page_size: int) -> Page
     delay = 0.05
     while True:
         try:
-            return await hub.store.read_page(run_id, cursor, page_size)
+            return await hub.store.read_page(run_id, cursor, page_size, catch_up=True)
         except Unavailable as exc:
             log.warning("stream: reading run %s failed, retrying: %s", run_id, exc)
             await asyncio.sleep(delay)

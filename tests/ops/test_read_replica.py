@@ -1,0 +1,199 @@
+"""REPLAY_READ_DATABASE_URL against a real hot standby (tests/cluster.py), replay paused or not.
+
+A paused standby is the worst lag there is: it answers, but with the log as
+it was. Readers must still get every event exactly once (what the standby
+lacks comes from the primary), and the standby must really serve what it has
+(the `replay_replica_reads_total` counter says who served each read).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from service import migrate
+from tests.cluster import Cluster, private_cluster
+from tests.conftest import settings_for
+from tests.ops.scrape import delta, scrape
+from tests.servers import serve_in_process
+from tests.stream.wire import SseReader
+
+
+@pytest.fixture(scope="module")
+def primary() -> Iterator[Cluster]:
+    with private_cluster() as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="module")
+async def urls(primary: Cluster) -> AsyncIterator[tuple[str, str, Cluster]]:
+    url = await primary.create_database("replay")
+    await asyncio.to_thread(migrate.upgrade, url)
+    with primary.standby() as standby:
+        await standby.caught_up(primary)
+        yield url, standby.url("replay"), standby
+
+
+@pytest.fixture(scope="module")
+async def http(urls: tuple[str, str, Cluster]) -> AsyncIterator[httpx.AsyncClient]:
+    url, read_url, _ = urls
+    settings = settings_for(url, read_database_url=read_url, metrics_public=True)
+    async with (
+        serve_in_process(settings) as running,
+        httpx.AsyncClient(base_url=running.base_url, timeout=60) as client,
+    ):
+        yield client
+
+
+@pytest.fixture
+async def paused(urls: tuple[str, str, Cluster], primary: Cluster) -> AsyncIterator[Cluster]:
+    """The standby caught up, then paused for the test; resumed after."""
+    _, _, standby = urls
+    await standby.caught_up(primary)
+    await standby.pause_replay()
+    yield standby
+    await standby.resume_replay()
+
+
+def _chunks(first: int, count: int) -> list[dict[str, Any]]:
+    return [
+        {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": f"d{i}"}
+        for i in range(first, first + count)
+    ]
+
+
+async def _append(
+    http: httpx.AsyncClient, run_id: str, first: int, count: int, **extra: Any
+) -> None:
+    r = await http.post(
+        f"/v1/runs/{run_id}/events",
+        json={"events": _chunks(first, count), "expected_seq": first, **extra},
+    )
+    assert r.status_code == 200, r.text
+
+
+async def _stream(http: httpx.AsyncClient, run_id: str, **headers: str) -> list[tuple[int, str]]:
+    reader = SseReader()
+    async with asyncio.timeout(60):
+        async with http.stream("GET", f"/v1/runs/{run_id}/stream", headers=headers) as response:
+            assert response.status_code == 200
+            async for data in response.aiter_bytes():
+                reader.feed(data)
+    return reader.events
+
+
+def _deltas(events: list[tuple[int, str]]) -> list[str]:
+    return [json.loads(text)["delta"] for _, text in events]
+
+
+async def test_replica_when_standby_paused_mid_run_then_readers_get_every_event_once(
+    http: httpx.AsyncClient, urls: tuple[str, str, Cluster], primary: Cluster
+) -> None:
+    _, _, standby = urls
+    # 2,500 events on the standby (pages of 1,000), then 1,700 it never sees.
+    await _append(http, "rr-paused", 1, 2500)
+    await standby.caught_up(primary)
+    await standby.pause_replay()
+    try:
+        await _append(http, "rr-paused", 2501, 1700, close=True)
+        before = await scrape(http)
+        events = await _stream(http, "rr-paused")
+        after = await scrape(http)
+        assert [seq for seq, _ in events] == list(range(1, 4201))
+        assert _deltas(events) == [f"d{i}" for i in range(1, 4201)]
+        reads = "replay_replica_reads_total"
+        # Pages of 1,000: two whole from the standby; the third is its last 500 completed
+        # by the primary; the fourth and fifth it has nothing of, so the primary serves them.
+        assert delta(before, after, reads, {"served": "standby"}) == 2
+        assert delta(before, after, reads, {"served": "topped_up"}) == 3
+        # A resume in the middle, and one past everything the standby has.
+        middle = await _stream(http, "rr-paused", **{"last-event-id": "1999"})
+        assert [seq for seq, _ in middle] == list(range(2000, 4201))
+        late = await _stream(http, "rr-paused", **{"last-event-id": "3000"})
+        assert [seq for seq, _ in late] == list(range(3001, 4201))
+    finally:
+        await standby.resume_replay()
+
+
+async def test_replica_when_run_is_not_on_the_standby_yet_then_primary_serves_it(
+    http: httpx.AsyncClient, paused: Cluster
+) -> None:
+    await _append(http, "rr-new", 1, 30, close=True)
+    before = await scrape(http)
+    events = await _stream(http, "rr-new")
+    after = await scrape(http)
+    assert [seq for seq, _ in events] == list(range(1, 31))
+    assert delta(before, after, "replay_replica_reads_total", {"served": "primary"}) == 1
+    run = (await http.get("/v1/runs/rr-new")).json()
+    assert (run["last_seq"], run["closed"]) == (30, True)
+
+
+async def test_replica_when_paused_then_a_live_follower_still_gets_new_events_at_once(
+    http: httpx.AsyncClient, paused: Cluster
+) -> None:
+    await _append(http, "rr-live", 1, 5)
+    reader = SseReader()
+    async with http.stream("GET", "/v1/runs/rr-live/stream") as response:
+        chunks = response.aiter_bytes()
+        async with asyncio.timeout(30):
+            while len(reader.events) < 5:
+                reader.feed(await anext(chunks))
+            await _append(http, "rr-live", 6, 3)
+            while len(reader.events) < 8:
+                reader.feed(await anext(chunks))
+            await _append(http, "rr-live", 9, 1, close=True)
+            async for data in chunks:
+                reader.feed(data)
+    assert [seq for seq, _ in reader.events] == list(range(1, 10))
+
+
+async def test_replica_when_paused_then_event_pages_and_exports_are_whole(
+    http: httpx.AsyncClient, urls: tuple[str, str, Cluster], primary: Cluster
+) -> None:
+    _, _, standby = urls
+    await _append(http, "rr-pages", 1, 600)
+    await standby.caught_up(primary)
+    await standby.pause_replay()
+    try:
+        await _append(http, "rr-pages", 601, 400, close=True)
+        seqs: list[int] = []
+        after: int | None = 0
+        while after is not None:
+            page = (
+                await http.get("/v1/runs/rr-pages/events", params={"after": after, "limit": 250})
+            ).json()
+            seqs += [e["seq"] for e in page["events"]]
+            after = page["next_after"]
+        assert seqs == list(range(1, 1001))
+        export = await http.get("/v1/runs/rr-pages/export")
+        lines = [json.loads(line) for line in export.text.splitlines()]
+        assert lines[0]["format"] == "agent-replay.export"
+        assert [line["seq"] for line in lines[1:]] == list(range(1, 1001))
+        # The listing comes from the standby: as of its pause, the run is still open there.
+        listed = (await http.get("/v1/runs", params={"limit": 500})).json()["runs"]
+        (summary,) = [r for r in listed if r["run_id"] == "rr-pages"]
+        assert summary["status"] == "running"
+    finally:
+        await standby.resume_replay()
+
+
+async def test_replica_when_standby_is_down_then_reads_fall_back_to_the_primary(
+    http: httpx.AsyncClient, urls: tuple[str, str, Cluster], primary: Cluster
+) -> None:
+    _, _, standby = urls
+    await _append(http, "rr-down", 1, 1200, close=True)
+    await standby.caught_up(primary)
+    standby.stop("immediate")
+    try:
+        before = await scrape(http)
+        events = await _stream(http, "rr-down")
+        after = await scrape(http)
+        assert [seq for seq, _ in events] == list(range(1, 1201))
+        assert delta(before, after, "replay_replica_reads_total", {"served": "primary"}) >= 1
+    finally:
+        standby.start()
