@@ -20,7 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from starlette.exceptions import HTTPException
 from starlette.routing import Route
 
-from service import ingest, metrics, migrate
+from service import ingest, metrics, migrate, tracing
 from service.agents import Drivers, load_catalog
 from service.agents.demo import demo_agent
 from service.api import (
@@ -71,6 +71,9 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with AsyncExitStack() as stack:
+            if stop_tracing is not None:
+                # First in, last out: spans of the shutdown itself are flushed too.
+                stack.callback(stop_tracing)
             url = settings.database_url
             auto_migrate = migrate_on_start
             if url is None:
@@ -205,6 +208,7 @@ def create_app(
         ),
     )
     app.add_middleware(AccessLog, routes=app.router.routes, log_requests=settings.access_log)
+    stop_tracing = tracing.instrument(app)
     app.include_router(health.router)
     app.include_router(metrics_route.router)
     app.include_router(demo_page.router)
