@@ -234,7 +234,13 @@ def _prune(args: argparse.Namespace) -> int:
     before: datetime = args.closed_before
     with _database(args) as url:
         report = asyncio.run(
-            prune_closed(url, before, dry_run=args.dry_run, batch_events=args.batch_events)
+            prune_closed(
+                url,
+                before,
+                dry_run=args.dry_run,
+                batch_events=args.batch_events,
+                max_rate=args.max_rate,
+            )
         )
     verb = "would delete" if args.dry_run else "deleted"
     span = (
@@ -317,6 +323,13 @@ def _add_offline(sub: _Subparsers, common: argparse.ArgumentParser) -> None:
         default=10_000,
         metavar="N",
         help="events deleted per transaction (default: 10000)",
+    )
+    prune.add_argument(
+        "--max-rate",
+        type=float,
+        metavar="EVENTS_PER_S",
+        help="delete at most this many events a second, sparing the appends' I/O"
+        " (default: as fast as it goes)",
     )
     _add_database(prune)
     prune.set_defaults(run=_failing(_prune))

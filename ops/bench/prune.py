@@ -1,22 +1,22 @@
 """Retention at scale: append latency while `replay prune` deletes millions of events.
 
     python ops/bench/prune.py [--runs 2000] [--events 1000] [--rate 500] [--seconds 20]
-                              [--json FILE]
+                              [--max-rate 20000] [--json FILE]
 
 Builds `runs x events` closed, old events straight in SQL in a scratch database,
 starts `replay serve`, and drives the same open-loop append load (single-chunk
 POSTs, each producer on its own open run, paced to `--rate` appends/s in total
-and timed from when each append was due) in three phases of the same run:
+and timed from when each append was due) through the phases of one run:
 
 1. baseline: appends alone, `--seconds` long;
-2. pruning: the same appends while `replay prune --closed-before` (a separate
-   process, as an operator runs it) deletes every old event; the phase lasts
-   as long as the prune;
-3. baseline again, so drift of the machine over the run shows.
+2. prune: the same appends while `replay prune` (a separate process, as an
+   operator runs it) deletes the older half of the population as fast as it goes;
+3. paced prune: the same while `replay prune --max-rate` deletes the other half;
+4. baseline again, so drift of the machine over the run shows.
 
-(An unmeasured warm-up comes first.) Prints append p50/p99/max per phase, the
-pruning phase's p99 against the mean of the baselines' (ratio), the prune's
-rate, and the `events` table's size and dead tuples before, after the prune
+(An unmeasured warm-up comes first.) Prints append p50/p99/max per phase, each
+prune phase's p99 against the mean of the baselines' (ratio), each prune's
+rate, and the `events` table's size and dead tuples before, after the prunes
 and after a VACUUM. The default population (2 million events) is what builds
 and prunes in a few minutes on the 2-core development machine; the issue's
 10 million is `--runs 10000`.
@@ -30,13 +30,14 @@ import json
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import asyncpg
-from common import ROOT, RawPoster, pct, scratch_database, server_process
+from common import ROOT, RawPoster, free_port, pct, scratch_database, server_process
 
 # Built in slices so progress shows and no statement runs for minutes.
 SLICE = 200
@@ -136,8 +137,15 @@ def summary(latencies: list[float], seconds: float) -> dict[str, float]:
 
 
 async def phase(
-    port: int, rate: float, producers: int, tag: str, *, seconds: float | None, prune_url: str = ""
+    port: int,
+    rate: float,
+    producers: int,
+    tag: str,
+    *,
+    seconds: float | None = None,
+    prune: list[str] | None = None,
 ) -> tuple[dict[str, float], dict[str, Any]]:
+    """The paced appends for `seconds`, or for as long as `replay prune <prune>` runs."""
     poster = RawPoster(port, connections=producers)
     await poster.open()
     stop = asyncio.Event()
@@ -145,17 +153,16 @@ async def phase(
     load = asyncio.create_task(paced_appends(poster, rate, producers, stop, tag))
     extra: dict[str, Any] = {}
     try:
-        if prune_url:
+        if prune is not None:
             proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "service.cli", "prune", "--closed-before", "2026-01-01",
-                "--database-url", prune_url,
+                sys.executable, "-m", "service.cli", "prune", *prune,
                 cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             )  # fmt: skip
             out, err = await proc.communicate()
             if proc.returncode != 0:
                 raise RuntimeError(f"replay prune failed: {err.decode()}")
-            extra["prune_seconds"] = time.perf_counter() - started
-            extra["prune_output"] = out.decode().strip()
+            extra["seconds"] = time.perf_counter() - started
+            extra["output"] = out.decode().strip()
         else:
             assert seconds is not None
             await asyncio.sleep(seconds)
@@ -171,50 +178,55 @@ async def measure(url: str, args: argparse.Namespace) -> dict[str, Any]:
     print(f"building {args.runs * args.events:,} closed events ...", file=sys.stderr)
     await build(url, args.runs, args.events)
     report["before"] = await sizes(url)
-    from common import free_port
-
+    # Run i closed at 2025-01-01 + i minutes + 30 s: the older half, then the rest.
+    half = (datetime(2025, 1, 1, tzinfo=UTC) + timedelta(minutes=args.runs // 2 + 1)).isoformat()
+    halves = {
+        "prune": ["--closed-before", half, "--database-url", url],
+        "paced_prune": [
+            "--closed-before", "2026-01-01", "--max-rate", str(args.max_rate),
+            "--database-url", url,
+        ],
+    }  # fmt: skip
     port = free_port()
+    load = (port, args.rate, args.producers)
     with server_process(url, port, REPLAY_ACCESS_LOG="false"):
         # Unmeasured: connections, the runs' first appends, the server's caches.
-        await phase(port, args.rate, args.producers, "warm", seconds=min(5.0, args.seconds))
-        report["baseline_1"], _ = await phase(
-            port, args.rate, args.producers, "base1", seconds=args.seconds
-        )
-        report["pruning"], extra = await phase(
-            port, args.rate, args.producers, "pruning", seconds=None, prune_url=url
-        )
-        report.update(extra)
+        await phase(*load, "warm", seconds=min(5.0, args.seconds))
+        report["baseline_1"], _ = await phase(*load, "base1", seconds=args.seconds)
+        for name, argv in halves.items():
+            report[name], report[f"{name}_run"] = await phase(*load, name, prune=argv)
         report["after_prune"] = await sizes(url)
-        report["baseline_2"], _ = await phase(
-            port, args.rate, args.producers, "base2", seconds=args.seconds
-        )
+        report["baseline_2"], _ = await phase(*load, "base2", seconds=args.seconds)
     conn = await asyncpg.connect(url)
     try:
         await conn.execute("VACUUM events")
     finally:
         await conn.close()
     report["after_vacuum"] = await sizes(url)
-    pruned = args.runs * args.events
-    report["prune_events_per_second"] = pruned / report["prune_seconds"]
     base_p99 = (report["baseline_1"]["p99_ms"] + report["baseline_2"]["p99_ms"]) / 2
-    report["p99_ratio_pruning_vs_baseline"] = report["pruning"]["p99_ms"] / base_p99
+    share = args.runs * args.events / 2
+    for name in halves:
+        report[f"{name}_run"]["events_per_second"] = share / report[f"{name}_run"]["seconds"]
+        report[f"{name}_p99_ratio_vs_baseline"] = report[name]["p99_ms"] / base_p99
     return report
 
 
 def show(report: dict[str, Any]) -> None:
     print("\nappends at a paced rate, single-chunk POSTs (latency from when each was due):")
-    for name in ("baseline_1", "pruning", "baseline_2"):
+    for name in ("baseline_1", "prune", "paced_prune", "baseline_2"):
         p = report[name]
+        ratio = report.get(f"{name}_p99_ratio_vs_baseline")
         print(
             f"  {name:<11} {p['appends']:>7,} appends ({p['rate']:,.0f}/s)  "
-            f"p50 {p['p50_ms']:.1f} ms  p99 {p['p99_ms']:.1f} ms  max {p['max_ms']:.1f} ms"
+            f"p50 {p['p50_ms']:6.1f} ms  p99 {p['p99_ms']:7.1f} ms  max {p['max_ms']:7.1f} ms"
+            + (f"  p99 {ratio:.2f}x the baselines' mean" if ratio is not None else "")
         )
-    print(f"  pruning p99 / worse baseline p99: {report['p99_ratio_pruning_vs_baseline']:.2f}x")
-    print(
-        f"prune: {report['runs'] * report['events_per_run']:,} events in "
-        f"{report['prune_seconds']:.1f} s ({report['prune_events_per_second']:,.0f} events/s); "
-        f"{report['prune_output']}"
-    )
+    for name in ("prune", "paced_prune"):
+        run = report[f"{name}_run"]
+        print(
+            f"{name}: {run['seconds']:.1f} s, {run['events_per_second']:,.0f} events/s; "
+            f"{run['output']}"
+        )
     for name in ("before", "after_prune", "after_vacuum"):
         s = report[name]
         print(
@@ -232,6 +244,9 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=500.0, help="appends per second, in total")
     parser.add_argument("--producers", type=int, default=20)
     parser.add_argument("--seconds", type=float, default=20.0, help="each baseline phase")
+    parser.add_argument(
+        "--max-rate", type=float, default=20_000.0, help="the paced prune's events per second"
+    )
     parser.add_argument("--json", type=Path, help="write the figures here")
     args = parser.parse_args()
     with scratch_database() as url:

@@ -85,9 +85,14 @@ async def archive_from_database(url: str, *, run_id: str | None, thread_id: str 
 
 
 async def prune_closed(
-    url: str, closed_before: datetime, *, dry_run: bool, batch_events: int
+    url: str,
+    closed_before: datetime,
+    *,
+    dry_run: bool,
+    batch_events: int,
+    max_rate: float | None = None,
 ) -> PruneReport:
     async with log_for(url) as log:
         if dry_run:
             return await log.count_prunable(closed_before)
-        return await log.prune(closed_before, batch_events=batch_events)
+        return await log.prune(closed_before, batch_events=batch_events, max_rate=max_rate)

@@ -470,9 +470,15 @@ class EventLog:
         return await retention.count_prunable(self.pool, closed_before)
 
     async def prune(
-        self, closed_before: datetime, *, batch_events: int = 10_000
+        self,
+        closed_before: datetime,
+        *,
+        batch_events: int = 10_000,
+        max_rate: float | None = None,
     ) -> retention.PruneReport:
-        return await retention.prune(self.pool, closed_before, batch_events=batch_events)
+        return await retention.prune(
+            self.pool, closed_before, batch_events=batch_events, max_rate=max_rate
+        )
 
     def pool_stats(self) -> PoolStats:
         pool = self.pool

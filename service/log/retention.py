@@ -11,6 +11,8 @@ prune finishes. Closed runs never take appends, so nothing races the delete.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -50,11 +52,33 @@ async def prune(
     *,
     batch_events: int = 10_000,
     batch_runs: int = 500,
+    max_rate: float | None = None,
     progress: Callable[[PruneReport], None] | None = None,
 ) -> PruneReport:
-    """Delete closed runs with closed_at < closed_before; returns what went."""
+    """Delete closed runs with closed_at < closed_before; returns what went.
+
+    `max_rate` (events per second) paces the transactions: deleting is WAL
+    and I/O the appends' commits share, so an unpaced prune slows them
+    (ops/bench/prune.py measures by how much).
+    """
+    pace = _Pace(max_rate)
     with translated(_ACTION):
-        return await _prune(pool, closed_before, batch_events, batch_runs, progress)
+        return await _prune(pool, closed_before, batch_events, batch_runs, pace, progress)
+
+
+class _Pace:
+    """Sleeps so that the events deleted so far took at least `events / rate` seconds."""
+
+    def __init__(self, rate: float | None) -> None:
+        self.rate = rate if rate and rate > 0 else None
+        self.started = time.monotonic()
+
+    async def after(self, report: PruneReport) -> None:
+        if self.rate is None:
+            return
+        ahead = report.events / self.rate - (time.monotonic() - self.started)
+        if ahead > 0:
+            await asyncio.sleep(ahead)
 
 
 async def _prune(
@@ -62,6 +86,7 @@ async def _prune(
     closed_before: datetime,
     batch_events: int,
     batch_runs: int,
+    pace: _Pace,
     progress: Callable[[PruneReport], None] | None,
 ) -> PruneReport:
     report = PruneReport()
@@ -81,6 +106,7 @@ async def _prune(
                     status = await pool.execute(_DELETE_RANGE, run_id, upto)
                     report.events += int(status.split()[-1])
                     report.batches += 1
+                    await pace.after(report)
             elif last_seq > budget and batch:
                 break
             batch.append(run_id)
@@ -94,3 +120,4 @@ async def _prune(
         report.batches += 1
         if progress is not None:
             progress(report)
+        await pace.after(report)

@@ -172,8 +172,13 @@ class LogStore(Protocol):
     async def count_prunable(self, closed_before: datetime) -> PruneReport: ...
 
     async def prune(
-        self, closed_before: datetime, *, batch_events: int = 10_000
-    ) -> PruneReport: ...
+        self,
+        closed_before: datetime,
+        *,
+        batch_events: int = 10_000,
+        max_rate: float | None = None,
+    ) -> PruneReport:
+        """`max_rate`: at most this many events deleted per second (None: as fast as it goes)."""
 
     async def schema_version(self) -> str | None: ...
 
