@@ -30,6 +30,7 @@ from typing import Any
 import asyncpg
 import orjson
 
+from service import metrics
 from service.errors import (
     ProducerEpochSeq,
     ProducerFenced,
@@ -288,6 +289,7 @@ class StreamStore:
                     await _append(conn, run_id, chunks, close=new.closed)
                 row = await conn.fetchrow(_LOCK, new.name)
         assert row is not None
+        _committed(chunks)
         state = StreamState.of(new.name, row)
         self.log.announce(run_id, state.last_seq, state.closed)
         return state, True
@@ -373,6 +375,7 @@ class StreamStore:
                         await conn.execute(_SET_CLOSED_BY, run_id, producer.key())
                 if stream_seq is not None:
                     await conn.execute(_SET_STREAM_SEQ, run_id, stream_seq)
+        _committed(chunks)
         self.log.announce(run_id, last_seq, close)
         return Written(last_seq, close, False, accepted_seq)
 
@@ -446,6 +449,13 @@ def _check_producer(known: asyncpg.Record | None, producer: Producer) -> int | N
     if producer.seq == last + 1:
         return None
     raise ProducerSeqGap(last + 1, producer.seq)
+
+
+def _committed(chunks: Sequence[StoredChunk]) -> None:
+    """Count a committed stream write: its own transaction, so its own commit's size."""
+    if chunks:
+        metrics.EVENTS_APPENDED.inc(len(chunks))
+        metrics.GROUP_COMMIT_EVENTS.observe(len(chunks))
 
 
 async def _append(conn: Any, run_id: str, chunks: Sequence[StoredChunk], *, close: bool) -> int:

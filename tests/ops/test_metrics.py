@@ -91,6 +91,26 @@ async def test_metrics_when_appends_accepted_and_refused_then_outcomes_events_an
     assert delta(before, after, "replay_group_commit_events_bucket", {"le": "5.0"}) == 1
 
 
+async def test_metrics_when_durable_streams_append_then_their_events_are_counted_too(
+    http: httpx.AsyncClient,
+) -> None:
+    json_type = {"content-type": "application/json"}
+    before = await scrape(http)
+    created = await http.put("/v1/stream/m-ds", headers=json_type, json=_chunks(2))
+    assert created.status_code == 201
+    plain = await http.post("/v1/stream/m-ds", headers=json_type, json=_chunks(3))
+    assert plain.status_code == 204
+    guarded = await http.post(
+        "/v1/stream/m-ds",
+        headers={**json_type, "Producer-Id": "p1", "Producer-Epoch": "0", "Producer-Seq": "0"},
+        json=_chunks(4),
+    )
+    assert guarded.status_code in (200, 204), guarded.text
+    after = await scrape(http)
+    assert delta(before, after, "replay_events_appended_total") == 9
+    assert delta(before, after, "replay_group_commit_events_sum") == 9
+
+
 async def test_metrics_when_requests_answered_then_counted_by_route_template_and_status(
     http: httpx.AsyncClient,
 ) -> None:
