@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+import asyncpg
 import httpx
 import pytest
 
 from service import migrate
-from tests.cluster import Cluster, private_cluster
+from tests.cluster import Cluster, running_cluster
 from tests.conftest import settings_for
 from tests.ops.scrape import delta, scrape
 from tests.servers import serve_in_process
@@ -26,17 +28,57 @@ from tests.stream.wire import SseReader
 
 @pytest.fixture(scope="module")
 def primary() -> Iterator[Cluster]:
-    with private_cluster() as cluster:
+    with running_cluster() as cluster:
         yield cluster
+
+
+async def _sql(cluster: Cluster, query: str, *args: object, database: str = "replay") -> Any:
+    conn = await asyncpg.connect(cluster.url(database))
+    try:
+        return await conn.fetchval(query, *args)
+    finally:
+        await conn.close()
+
+
+async def caught_up(standby: Cluster, primary: Cluster, seconds: float = 30) -> None:
+    """Until the standby has replayed everything the primary has written so far."""
+    target = await _sql(primary, "SELECT pg_current_wal_lsn()::text")
+    deadline = time.monotonic() + seconds
+    while True:
+        behind = await _sql(
+            standby, "SELECT pg_wal_lsn_diff($1::text::pg_lsn, pg_last_wal_replay_lsn())", target
+        )
+        if behind is not None and float(behind) <= 0:
+            return
+        assert time.monotonic() < deadline, f"the standby is still {behind} bytes behind"
+        await asyncio.sleep(0.02)
+
+
+async def pause_replay(standby: Cluster) -> None:
+    """Stop applying WAL (still received): reads see the data as of now."""
+    await _sql(standby, "SELECT pg_wal_replay_pause()")
+    deadline = time.monotonic() + 30
+    while await _sql(standby, "SELECT pg_get_wal_replay_pause_state()") != "paused":
+        assert time.monotonic() < deadline, "replay did not pause"
+        await asyncio.sleep(0.02)
+
+
+async def resume_replay(standby: Cluster) -> None:
+    await _sql(standby, "SELECT pg_wal_replay_resume()")
 
 
 @pytest.fixture(scope="module")
 async def urls(primary: Cluster) -> AsyncIterator[tuple[str, str, Cluster]]:
-    url = await primary.create_database("replay")
+    conn = await asyncpg.connect(primary.url())
+    try:
+        await conn.execute('CREATE DATABASE "replay"')
+    finally:
+        await conn.close()
+    url = primary.url("replay")
     await asyncio.to_thread(migrate.upgrade, url)
-    with primary.standby() as standby:
-        await standby.caught_up(primary)
-        yield url, standby.url("replay"), standby
+    standby = await asyncio.to_thread(primary.standby)
+    await caught_up(standby, primary)
+    yield url, standby.url("replay"), standby
 
 
 @pytest.fixture(scope="module")
@@ -54,10 +96,10 @@ async def http(urls: tuple[str, str, Cluster]) -> AsyncIterator[httpx.AsyncClien
 async def paused(urls: tuple[str, str, Cluster], primary: Cluster) -> AsyncIterator[Cluster]:
     """The standby caught up, then paused for the test; resumed after."""
     _, _, standby = urls
-    await standby.caught_up(primary)
-    await standby.pause_replay()
+    await caught_up(standby, primary)
+    await pause_replay(standby)
     yield standby
-    await standby.resume_replay()
+    await resume_replay(standby)
 
 
 def _chunks(first: int, count: int) -> list[dict[str, Any]]:
@@ -97,8 +139,8 @@ async def test_replica_when_standby_paused_mid_run_then_readers_get_every_event_
     _, _, standby = urls
     # 2,500 events on the standby (pages of 1,000), then 1,700 it never sees.
     await _append(http, "rr-paused", 1, 2500)
-    await standby.caught_up(primary)
-    await standby.pause_replay()
+    await caught_up(standby, primary)
+    await pause_replay(standby)
     try:
         await _append(http, "rr-paused", 2501, 1700, close=True)
         before = await scrape(http)
@@ -118,7 +160,7 @@ async def test_replica_when_standby_paused_mid_run_then_readers_get_every_event_
         late = await _stream(http, "rr-paused", **{"last-event-id": "3000"})
         assert [seq for seq, _ in late] == list(range(3001, 4201))
     finally:
-        await standby.resume_replay()
+        await resume_replay(standby)
 
 
 async def test_replica_when_run_is_not_on_the_standby_yet_then_primary_serves_it(
@@ -158,8 +200,8 @@ async def test_replica_when_paused_then_event_pages_and_exports_are_whole(
 ) -> None:
     _, _, standby = urls
     await _append(http, "rr-pages", 1, 600)
-    await standby.caught_up(primary)
-    await standby.pause_replay()
+    await caught_up(standby, primary)
+    await pause_replay(standby)
     try:
         await _append(http, "rr-pages", 601, 400, close=True)
         seqs: list[int] = []
@@ -180,7 +222,7 @@ async def test_replica_when_paused_then_event_pages_and_exports_are_whole(
         (summary,) = [r for r in listed if r["run_id"] == "rr-pages"]
         assert summary["status"] == "running"
     finally:
-        await standby.resume_replay()
+        await resume_replay(standby)
 
 
 async def test_replica_when_standby_is_down_then_reads_fall_back_to_the_primary(
@@ -188,8 +230,8 @@ async def test_replica_when_standby_is_down_then_reads_fall_back_to_the_primary(
 ) -> None:
     _, _, standby = urls
     await _append(http, "rr-down", 1, 1200, close=True)
-    await standby.caught_up(primary)
-    standby.stop("immediate")
+    await caught_up(standby, primary)
+    await asyncio.to_thread(standby.stop, "immediate")
     try:
         before = await scrape(http)
         events = await _stream(http, "rr-down")
@@ -197,4 +239,4 @@ async def test_replica_when_standby_is_down_then_reads_fall_back_to_the_primary(
         assert [seq for seq, _ in events] == list(range(1, 1201))
         assert delta(before, after, "replay_replica_reads_total", {"served": "primary"}) >= 1
     finally:
-        standby.start()
+        await asyncio.to_thread(standby.start)
