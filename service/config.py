@@ -41,7 +41,17 @@ class Settings(BaseSettings):
     # Connections to the standby (default: pool_size).
     read_pool_size: int | None = None
     data_dir: Path = Field(default=Path(".replay"), description="Embedded PostgreSQL's home.")
-    api_keys: str = Field(default="", description="Comma-separated bearer keys; empty = open.")
+    api_keys: str = Field(
+        default="",
+        description="Comma-separated SECRET or SECRET:SCOPE[+SCOPE]; a bare secret is admin; "
+        "empty = open.",
+    )
+    # Signs tokens (POST /v1/tokens). Unset: a random secret kept in the database.
+    token_secret: str | None = None
+    # Comma-separated secrets still accepted while tokens signed with them live.
+    token_secret_previous: str = ""
+    # Comma-separated origins allowed to call from a browser (`*`: any); empty = no CORS.
+    cors_origins: str = ""
     max_chunk_bytes: int = 1 << 20
     max_batch_bytes: int = 8 << 20
     max_batch_events: int = 10_000
@@ -97,5 +107,9 @@ class Settings(BaseSettings):
     metrics_public: bool = False
 
     @cached_property
-    def api_key_set(self) -> frozenset[str]:
-        return frozenset(k.strip() for k in self.api_keys.split(",") if k.strip())
+    def previous_token_secrets(self) -> list[str]:
+        return [s.strip() for s in self.token_secret_previous.split(",") if s.strip()]
+
+    @cached_property
+    def cors_origin_list(self) -> list[str]:
+        return [o.strip().rstrip("/") for o in self.cors_origins.split(",") if o.strip()]

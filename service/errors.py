@@ -26,7 +26,10 @@ exc`), and never leak past the log.
     │   ├── RunConflict            409 run_conflict
     │   ├── SeqConflict            409 seq_conflict      (+ last_seq)
     │   └── OffsetOutOfRange       409 offset_out_of_range (+ last_seq)
-    ├── Unauthorized               401 unauthorized
+    ├── Unauthorized               401 unauthorized      (+ WWW-Authenticate)
+    │   ├── InvalidCredential      401 unauthorized      (a credential was sent)
+    │   └── TokenExpired           401 token_expired
+    ├── Forbidden                  403 forbidden
     ├── Unavailable                503 unavailable
     │   └── Contended              503 unavailable       (concurrent writes collided; retry)
     └── Durable Streams (/v1/stream, see service.durable)
@@ -181,8 +184,32 @@ class OffsetOutOfRange(Conflict):
 
 
 class Unauthorized(ReplayError):
+    """No credential, or one this service does not know; `challenge` is the
+    WWW-Authenticate value (RFC 6750)."""
+
     status = 401
     code = "unauthorized"
+    challenge: ClassVar[str] = 'Bearer realm="agent-replay"'
+
+
+class InvalidCredential(Unauthorized):
+    challenge = 'Bearer realm="agent-replay", error="invalid_token"'
+
+
+class TokenExpired(Unauthorized):
+    code = "token_expired"
+    challenge = (
+        'Bearer realm="agent-replay", error="invalid_token", '
+        'error_description="the token has expired"'
+    )
+
+
+class Forbidden(ReplayError):
+    """A valid credential outside its scope, thread or run. Said the same way
+    whether or not the run exists."""
+
+    status = 403
+    code = "forbidden"
 
 
 class Unavailable(ReplayError):

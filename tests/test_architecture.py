@@ -38,8 +38,10 @@ ALLOWED: dict[str, set[str]] = {
     # The producer client: of the public HTTP API only.
     "client": set(),
     "migrations": {"log"},
+    # Who may do what (keys, tokens, rules): pure, applied by the HTTP edge.
+    "access": set(),
     "api": {"log", "ingest", "projector", "stream", "audit", "archive", "agents", "durable",
-            "migrate", "embedded", "transcript", "tracing"},
+            "access", "migrate", "embedded", "transcript", "tracing"},
     "cli": {"log", "ingest", "projector", "stream", "audit", "archive", "agents", "durable",
             "migrate", "embedded", "transcript", "console", "api"},
     "migrate": set(),

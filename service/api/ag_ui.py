@@ -28,6 +28,7 @@ from fastapi import APIRouter, Body, Depends, Header, Path, Query, Request
 from starlette.responses import Response
 
 from service.api.agents import RunAgentInput
+from service.api.auth import AG_UI, requires
 from service.api.deps import AppState, StateDep, require_json_body
 from service.api.models import ERRORS
 from service.api.reencoded import events_after, events_upto, sse_frames, sse_response
@@ -93,7 +94,7 @@ async def _body(state: AppState, plan: Plan, resume: AguiResume | None) -> Async
 @router.post(
     "/v1/agents/{agent}/ag-ui",
     responses={200: {"description": "AG-UI events (SSE)", "content": {"text/event-stream": {}}}},
-    dependencies=[Depends(require_json_body)],
+    dependencies=[requires(AG_UI), Depends(require_json_body)],
 )
 async def ag_ui(
     request: Request,

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Body, Depends, Path
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.responses import Response
 
+from service.api.auth import CANCEL_RUN, LIST_AGENTS, START_RUN, requires
 from service.api.deps import DriversDep, require_json_body
 from service.api.models import ERRORS, RunOut
 from service.api.responses import JSON
@@ -37,7 +38,7 @@ class StartedOut(BaseModel):
     thread_id: str
 
 
-@router.get("/v1/agents")
+@router.get("/v1/agents", dependencies=[requires(LIST_AGENTS)])
 async def list_agents(drivers: DriversDep) -> Response:
     """The agents this service can drive (the built-in `demo` is always there)."""
     agents = [
@@ -50,7 +51,7 @@ async def list_agents(drivers: DriversDep) -> Response:
     "/v1/agents/{agent}/runs",
     status_code=201,
     responses={201: {"model": StartedOut}},
-    dependencies=[Depends(require_json_body)],
+    dependencies=[requires(START_RUN), Depends(require_json_body)],
 )
 async def start_run(
     drivers: DriversDep,
@@ -69,7 +70,11 @@ async def start_run(
     )
 
 
-@router.post("/v1/runs/{run_id}/cancel", responses={200: {"model": RunOut}})
+@router.post(
+    "/v1/runs/{run_id}/cancel",
+    responses={200: {"model": RunOut}},
+    dependencies=[requires(CANCEL_RUN)],
+)
 async def cancel_run(drivers: DriversDep, run_id: str) -> Response:
     """Stop a run: appends RUN_ERROR "cancelled" and closes it. A closed run is left as is."""
     run = await drivers.cancel(run_id)

@@ -26,6 +26,7 @@ from fastapi import APIRouter, Body, Depends, Header, Path, Query
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.responses import Response
 
+from service.api.auth import AI_SDK_READ, AI_SDK_START, requires
 from service.api.deps import AppState, StateDep, require_json_body
 from service.api.models import ERRORS
 from service.api.reencoded import events_after, events_upto, sse_frames, sse_response
@@ -130,7 +131,7 @@ async def _active_run(state: AppState, chat_id: str) -> StoredRun | None:
 @router.post(
     "/{agent}",
     responses={200: {"description": "the UI message stream", "content": {"text/event-stream": {}}}},
-    dependencies=[Depends(require_json_body)],
+    dependencies=[requires(AI_SDK_START), Depends(require_json_body)],
 )
 async def send_messages(
     state: StateDep,
@@ -168,6 +169,7 @@ async def send_messages(
         },
         204: {"description": "the chat has no active run"},
     },
+    dependencies=[requires(AI_SDK_READ)],
 )
 async def reconnect_to_stream(
     state: StateDep,
@@ -218,7 +220,7 @@ def _user_message(turn: dict[str, Any]) -> dict[str, Any]:
     return {"id": turn["id"], "role": "user", "parts": parts}
 
 
-@router.get("/{agent}/{chat_id}/messages")
+@router.get("/{agent}/{chat_id}/messages", dependencies=[requires(AI_SDK_READ)])
 async def chat_messages(
     state: StateDep,
     agent: AgentName,

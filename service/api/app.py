@@ -14,13 +14,14 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
-from fastapi import Depends, FastAPI
+from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 from sqlalchemy.ext.asyncio import AsyncEngine
 from starlette.exceptions import HTTPException
 from starlette.routing import Route
 
 from service import ingest, metrics, migrate, tracing
+from service.access import KeyRing
 from service.agents import Drivers, load_catalog
 from service.agents.demo import demo_agent
 from service.api import (
@@ -36,10 +37,13 @@ from service.api import (
     inspect_page,
     runs,
     stream,
+    tokens,
 )
 from service.api import metrics as metrics_route
 from service.api.access import AccessLog
-from service.api.deps import AppState, require_api_key
+from service.api.auth import Gate, document_access
+from service.api.deps import AppState
+from service.api.edge import QueryToken
 from service.api.responses import (
     JSON,
     on_http_error,
@@ -67,6 +71,8 @@ def create_app(
     settings: Settings | None = None, *, migrate_on_start: bool | None = None
 ) -> FastAPI:
     settings = settings or Settings()
+    # A malformed key list or token secret fails here, at start.
+    gate = Gate(KeyRing(settings.api_keys), settings.token_secret, settings.previous_token_secrets)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -151,7 +157,7 @@ def create_app(
                     long_poll_seconds=settings.durable_long_poll_seconds,
                     sse_seconds=settings.durable_sse_seconds,
                     heartbeat_seconds=settings.heartbeat_seconds,
-                    private=bool(settings.api_key_set),
+                    private=not gate.keys.open,
                 ),
             )
             app.state.replay = AppState(
@@ -163,6 +169,7 @@ def create_app(
                 hub=hub,
                 drivers=drivers,
                 durable=streams,
+                gate=gate.bind(event_log),
             )
             # Startup's objects (modules, routes, settings) never die: keep the
             # collector from walking them again on every full collection.
@@ -213,14 +220,19 @@ def create_app(
     app.include_router(metrics_route.router)
     app.include_router(demo_page.router)
     app.include_router(inspect_page.router)
+    # Every route below declares its access rule (service.api.auth).
     # Before runs.router: its /v1/runs/{run_id} must not shadow /v1/runs.
-    app.include_router(audit.router, dependencies=[Depends(require_api_key)])
-    app.include_router(runs.router, dependencies=[Depends(require_api_key)])
-    app.include_router(stream.router, dependencies=[Depends(require_api_key)])
-    app.include_router(agents.router, dependencies=[Depends(require_api_key)])
-    app.include_router(chat.router, dependencies=[Depends(require_api_key)])
-    app.include_router(ai_sdk.router, dependencies=[Depends(require_api_key)])
-    app.include_router(ag_ui.router, dependencies=[Depends(require_api_key)])
+    app.include_router(audit.router)
+    app.include_router(runs.router)
+    app.include_router(stream.router)
+    app.include_router(agents.router)
+    app.include_router(chat.router)
+    app.include_router(ai_sdk.router)
+    app.include_router(ag_ui.router)
+    app.include_router(tokens.router)
+    document_access(app)
+    # Outermost: the access log and everything else see the URL without ?token=.
+    app.add_middleware(QueryToken)
     return app
 
 

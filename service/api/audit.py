@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Path, Query
 from starlette.responses import Response, StreamingResponse
 
+from service.api.auth import EXPORT_RUN, LIST_RUNS, READ_RUN, READ_THREAD, requires
 from service.api.deps import EngineDep, LogDep, ReadEngineDep, StateDep
 from service.api.models import ERRORS
 from service.api.responses import JSON
@@ -31,7 +32,7 @@ RunId = Annotated[str, Path(description="1-128 characters of A-Z a-z 0-9 . _ : -
 Normalize = Annotated[bool, Query(description="apply the projector's legacy normalization")]
 
 
-@router.get("/v1/runs")
+@router.get("/v1/runs", dependencies=[requires(LIST_RUNS)])
 async def get_runs(
     engine: ReadEngineDep,
     thread_id: str | None = None,
@@ -63,7 +64,7 @@ async def get_runs(
     return JSON({"runs": page.runs, "next_cursor": page.next_cursor})
 
 
-@router.get("/v1/runs/{run_id}/messages")
+@router.get("/v1/runs/{run_id}/messages", dependencies=[requires(READ_RUN)])
 async def get_run_messages(
     log: LogDep,
     engine: EngineDep,
@@ -87,7 +88,7 @@ async def get_run_messages(
     return Response(body.encode(), media_type="application/json")
 
 
-@router.get("/v1/threads/{thread_id}/messages")
+@router.get("/v1/threads/{thread_id}/messages", dependencies=[requires(READ_THREAD)])
 async def get_thread_messages(
     engine: EngineDep, thread_id: str, normalize: Normalize = False
 ) -> Response:
@@ -97,7 +98,7 @@ async def get_thread_messages(
     return Response(body.encode(), media_type="application/json")
 
 
-@router.get("/v1/runs/{run_id}/export")
+@router.get("/v1/runs/{run_id}/export", dependencies=[requires(EXPORT_RUN)])
 async def export_run(state: StateDep, run_id: RunId) -> Response:
     """The run as an export file (what `replay export --run` writes)."""
     records = await run_records(state.engine, run_id=run_id)
@@ -127,7 +128,7 @@ async def _transcript(
     return Response(render(from_archive(archive), fmt).encode(), media_type=_TRANSCRIPT_TYPES[fmt])
 
 
-@router.get("/v1/runs/{run_id}/transcript")
+@router.get("/v1/runs/{run_id}/transcript", dependencies=[requires(READ_RUN)])
 async def run_transcript(
     engine: EngineDep, run_id: RunId, format: TranscriptFormat = "markdown"
 ) -> Response:
@@ -135,7 +136,7 @@ async def run_transcript(
     return await _transcript(engine, format, run_id=run_id)
 
 
-@router.get("/v1/threads/{thread_id}/transcript")
+@router.get("/v1/threads/{thread_id}/transcript", dependencies=[requires(READ_THREAD)])
 async def thread_transcript(
     engine: EngineDep, thread_id: str, format: TranscriptFormat = "markdown"
 ) -> Response:

@@ -23,6 +23,7 @@ from fastapi import APIRouter, Body, Depends, Header, Path, Query, Request
 from starlette.responses import Response
 
 from service.api.agents import RUN_ID_PATTERN, RunAgentInput
+from service.api.auth import CHAT, requires
 from service.api.deps import StateDep, require_json_body
 from service.api.hydration import hydrate
 from service.api.models import ERRORS
@@ -33,7 +34,12 @@ from service.log import check_run_id
 from service.log.chunks import dumps
 from service.stream import Encoding, choose_encoding
 
-router = APIRouter(prefix="/v1/chat", tags=["chat (TanStack AI)"], responses=ERRORS)
+router = APIRouter(
+    prefix="/v1/chat",
+    tags=["chat (TanStack AI)"],
+    responses=ERRORS,
+    dependencies=[requires(CHAT)],
+)
 
 AgentName = Annotated[str, Path(description="an agent name from GET /v1/agents")]
 

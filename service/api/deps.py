@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hmac
 from dataclasses import dataclass
 from typing import Annotated
 
@@ -10,9 +9,10 @@ from fastapi import Depends, Request
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from service.agents import Drivers
+from service.api.auth import Gate
 from service.config import Settings
 from service.durable.protocol import Streams
-from service.errors import Unauthorized, UnsupportedMediaType
+from service.errors import UnsupportedMediaType
 from service.ingest import Limits
 from service.log import LogStore
 from service.stream import Hub
@@ -35,6 +35,8 @@ class AppState:
     drivers: Drivers
     # The Durable Streams protocol over the same log (service.durable).
     durable: Streams
+    # API keys and the token signer (service.api.auth).
+    gate: Gate
 
     @property
     def limits(self) -> Limits:
@@ -110,15 +112,3 @@ async def require_json_body(request: Request) -> None:
     media = media_type(request)
     if has_body and not is_json(media):
         raise UnsupportedMediaType(f"unsupported Content-Type {media!r}: send application/json")
-
-
-async def require_api_key(request: Request) -> None:
-    keys = state_of(request).settings.api_key_set
-    if not keys:
-        return
-    header = request.headers.get("authorization", "")
-    scheme, _, token = header.partition(" ")
-    if scheme.lower() != "bearer" or not any(
-        hmac.compare_digest(token.strip().encode(), key.encode()) for key in keys
-    ):
-        raise Unauthorized("this service needs 'Authorization: Bearer <key>' (REPLAY_API_KEYS)")

@@ -14,10 +14,17 @@ from collections.abc import AsyncIterator
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 
-from service.api.deps import require_api_key, state_of
+from service.api.auth import READ, WRITE, authorize
+from service.api.deps import state_of
 from service.api.responses import JSON
 from service.durable.protocol import Live, Reply, Streams, error_headers
-from service.errors import InvalidOffset, InvalidParameter, PayloadTooLarge, ReplayError
+from service.errors import (
+    InvalidOffset,
+    InvalidParameter,
+    PayloadTooLarge,
+    ReplayError,
+    Unauthorized,
+)
 
 _ALLOW_HEADERS = (
     "Content-Type, Authorization, If-None-Match, Stream-Seq, Stream-TTL, Stream-Expires-At, "
@@ -90,6 +97,8 @@ async def _handle(request: Request, streams: Streams, name: str) -> Reply | Live
 
 def _error(exc: ReplayError, head: bool) -> Response:
     headers = {**BASE_HEADERS, **error_headers(exc)}
+    if isinstance(exc, Unauthorized):
+        headers["WWW-Authenticate"] = exc.challenge
     if head:
         return Response(status_code=exc.status, headers=headers)
     return JSON(exc.body(), status_code=exc.status, headers=headers)
@@ -108,7 +117,8 @@ async def stream_endpoint(request: Request) -> Response:
         return Response(status_code=204, headers=BASE_HEADERS)
     head = request.method == "HEAD"
     try:
-        await require_api_key(request)
+        # Reads need `read`, every write (create, append, delete) `append`; no tokens.
+        await authorize(request, READ if head or request.method == "GET" else WRITE)
         name = request.path_params["name"]
         if not name or len(name) > MAX_NAME:
             raise InvalidParameter(f"a stream name is 1 to {MAX_NAME} characters")

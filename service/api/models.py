@@ -67,7 +67,7 @@ class EventsPage(BaseModel):
 
 
 ERRORS: dict[int | str, dict[str, Any]] = {
-    status: {"model": ErrorOut} for status in (400, 401, 404, 409, 413, 422)
+    status: {"model": ErrorOut} for status in (400, 401, 403, 404, 409, 413, 422)
 }
 
 

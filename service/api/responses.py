@@ -12,7 +12,7 @@ from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Match
 
-from service.errors import InvalidJson, ReplayError
+from service.errors import InvalidJson, ReplayError, Unauthorized
 from service.log.chunks import dumps
 
 
@@ -59,7 +59,10 @@ _HTTP_CODES = {
 
 async def on_replay_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ReplayError)
-    return JSON(exc.body(), status_code=exc.status, headers=_headers_for(exc.status))
+    headers = _headers_for(exc.status)
+    if isinstance(exc, Unauthorized):
+        headers = {"WWW-Authenticate": exc.challenge}
+    return JSON(exc.body(), status_code=exc.status, headers=headers)
 
 
 async def on_http_error(request: Request, exc: Exception) -> Response:

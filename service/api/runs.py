@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from starlette.responses import Response
 
 from service import metrics
+from service.api.auth import APPEND, FORK_RUN, READ_RUN, authorize, requires
 from service.api.deps import (
     AppState,
     EngineDep,
@@ -19,7 +20,6 @@ from service.api.deps import (
     StateDep,
     is_json,
     media_type,
-    require_api_key,
     require_json_body,
     state_of,
 )
@@ -86,7 +86,7 @@ async def read_body(request: Request, limit: int) -> bytes:
     "/{run_id}",
     status_code=201,
     responses={200: {"model": RunOut}, 201: {"model": RunOut}},
-    dependencies=[Depends(require_json_body)],
+    dependencies=[requires(APPEND), Depends(require_json_body)],
 )
 async def create_run(log: LogDep, run_id: RunId, body: RunCreate | None = None) -> Response:
     """Create a run (idempotent: the same request again answers 200)."""
@@ -107,7 +107,7 @@ async def append_events(request: Request) -> Response:
     # `document_append`'s.
     with _Counted():
         state = state_of(request)
-        await require_api_key(request)
+        await authorize(request, APPEND)
         query = request.query_params
         expected_seq = expected_from_query(query.get("expected_seq"))
         close_text = query.get("close", "false").lower()
@@ -171,7 +171,7 @@ async def _append(
 # endpoint (FastAPI's dependency solving and validation would cost more CPU
 # than the append), so its operation is written here, from the same models,
 # and merged into the document FastAPI builds (see service.api.app).
-_ERROR_STATUSES = (400, 401, 404, 409, 413, 415, 422)
+_ERROR_STATUSES = (400, 401, 403, 404, 409, 413, 415, 422)
 
 
 def _ref(model: type[BaseModel]) -> dict[str, str]:
@@ -220,18 +220,27 @@ def document_append(schema: dict[str, Any]) -> None:
             },
         },
         "responses": responses,
+        "security": [{"bearer": []}, {"token": []}],
+        "x-access": APPEND.describe(),
     }  # fmt: skip
     schema.setdefault("paths", {}).setdefault("/v1/runs/{run_id}/events", {})["post"] = operation
 
 
-@router.post("/{run_id}/close", responses={200: {"model": RunOut}})
+@router.post(
+    "/{run_id}/close", responses={200: {"model": RunOut}}, dependencies=[requires(APPEND)]
+)
 async def close_run(log: LogDep, run_id: RunId) -> Response:
     """Close the run's log (idempotent). Appends after this get 409 run_closed."""
     run = await log.close_run(run_id)
     return JSON(run.to_json())
 
 
-@router.post("/{run_id}/fork", status_code=201, responses={200: {"model": ForkOut}})
+@router.post(
+    "/{run_id}/fork",
+    status_code=201,
+    responses={200: {"model": ForkOut}},
+    dependencies=[requires(FORK_RUN)],
+)
 async def fork_run(state: StateDep, run_id: RunId, body: ForkIn) -> Response:
     """A cheap branch of the run ("retry from here"): a new run whose first `at_seq`
     events are this run's (shared, not copied), open for appends of its own."""
@@ -255,13 +264,15 @@ async def fork_run(state: StateDep, run_id: RunId, body: ForkIn) -> Response:
     return JSON(out, status_code=201 if created else 200)
 
 
-@router.get("/{run_id}", responses={200: {"model": RunOut}})
+@router.get("/{run_id}", responses={200: {"model": RunOut}}, dependencies=[requires(READ_RUN)])
 async def get_run(log: LogDep, run_id: RunId) -> Response:
     run = await log.get_run(run_id)
     return JSON(run.to_json())
 
 
-@router.get("/{run_id}/events", responses={200: {"model": EventsPage}})
+@router.get(
+    "/{run_id}/events", responses={200: {"model": EventsPage}}, dependencies=[requires(READ_RUN)]
+)
 async def list_events(
     log: LogDep,
     engine: EngineDep,

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Path, Query, Request
 from starlette.responses import Response
 
+from service.api.auth import READ_RUN, requires
 from service.api.decoded import DecodedFramer
 from service.api.deps import AppState, StateDep
 from service.api.models import ERRORS
@@ -120,6 +121,7 @@ async def _framer(
         },
         204: {"description": "The run is closed and the client has all of it"},
     },
+    dependencies=[requires(READ_RUN)],
 )
 async def stream_run(
     request: Request,

@@ -46,6 +46,8 @@ _READ_EVENTS_STITCHED = QUERIES["read_events_stitched"]
 _READ_STITCHED = QUERIES["stream_read"]
 _RUN_STATES = QUERIES["run_states"]
 _SCHEMA_VERSION = QUERIES["schema_version"]
+_INSERT_SECRET = QUERIES["insert_secret"]
+_GET_SECRET = QUERIES["get_secret"]
 
 _READ = "the event log cannot be read"
 
@@ -355,6 +357,17 @@ class EventLog:
         if run is None:
             raise RunNotFound(run_id)
         return run
+
+    async def shared_secret(self, name: str, candidate: str) -> str:
+        """The deployment's secret `name`: `candidate` if this call is the first
+        to store one, else the value stored before."""
+        with translated("the service's secrets cannot be read"):
+            async with self.pool.acquire() as conn:
+                value: str | None = await conn.fetchval(_INSERT_SECRET, name, candidate)
+                if value is None:
+                    value = await conn.fetchval(_GET_SECRET, name)
+        assert value is not None  # secrets are never deleted
+        return value
 
     async def read_events(
         self, run_id: str, after: int = 0, limit: int = 1000, *, through: int | None = None

@@ -216,6 +216,20 @@ SELECT max(version_num) FROM alembic_version WHERE to_regclass('alembic_version'
 SELECT 1;
 
 
+-- name: insert_secret
+-- A deployment-wide secret, stored by the first process that needs it (the
+-- token signing secret): returns $2 when this call stored it, no row when one
+-- was there. $1 name, $2 candidate value.
+INSERT INTO service_secrets (name, value) VALUES ($1, $2)
+ON CONFLICT (name) DO NOTHING RETURNING value;
+
+
+-- name: get_secret
+-- The stored secret $1. A statement of its own after a lost insert: that one
+-- waited for the winner's commit, and only a later snapshot sees its row.
+SELECT value FROM service_secrets WHERE name = $1;
+
+
 -- Leases on hosted runs. A claim is one UPDATE with its condition in the
 -- WHERE clause, so two processes never both win. $1 run id, $2 owner,
 -- $3 lease seconds.

@@ -154,3 +154,14 @@ run_forks = Table(
     PrimaryKeyConstraint("run_id", name="run_forks_pkey"),
     Index("run_forks_source_idx", "source_run_id"),
 )
+
+# Deployment-wide secrets a process creates once and every replica reads (the
+# token signing secret when REPLAY_TOKEN_SECRET is unset): the first writer wins.
+service_secrets = Table(
+    "service_secrets",
+    metadata,
+    Column("name", Text, nullable=False),
+    Column("value", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    PrimaryKeyConstraint("name", name="service_secrets_pkey"),
+)

@@ -186,3 +186,9 @@ class LogStore(Protocol):
 
     def replica_pool_stats(self) -> PoolStats | None:
         """The read replica's connections; None without one."""
+
+    # -- deployment-wide secrets (the token signing secret) -------------------
+
+    async def shared_secret(self, name: str, candidate: str) -> str:
+        """Secret `name`: `candidate` if this call stored it first, else the stored one."""
+        ...
