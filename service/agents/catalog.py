@@ -3,6 +3,9 @@
 `REPLAY_AGENTS` is a JSON object mapping a name to either the URL of an
 AG-UI HTTP agent, `{"url": ..., "headers": {...}}`, or `"python:module:function"`
 for an in-process async generator `function(run_input) -> AsyncIterator[dict]`.
+The object form may give the agent's disconnect policy (`service.agents.policy`):
+`{"url": ..., "on_disconnect": {"policy": "cancel_after", "grace_seconds": 30}}`
+(`url` may be a `python:` one there too).
 """
 
 from __future__ import annotations
@@ -10,9 +13,10 @@ from __future__ import annotations
 import importlib
 import json
 from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from service.agents.policy import DEFAULT, OnDisconnect, parse
 from service.errors import InvalidRequest, NotFound
 
 RunInput = dict[str, Any]
@@ -28,6 +32,7 @@ class HttpAgent:
     name: str
     url: str
     headers: Mapping[str, str] = field(default_factory=dict)
+    on_disconnect: OnDisconnect = DEFAULT
 
     @property
     def kind(self) -> str:
@@ -38,6 +43,7 @@ class HttpAgent:
 class PythonAgent:
     name: str
     source: ChunkSource
+    on_disconnect: OnDisconnect = DEFAULT
 
     @property
     def kind(self) -> str:
@@ -75,6 +81,11 @@ def _agent(name: str, value: Any) -> Agent:
         return PythonAgent(name, _import_source(value[len("python:") :], name))
     if isinstance(value, str) and value.startswith(("http://", "https://")):
         return HttpAgent(name, value)
+    if isinstance(value, dict) and isinstance(value.get("url"), str) and "on_disconnect" in value:
+        rest = {k: v for k, v in value.items() if k != "on_disconnect"}
+        on_disconnect = parse(value["on_disconnect"], f"agent {name!r}: on_disconnect")
+        agent = _agent(name, rest["url"] if set(rest) == {"url"} else rest)
+        return replace(agent, on_disconnect=on_disconnect)
     if isinstance(value, dict) and isinstance(value.get("url"), str):
         headers = value.get("headers") or {}
         if not isinstance(headers, dict) or not all(
@@ -83,7 +94,8 @@ def _agent(name: str, value: Any) -> Agent:
             raise InvalidRequest(f"agent {name!r}: headers must map strings to strings")
         return HttpAgent(name, value["url"], dict(headers))
     raise InvalidRequest(
-        f'agent {name!r}: expected a http(s) URL, {{"url": ..., "headers": ...}} '
+        f'agent {name!r}: expected a http(s) URL, {{"url": ..., "headers": ..., '
+        '"on_disconnect": ...}} '
         'or "python:module:function"'
     )
 

@@ -26,6 +26,7 @@ import aiohttp
 from service.agents import upstream
 from service.agents.catalog import Agent, RunInput
 from service.agents.endings import EndReason, close_run
+from service.agents.policy import DEFAULT, OnDisconnect
 from service.errors import ReplayError, RunClosed, SeqConflict, Unavailable
 from service.ingest import Limits
 from service.log import LogStore, StoredChunk
@@ -79,8 +80,10 @@ class Driver:
         limits: Limits,
         client: Callable[[], aiohttp.ClientSession],
         next_seq: int,
+        on_disconnect: OnDisconnect = DEFAULT,
     ) -> None:
         self.log = log
+        self.on_disconnect = on_disconnect
         self.run_id = run_id
         self.thread_id = thread_id
         self._agent = agent
@@ -118,6 +121,7 @@ class Driver:
         if self._stop is not None:  # halted before it started
             self._reader.cancel()
         renewer = asyncio.create_task(self._renew())
+        watcher = asyncio.create_task(self._watch()) if self.on_disconnect.watched else None
         last_type: str | None = None
         try:
             while True:
@@ -147,6 +151,8 @@ class Driver:
         finally:
             self._reader.cancel()
             renewer.cancel()
+            if watcher is not None:
+                watcher.cancel()
             on_done(self)
             self.done.set()
 
@@ -220,4 +226,32 @@ class Driver:
             wait = lease.interval
             if not kept:
                 self.halt(EndReason.LOST)
+                return
+
+    async def _watch(self) -> None:
+        """Cancel the run once nobody has read it for as long as its policy allows.
+
+        Readers are counted in the log, on every process (`service.stream.presence`):
+        a row a process stopped refreshing for a lease's length is a dead one's.
+        """
+        lease, policy = self._lease, self.on_disconnect
+        while True:
+            # At least every second, so `cancel` follows its reader's leave closely.
+            await asyncio.sleep(min(lease.interval, 1.0))
+            try:
+                absence = await self.log.reader_absence(self.run_id, lease.seconds)
+            except ReplayError:  # the database is away: judge again next tick
+                log.warning("run %s: cannot count its readers", self.run_id, exc_info=True)
+                continue
+            if absence is None or absence.closed:
+                return
+            if absence.readers:
+                continue
+            wait = policy.wait_seconds(ever_read=absence.left_at is not None)
+            if absence.absent_seconds >= wait:
+                log.info(
+                    "run %s: no reader for %.1f s (on_disconnect %s); cancelling",
+                    self.run_id, absence.absent_seconds, policy.policy,
+                )  # fmt: skip
+                self.halt(EndReason.ABANDONED)
                 return

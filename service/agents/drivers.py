@@ -17,6 +17,7 @@ from typing import Any
 
 import aiohttp
 
+from service.agents import policy
 from service.agents.catalog import AgentCatalog, RunInput
 from service.agents.driver import Driver, Lease
 from service.agents.endings import EndReason, close_run
@@ -79,10 +80,23 @@ class Drivers:
         return self._client
 
     async def start(
-        self, agent_name: str, run_input: RunInput, *, run_id: str | None = None
+        self,
+        agent_name: str,
+        run_input: RunInput,
+        *,
+        run_id: str | None = None,
+        on_disconnect: str | None = None,
     ) -> tuple[Run, bool]:
-        """Create the run and hand it to a driver. (run, False) if it already existed."""
+        """Create the run and hand it to a driver. (run, False) if it already existed.
+
+        The run's disconnect policy is the input's `onDisconnect` or the
+        `X-On-Disconnect` header's (`on_disconnect`), else its agent's.
+        """
         agent = self.catalog.get(agent_name)
+        run_input = dict(run_input)
+        chosen = policy.choose(
+            agent.on_disconnect, run_input.pop("onDisconnect", None), on_disconnect
+        )
         run_id = check_run_id(run_id or _str(run_input.get("runId")) or f"run-{uuid.uuid4().hex}")
         existing = await self.log.find_run(run_id)
         # A retry that leaves the thread out means the thread the run already has.
@@ -98,8 +112,9 @@ class Drivers:
         # The same request again joins the run; another one under its id is a conflict
         # (409 run_conflict), never a silent replay of a different answer.
         run, created = await self.log.create_run(
-            run_id, thread_id=thread_id, agent=agent_name, input=run_input
-        )
+            run_id, thread_id=thread_id, agent=agent_name, input=run_input,
+            on_disconnect=chosen.policy, grace_seconds=chosen.grace_seconds,
+        )  # fmt: skip
         if not created:
             return run, False
         # A joiner must see a first event (with its id) at once, even while the
@@ -115,7 +130,7 @@ class Drivers:
         driver = Driver(
             self.log, run_id, thread_id, agent, run_input,
             lease=self.lease, idle_seconds=self.idle_seconds, limits=self.limits,
-            client=self._http, next_seq=first.last_seq + 1,
+            client=self._http, next_seq=first.last_seq + 1, on_disconnect=chosen,
         )  # fmt: skip
         self._drivers[run_id] = driver
         driver.start(self._forget)

@@ -22,6 +22,7 @@ class EndReason(enum.Enum):
     INCOMPLETE = "incomplete"  # the upstream ended without one
     UPSTREAM_ERROR = "upstream_error"  # refused, HTTP error, bad event, stalled, crashed
     CANCELLED = "cancelled"  # POST /v1/runs/{id}/cancel
+    ABANDONED = "abandoned"  # its disconnect policy: nobody read it for long enough
     SHUTDOWN = "shutdown"  # this process stopped while driving it
     LOST = "lost"  # closed or taken over elsewhere: nothing more to write
     EXPIRED = "expired"  # reaped: its driver's process died (lease ran out)
@@ -46,6 +47,11 @@ ENDINGS: dict[EndReason, Ending | None] = {
     ),
     EndReason.UPSTREAM_ERROR: Ending("upstream_error", None, None),
     EndReason.CANCELLED: Ending("cancelled", "the run was cancelled", "cancelled"),
+    EndReason.ABANDONED: Ending(
+        "abandoned",
+        "the run was cancelled: nobody was reading it (its disconnect policy)",
+        "cancelled",
+    ),
     EndReason.SHUTDOWN: Ending(
         "interrupted", "the service shut down while it drove this run", "interrupted"
     ),

@@ -27,7 +27,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Depends, Header, Path, Query, Request
 from starlette.responses import Response
 
-from service.api.agents import RunAgentInput
+from service.api.agents import OnDisconnectHeader, RunAgentInput
 from service.api.auth import AG_UI, requires
 from service.api.deps import AppState, StateDep, require_json_body
 from service.api.models import ERRORS
@@ -103,6 +103,7 @@ async def ag_ui(
     body: Annotated[RunAgentInput, Body()],
     compact: Compact = None,
     last_event_id: Annotated[str | None, Header()] = None,
+    x_on_disconnect: OnDisconnectHeader = None,
 ) -> Response:
     """Run an agent as an AG-UI endpoint: start the run (or join it), stream its events."""
     snapshot = compact_mode(compact)
@@ -110,7 +111,9 @@ async def ag_ui(
     if known is None:
         if last_event_id is not None:
             raise InvalidRequest("Last-Event-ID resumes a run: send the runId it belongs to")
-        run, started = await state.drivers.start(agent, body.model_dump(exclude_none=True))
+        run, started = await state.drivers.start(
+            agent, body.model_dump(exclude_none=True), on_disconnect=x_on_disconnect
+        )
         if started:
             return await agui_stream(state, run.run_id, run.thread_id, 0, snapshot=False)
         known = run  # started by someone else in between: a join like any other

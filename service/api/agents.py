@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends, Path
+from fastapi import APIRouter, Body, Depends, Header, Path
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.responses import Response
 
@@ -31,6 +31,22 @@ class RunAgentInput(BaseModel):
     context: list[dict[str, Any]] = Field(default_factory=list)
     state: Any = Field(default_factory=dict)
     forwardedProps: Any = Field(default_factory=dict)
+    # Not sent to the agent: the run's disconnect policy (service.agents.policy).
+    onDisconnect: Any = Field(
+        default=None,
+        description='continue, cancel or cancel_after: {"policy": "cancel_after", '
+        '"grace_seconds": 30} or "cancel_after=30"; default: the agent\'s',
+    )
+
+
+# Every route that starts a hosted run takes it; the body's `onDisconnect` is the same.
+OnDisconnectHeader = Annotated[
+    str | None,
+    Header(
+        alias="X-On-Disconnect",
+        description="the run's disconnect policy: continue, cancel or cancel_after=SECONDS",
+    ),
+]
 
 
 class StartedOut(BaseModel):
@@ -57,13 +73,16 @@ async def start_run(
     drivers: DriversDep,
     agent: Annotated[str, Path(description="an agent name from GET /v1/agents")],
     body: Annotated[RunAgentInput, Body()],
+    x_on_disconnect: OnDisconnectHeader = None,
 ) -> Response:
     """Start a hosted run; answers at once. Follow it at `/v1/runs/{run_id}/stream`.
 
     The run belongs to the service, not to this request: it goes on whoever
     listens, until the agent finishes, fails, or `POST /v1/runs/{id}/cancel`.
     """
-    run, started = await drivers.start(agent, body.model_dump(exclude_none=True))
+    run, started = await drivers.start(
+        agent, body.model_dump(exclude_none=True), on_disconnect=x_on_disconnect
+    )
     return JSON(
         {"run_id": run.run_id, "thread_id": run.thread_id, "started": started},
         status_code=201 if started else 200,

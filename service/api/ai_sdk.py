@@ -26,6 +26,7 @@ from fastapi import APIRouter, Body, Depends, Header, Path, Query
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.responses import Response
 
+from service.api.agents import OnDisconnectHeader
 from service.api.auth import AI_SDK_READ, AI_SDK_START, requires
 from service.api.deps import AppState, StateDep, require_json_body
 from service.api.models import ERRORS
@@ -138,9 +139,11 @@ async def send_messages(
     agent: AgentName,
     body: Annotated[ChatRequest, Body()],
     approvals: Approvals = False,
+    x_on_disconnect: OnDisconnectHeader = None,
 ) -> Response:
     """Start a hosted run on the chat's thread; answer with its UI message stream."""
-    extra = body.model_extra or {}
+    extra = dict(body.model_extra or {})
+    on_disconnect = extra.pop("onDisconnect", None)
     run_input: dict[str, Any] = {
         "threadId": body.id,
         "runId": f"run-{uuid.uuid4().hex}",
@@ -152,7 +155,9 @@ async def send_messages(
     for key in ("tools", "context", "state"):
         if key in extra:
             run_input[key] = extra[key]
-    run, _ = await state.drivers.start(agent, run_input)
+    if on_disconnect is not None:
+        run_input["onDisconnect"] = on_disconnect
+    run, _ = await state.drivers.start(agent, run_input, on_disconnect=x_on_disconnect)
     return sse_response(
         _ui_stream(state, run.run_id, after=0, approvals=approvals),
         state,

@@ -60,6 +60,7 @@ from service.log import EventLog, LogStore
 from service.log.engine import open_engine
 from service.log.streams import StreamStore
 from service.stream import Hub, Limits
+from service.stream.presence import Presence
 
 log = logging.getLogger("replay")
 
@@ -120,6 +121,9 @@ def create_app(
                     buffer_bytes=settings.stream_buffer_bytes,
                 ),
                 recheck_seconds=settings.stream_recheck_seconds,
+                # Readers counted in the log for disconnect policies; a row is
+                # fresh for a lease's length, as a driver is alive for one.
+                presence=Presence(event_log, fresh_seconds=settings.lease_seconds),
             )
             await hub.start()
             # Appends committed by this process wake its followers directly;

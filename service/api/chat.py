@@ -22,7 +22,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Depends, Header, Path, Query, Request
 from starlette.responses import Response
 
-from service.api.agents import RUN_ID_PATTERN, RunAgentInput
+from service.api.agents import RUN_ID_PATTERN, OnDisconnectHeader, RunAgentInput
 from service.api.auth import CHAT, requires
 from service.api.deps import StateDep, require_json_body
 from service.api.hydration import hydrate
@@ -82,6 +82,7 @@ async def chat_post(
     body: Annotated[RunAgentInput, Body()],
     x_run_id: Annotated[str | None, Header(json_schema_extra={"pattern": RUN_ID_PATTERN})] = None,
     last_event_id: Annotated[str | None, Header()] = None,
+    x_on_disconnect: OnDisconnectHeader = None,
 ) -> Response:
     """Start a run and stream it; with `Last-Event-ID`, resume the run's stream instead."""
     if x_run_id is not None:
@@ -91,7 +92,9 @@ async def chat_post(
         if not run_id:
             raise InvalidRequest("a resume needs the run: send X-Run-Id (or runId in the body)")
         return await _stream(request, state, run_id, offset=last_event_id)
-    run, _ = await state.drivers.start(agent, body.model_dump(exclude_none=True), run_id=run_id)
+    run, _ = await state.drivers.start(
+        agent, body.model_dump(exclude_none=True), run_id=run_id, on_disconnect=x_on_disconnect
+    )
     # From the start, whether we started it or it already existed (a retried POST):
     # the client de-duplicates by id.
     return await _stream(request, state, run.run_id, offset="-1")

@@ -226,9 +226,7 @@ def document_append(schema: dict[str, Any]) -> None:
     schema.setdefault("paths", {}).setdefault("/v1/runs/{run_id}/events", {})["post"] = operation
 
 
-@router.post(
-    "/{run_id}/close", responses={200: {"model": RunOut}}, dependencies=[requires(APPEND)]
-)
+@router.post("/{run_id}/close", responses={200: {"model": RunOut}}, dependencies=[requires(APPEND)])
 async def close_run(log: LogDep, run_id: RunId) -> Response:
     """Close the run's log (idempotent). Appends after this get 409 run_closed."""
     run = await log.close_run(run_id)

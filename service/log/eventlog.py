@@ -24,7 +24,7 @@ import asyncpg
 from service import metrics
 from service.config import asyncpg_dsn
 from service.errors import InvalidRequest, InvalidRunId, RunConflict, RunNotFound, Unavailable
-from service.log import bulk, leases, retention
+from service.log import bulk, leases, readers, retention
 from service.log.chunks import StoredChunk, dumps, loads, storable, stored
 from service.log.faults import acquire, translated
 from service.log.listener import Listener
@@ -85,6 +85,10 @@ class Run:
     prompt_tokens: int | None
     completion_tokens: int | None
     total_tokens: int | None
+    # A hosted run's disconnect policy (None: not hosted) and its readers' last leave.
+    on_disconnect: str | None = None
+    grace_seconds: float | None = None
+    reader_left_at: datetime | None = None
 
     @classmethod
     def from_record(cls, row: asyncpg.Record | Mapping[str, Any]) -> Run:
@@ -112,6 +116,13 @@ class Run:
                 "promptTokens": self.prompt_tokens,
                 "completionTokens": self.completion_tokens,
                 "totalTokens": self.total_tokens,
+            },
+            "on_disconnect": None
+            if self.on_disconnect is None
+            else {
+                "policy": self.on_disconnect,
+                **({"grace_seconds": self.grace_seconds} if self.grace_seconds is not None else {}),
+                "reader_left_at": self.reader_left_at.isoformat() if self.reader_left_at else None,
             },
         }
 
@@ -311,6 +322,8 @@ class EventLog:
         agent: str | None = None,
         metadata: Mapping[str, Any] | None = None,
         input: Any = None,
+        on_disconnect: str | None = None,
+        grace_seconds: float | None = None,
     ) -> tuple[Run, bool]:
         """Create a run; idempotent. Returns (run, created). An existing run
         with a different thread, agent, metadata or input is a conflict."""
@@ -324,8 +337,9 @@ class EventLog:
         with translated("the run cannot be created", refused="metadata cannot be stored"):
             async with self.pool.acquire() as conn:
                 created = await conn.fetchval(
-                    _CREATE_RUN, run_id, thread_id, agent, meta_text, input_text
-                )
+                    _CREATE_RUN, run_id, thread_id, agent, meta_text, input_text,
+                    on_disconnect, grace_seconds,
+                )  # fmt: skip
                 row = await conn.fetchrow(_GET_RUN, run_id)
                 stored_input = (
                     await conn.fetchval(_RUN_INPUT, run_id)
@@ -473,6 +487,19 @@ class EventLog:
 
     async def take_over_lease(self, run_id: str, owner: str, seconds: float, instance: str) -> bool:
         return await leases.take_over(self.pool, run_id, owner, seconds, instance)
+
+    # -- readers (hosted runs' disconnect policies) ---------------------------
+
+    async def readers_heartbeat(self, holder: str, run_ids: Sequence[str]) -> list[str]:
+        return await readers.heartbeat(self.pool, holder, run_ids)
+
+    async def readers_left(
+        self, holder: str, run_ids: Sequence[str], fresh_seconds: float
+    ) -> list[str]:
+        return await readers.left(self.pool, holder, run_ids, fresh_seconds)
+
+    async def reader_absence(self, run_id: str, fresh_seconds: float) -> readers.Absence | None:
+        return await readers.absence(self.pool, run_id, fresh_seconds)
 
     # -- whole runs and readiness ---------------------------------------------
 

@@ -166,8 +166,9 @@ INSERT INTO runs (run_id, thread_id) VALUES ($1, $2) ON CONFLICT (run_id) DO NOT
 
 -- name: create_run
 -- A run made explicitly; returns its id only when this call made it.
-INSERT INTO runs (run_id, thread_id, agent, metadata, input)
-VALUES ($1, $2, $3, $4::jsonb, $5)
+-- $6, $7 a hosted run's disconnect policy and grace (NULL: not hosted).
+INSERT INTO runs (run_id, thread_id, agent, metadata, input, on_disconnect, grace_seconds)
+VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7)
 ON CONFLICT (run_id) DO NOTHING
 RETURNING run_id;
 
@@ -177,7 +178,7 @@ RETURNING run_id;
 SELECT run_id, thread_id, agent, status, last_seq, closed_at IS NOT NULL AS closed,
        created_at, updated_at, closed_at, metadata::text AS metadata, last_terminal,
        error_message, lease_owner, lease_expires_at, tool_names, prompt_tokens,
-       completion_tokens, total_tokens
+       completion_tokens, total_tokens, on_disconnect, grace_seconds, reader_left_at
 FROM runs WHERE run_id = $1;
 
 
@@ -276,6 +277,63 @@ WHERE run_id = $1 AND closed_at IS NULL AND lease_owner LIKE $4 || '%'
 RETURNING run_id;
 
 
+-- Readers of hosted runs (service.log.readers): a row per (run, holder
+-- process) while the holder has a follower of the run, heartbeated; only runs
+-- whose policy watches readers (not `continue`) and still open get one.
+-- $1 holder, $2 run ids, $3 how long a heartbeat keeps a row fresh (seconds).
+
+-- name: readers_heartbeat
+-- The holder still has followers of runs $2 (or has just got them).
+INSERT INTO run_readers (run_id, holder, seen_at)
+SELECT r.run_id, $1, now() FROM runs r
+WHERE r.run_id = ANY($2::text[]) AND r.closed_at IS NULL
+  AND r.on_disconnect IN ('cancel', 'cancel_after')
+ON CONFLICT (run_id, holder) DO UPDATE SET seen_at = excluded.seen_at
+RETURNING run_id;
+
+
+-- name: readers_left
+-- The holder's last follower of runs $2 left: its rows go, and a run nobody
+-- else reads (no fresh row of another holder) records when its last reader left.
+-- The UPDATE sees the rows as they were before the DELETE: hence `holder <> $1`.
+WITH gone AS (
+    DELETE FROM run_readers WHERE holder = $1 AND run_id = ANY($2::text[]) RETURNING run_id
+)
+UPDATE runs SET reader_left_at = now()
+WHERE run_id IN (SELECT run_id FROM gone) AND closed_at IS NULL
+  AND NOT EXISTS (
+    SELECT 1 FROM run_readers x
+    WHERE x.run_id = runs.run_id AND x.holder <> $1
+      AND x.seen_at > now() - make_interval(secs => $3))
+RETURNING run_id;
+
+
+-- name: reader_absence
+-- Does anyone read run $1, and if not since when? A dead holder's row (not
+-- refreshed for $2 seconds) is removed, its last heartbeat taken as the time
+-- its reader left. `absent_seconds` counts from the last leave or, for a run
+-- never read, from its start.
+WITH stale AS (
+    DELETE FROM run_readers
+    WHERE run_id = $1 AND seen_at <= now() - make_interval(secs => $2)
+    RETURNING seen_at
+), fresh AS (
+    SELECT count(*) AS n FROM run_readers
+    WHERE run_id = $1 AND seen_at > now() - make_interval(secs => $2)
+), settled AS (
+    UPDATE runs SET reader_left_at = (SELECT max(seen_at) FROM stale)
+    WHERE run_id = $1 AND (SELECT n FROM fresh) = 0 AND EXISTS (SELECT 1 FROM stale)
+      AND (reader_left_at IS NULL OR reader_left_at < (SELECT max(seen_at) FROM stale))
+    RETURNING reader_left_at
+)
+SELECT (SELECT n FROM fresh) AS readers, r.closed_at IS NOT NULL AS closed,
+       coalesce((SELECT reader_left_at FROM settled), r.reader_left_at) AS left_at,
+       extract(epoch FROM now() - coalesce(
+           (SELECT reader_left_at FROM settled), r.reader_left_at, r.created_at))::float8
+           AS absent_seconds
+FROM runs r WHERE r.run_id = $1;
+
+
 -- Import (service.log.bulk): all or nothing, locks in run_id order like the
 -- append's, so a load and a group commit never deadlock.
 
@@ -341,6 +399,8 @@ WITH gone AS (
     DELETE FROM stream_producers WHERE run_id IN (SELECT run_id FROM gone)
 ), fork_rows AS (
     DELETE FROM run_forks WHERE run_id IN (SELECT run_id FROM gone)
+), reader_rows AS (
+    DELETE FROM run_readers WHERE run_id IN (SELECT run_id FROM gone)
 )
 SELECT (SELECT count(*) FROM gone) AS runs, (SELECT count(*) FROM evs) AS events;
 

@@ -15,6 +15,7 @@ from sqlalchemy import (
     Boolean,
     Column,
     DateTime,
+    Float,
     Index,
     MetaData,
     PrimaryKeyConstraint,
@@ -55,6 +56,12 @@ runs = Table(
     Column("prompt_tokens", BigInteger, nullable=True),
     Column("completion_tokens", BigInteger, nullable=True),
     Column("total_tokens", BigInteger, nullable=True),
+    # Hosted runs' disconnect policy (revision 0004_disconnect_policy):
+    # continue / cancel / cancel_after with its grace, and when the last
+    # reader left (service.log.readers).
+    Column("on_disconnect", Text, nullable=True),
+    Column("grace_seconds", Float, nullable=True),
+    Column("reader_left_at", DateTime(timezone=True), nullable=True),
     Index("runs_thread_created_idx", "thread_id", "created_at"),
     Index("runs_agent_created_idx", "agent", "created_at"),
     Index("runs_tool_names_idx", "tool_names", postgresql_using="gin"),
@@ -164,4 +171,17 @@ service_secrets = Table(
     Column("value", Text, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
     PrimaryKeyConstraint("name", name="service_secrets_pkey"),
+)
+
+# Who reads a run's live stream, per process (revision 0004_disconnect_policy):
+# a row per (run, holder), heartbeated while the holder has a follower of the
+# run and deleted when its last one leaves. A row nobody refreshes is a dead
+# holder's. No foreign key, as for `events`; prune deletes these with the run.
+run_readers = Table(
+    "run_readers",
+    metadata,
+    Column("run_id", Text, nullable=False),
+    Column("holder", Text, nullable=False),
+    Column("seen_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    PrimaryKeyConstraint("run_id", "holder", name="run_readers_pkey"),
 )

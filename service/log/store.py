@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from service.log.chunks import StoredChunk
     from service.log.eventlog import Event, Run
     from service.log.notifications import Notice
+    from service.log.readers import Absence
     from service.log.request import AppendResult
     from service.log.retention import PruneReport
 
@@ -117,6 +118,8 @@ class LogStore(Protocol):
         agent: str | None = None,
         metadata: Mapping[str, Any] | None = None,
         input: Any = None,
+        on_disconnect: str | None = None,
+        grace_seconds: float | None = None,
     ) -> tuple[Run, bool]: ...
 
     def on_commit(self, hook: CommitHook) -> Callable[[], None]: ...
@@ -164,6 +167,20 @@ class LogStore(Protocol):
     async def take_over_lease(
         self, run_id: str, owner: str, seconds: float, instance: str
     ) -> bool: ...
+
+    # -- readers (hosted runs' disconnect policies) ----------------------------
+
+    async def readers_heartbeat(self, holder: str, run_ids: Sequence[str]) -> list[str]:
+        """`holder` has followers of `run_ids`; returns those whose policy watches readers."""
+        ...
+
+    async def readers_left(
+        self, holder: str, run_ids: Sequence[str], fresh_seconds: float
+    ) -> list[str]:
+        """`holder`'s last follower of `run_ids` left; returns the runs nobody reads now."""
+        ...
+
+    async def reader_absence(self, run_id: str, fresh_seconds: float) -> Absence | None: ...
 
     # -- whole runs (import, retention) and readiness -------------------------
 

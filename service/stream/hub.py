@@ -32,6 +32,7 @@ from service.errors import Unavailable
 from service.log.notifications import Notice
 from service.log.store import Listening, LogStore
 from service.stream.channel import Channel, Limits
+from service.stream.presence import Presence
 
 log = logging.getLogger("replay.stream")
 
@@ -85,8 +86,11 @@ class Hub:
         recheck_seconds: float = 5.0,
         poll_seconds: float = 0.5,
         listen: bool = True,
+        presence: Presence | None = None,
     ) -> None:
         self.store = store
+        # Told of every follower that joins or leaves (disconnect policies).
+        self.presence = presence
         self.limits = limits or Limits()
         self._listen = listen
         self._recheck_seconds = recheck_seconds
@@ -111,8 +115,12 @@ class Hub:
                 self._on_notices, self._recheck_now.set, wait_seconds=wait_seconds
             )
             self._tasks.append(asyncio.create_task(self._recheck_forever(), name="stream-recheck"))
+        if self.presence is not None:
+            await self.presence.start()
 
     async def stop(self) -> None:
+        if self.presence is not None:
+            await self.presence.stop()
         if self._listener is not None:
             await self._listener.stop()
             self._listener = None
@@ -133,10 +141,14 @@ class Hub:
         if channel is None:
             channel = self._channels[run_id] = Channel(run_id, self.store, self.limits)
         channel.subscribers += 1
+        if self.presence is not None:
+            self.presence.joined(run_id)
         return Subscription(self, channel)
 
     def _release(self, channel: Channel) -> None:
         channel.subscribers -= 1
+        if self.presence is not None:
+            self.presence.left(channel.run_id)
         if channel.subscribers == 0 and self._channels.get(channel.run_id) is channel:
             del self._channels[channel.run_id]
             self._retired_reads += channel.reads

@@ -1,0 +1,313 @@
+"""Disconnect policies across two real replicas: who reads a run is counted in the log.
+
+The upstream is a real AG-UI HTTP agent on loopback that streams a delta every
+50 ms for as long as its run's `forwardedProps.seconds` says, and records per
+run whether it finished or its client (the driver) went away before: an abort
+is what the upstream saw, never inferred from the service's answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import time
+from collections.abc import AsyncIterator, Iterator
+from datetime import datetime
+from typing import Any
+
+import httpx
+import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+
+from tests.agents.upstreams import sse
+from tests.servers import serve_asgi, serve_subprocess
+from tests.stream.wire import SseReader
+
+GRACE = 2.0
+LEASE = 1.5  # renewed (and readers heartbeated) every 0.5 s; a row is stale after 1.5 s
+
+
+class Upstream:
+    def __init__(self) -> None:
+        self.started: dict[str, asyncio.Event] = {}
+        self.aborted: dict[str, asyncio.Event] = {}
+        self.finished: set[str] = set()
+
+    def event(self, table: dict[str, asyncio.Event], run_id: str) -> asyncio.Event:
+        return table.setdefault(run_id, asyncio.Event())
+
+    async def paced(self, request: Request) -> Response:
+        body = await request.json()
+        run_id, thread_id = body["runId"], body["threadId"]
+        seconds = float((body.get("forwardedProps") or {}).get("seconds", 3))
+        self.event(self.started, run_id).set()
+
+        async def stream() -> AsyncIterator[bytes]:
+            done = False
+            try:
+                yield sse({"type": "RUN_STARTED", "threadId": thread_id, "runId": run_id})
+                yield sse({"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant"})
+                deadline = time.monotonic() + seconds
+                i = 0
+                while time.monotonic() < deadline:
+                    await asyncio.sleep(0.05)
+                    i += 1
+                    yield sse({"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": f"{i} "})
+                yield sse({"type": "TEXT_MESSAGE_END", "messageId": "m"})
+                yield sse({"type": "RUN_FINISHED", "threadId": thread_id, "runId": run_id})
+                done = True
+                self.finished.add(run_id)
+            finally:
+                if not done:  # the client went away mid-stream: the run was aborted
+                    self.event(self.aborted, run_id).set()
+
+        return StreamingResponse(stream(), media_type="text/event-stream")
+
+
+@pytest.fixture(scope="module")
+async def upstream() -> AsyncIterator[tuple[str, Upstream]]:
+    agent = Upstream()
+    app = Starlette(routes=[Route("/paced", agent.paced, methods=["POST"])])
+    async with serve_asgi(app) as base:
+        yield base, agent
+
+
+def _agents(base: str) -> str:
+    url = f"{base}/paced"
+    return json.dumps(
+        {
+            "paced": url,
+            "paced-cancel": {"url": url, "on_disconnect": {"policy": "cancel"}},
+            "paced-grace": {
+                "url": url,
+                "on_disconnect": {"policy": "cancel_after", "grace_seconds": GRACE},
+            },
+        }
+    )
+
+
+@pytest.fixture(scope="module")
+def replicas(database_url: str, upstream: tuple[str, Upstream]) -> Iterator[tuple[str, str]]:
+    env = {
+        "REPLAY_DATABASE_URL": database_url,
+        "REPLAY_LEASE_SECONDS": str(LEASE),
+        "REPLAY_AGENTS": _agents(upstream[0]),
+    }
+    with serve_subprocess(env) as (a, _), serve_subprocess(env) as (b, _):
+        yield a, b
+
+
+async def _start(
+    http: httpx.AsyncClient, base: str, agent: str, seconds: float, **kwargs: Any
+) -> str:
+    body = {"forwardedProps": {"seconds": seconds}, **kwargs.pop("json", {})}
+    r = await http.post(f"{base}/v1/agents/{agent}/runs", json=body, **kwargs)
+    assert r.status_code == 201, r.text
+    run_id: str = r.json()["run_id"]
+    return run_id
+
+
+async def _read(
+    http: httpx.AsyncClient, base: str, run_id: str, events: int, after: int = 0
+) -> list[int]:
+    """Follow the run until `events` more events came, then hang up. Returns their seqs."""
+    reader = SseReader()
+    headers = {"Last-Event-ID": str(after)} if after else {}
+    async with http.stream("GET", f"{base}/v1/runs/{run_id}/stream", headers=headers) as r:
+        assert r.status_code == 200
+        chunks = r.aiter_bytes()
+        while len(reader.events) < events:
+            reader.feed(await anext(chunks))
+    return [seq for seq, _ in reader.events]
+
+
+async def _follow_to_end(
+    http: httpx.AsyncClient, base: str, run_id: str, after: int
+) -> list[dict[str, Any]]:
+    reader = SseReader()
+    headers = {"Last-Event-ID": str(after)}
+    async with http.stream("GET", f"{base}/v1/runs/{run_id}/stream", headers=headers) as r:
+        async for data in r.aiter_bytes():
+            reader.feed(data)
+    assert [seq for seq, _ in reader.events] == list(
+        range(after + 1, after + 1 + len(reader.events))
+    )
+    return [json.loads(text) for _, text in reader.events]
+
+
+async def _closed(http: httpx.AsyncClient, base: str, run_id: str) -> dict[str, Any]:
+    async with asyncio.timeout(30):
+        while True:
+            run: dict[str, Any] = (await http.get(f"{base}/v1/runs/{run_id}")).json()
+            if run["closed"]:
+                return run
+            await asyncio.sleep(0.1)
+
+
+async def _last_event(http: httpx.AsyncClient, base: str, run_id: str) -> dict[str, Any]:
+    r = await http.get(f"{base}/v1/runs/{run_id}/events", params={"limit": 10_000})
+    chunk: dict[str, Any] = r.json()["events"][-1]["chunk"]
+    return chunk
+
+
+def _at(text: str) -> datetime:
+    return datetime.fromisoformat(text)
+
+
+async def test_cancel_after_when_only_reader_leaves_then_cancelled_after_grace_and_upstream_aborted(
+    replicas: tuple[str, str], upstream: tuple[str, Upstream]
+) -> None:
+    a, b = replicas
+    agent = upstream[1]
+    async with httpx.AsyncClient(timeout=30) as http:
+        # Started on A with the body's policy, read on B: the reader's leave is B's to tell.
+        run_id = await _start(
+            http,
+            a,
+            "paced",
+            60,
+            json={"onDisconnect": {"policy": "cancel_after", "grace_seconds": GRACE}},
+        )
+        await _read(http, b, run_id, 5)
+        run = await _closed(http, a, run_id)
+        await asyncio.wait_for(agent.event(agent.aborted, run_id).wait(), 10)
+        assert run_id not in agent.finished
+        assert run["status"] == "cancelled"
+        assert run["on_disconnect"]["policy"] == "cancel_after"
+        assert run["on_disconnect"]["grace_seconds"] == GRACE
+        left = _at(run["on_disconnect"]["reader_left_at"])
+        # Not before the grace ran out, counted from when the reader left.
+        assert (_at(run["closed_at"]) - left).total_seconds() >= GRACE
+        last = await _last_event(http, b, run_id)
+        assert (last["type"], last["code"]) == ("RUN_ERROR", "abandoned")
+
+
+async def test_cancel_after_when_reader_reconnects_to_other_replica_within_grace_then_runs_to_end(
+    replicas: tuple[str, str], upstream: tuple[str, Upstream]
+) -> None:
+    a, b = replicas
+    agent = upstream[1]
+    async with httpx.AsyncClient(timeout=30) as http:
+        run_id = await _start(
+            http, a, "paced", 5, headers={"X-On-Disconnect": f"cancel_after={GRACE:g}"}
+        )
+        seen = await _read(http, a, run_id, 5)
+        await asyncio.sleep(GRACE / 2)  # gone for half the grace, then back on B
+        rest = await _follow_to_end(http, b, run_id, after=seen[-1])
+        assert rest[-1]["type"] == "RUN_FINISHED"
+        run = await _closed(http, a, run_id)
+        assert run["status"] == "finished" and run["on_disconnect"]["reader_left_at"]
+        assert run_id in agent.finished and not agent.event(agent.aborted, run_id).is_set()
+
+
+async def test_cancel_when_last_reader_leaves_then_cancelled_without_grace(
+    replicas: tuple[str, str], upstream: tuple[str, Upstream]
+) -> None:
+    a, b = replicas
+    agent = upstream[1]
+    async with httpx.AsyncClient(timeout=30) as http:
+        run_id = await _start(http, a, "paced-cancel", 60)
+        await _read(http, b, run_id, 5)
+        await asyncio.wait_for(agent.event(agent.aborted, run_id).wait(), 10)
+        run = await _closed(http, a, run_id)
+        assert run["status"] == "cancelled" and run["on_disconnect"] == {
+            "policy": "cancel", "reader_left_at": run["on_disconnect"]["reader_left_at"]
+        }  # fmt: skip
+        assert run["on_disconnect"]["reader_left_at"] is not None
+        assert (await _last_event(http, a, run_id))["code"] == "abandoned"
+
+
+async def test_continue_when_nobody_reads_then_runs_to_end(
+    replicas: tuple[str, str], upstream: tuple[str, Upstream]
+) -> None:
+    a, b = replicas
+    agent = upstream[1]
+    async with httpx.AsyncClient(timeout=30) as http:
+        run_id = await _start(http, a, "paced", 3 * GRACE)
+        await _read(http, b, run_id, 3)
+        run = await _closed(http, a, run_id)
+        assert run["status"] == "finished"
+        assert run["on_disconnect"] == {"policy": "continue", "reader_left_at": None}
+        assert run_id in agent.finished
+
+
+async def test_cancel_after_when_never_followed_then_cancelled_by_grace_from_start(
+    replicas: tuple[str, str], upstream: tuple[str, Upstream]
+) -> None:
+    a, _ = replicas
+    agent = upstream[1]
+    async with httpx.AsyncClient(timeout=30) as http:
+        run_id = await _start(http, a, "paced-grace", 60)
+        run = await _closed(http, a, run_id)
+        await asyncio.wait_for(agent.event(agent.aborted, run_id).wait(), 10)
+        assert run["status"] == "cancelled" and run["on_disconnect"]["reader_left_at"] is None
+        assert (_at(run["closed_at"]) - _at(run["created_at"])).total_seconds() >= GRACE
+        assert (await _last_event(http, a, run_id))["code"] == "abandoned"
+
+
+async def test_cancel_after_when_replica_holding_last_reader_dies_then_cancelled(
+    database_url: str, upstream: tuple[str, Upstream], replicas: tuple[str, str]
+) -> None:
+    """The reader's replica is killed -9: nobody says it left; its row goes stale."""
+    a, _ = replicas
+    agent = upstream[1]
+    env = {
+        "REPLAY_DATABASE_URL": database_url,
+        "REPLAY_LEASE_SECONDS": str(LEASE),
+        "REPLAY_AGENTS": _agents(upstream[0]),
+    }
+    async with httpx.AsyncClient(timeout=30) as http:
+        with serve_subprocess(env) as (c, proc):
+            run_id = await _start(http, a, "paced-grace", 60)
+            reader = SseReader()
+            async with http.stream("GET", f"{c}/v1/runs/{run_id}/stream") as r:
+                chunks = r.aiter_bytes()
+                while len(reader.events) < 5:
+                    reader.feed(await anext(chunks))
+                # Read well past the grace from the start: the reader kept it alive.
+                await asyncio.sleep(GRACE + LEASE)
+                assert not (await http.get(f"{a}/v1/runs/{run_id}")).json()["closed"]
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait()
+        run = await _closed(http, a, run_id)
+        await asyncio.wait_for(agent.event(agent.aborted, run_id).wait(), 10)
+        assert run["status"] == "cancelled"
+        assert run["on_disconnect"]["reader_left_at"] is not None
+        assert (await _last_event(http, a, run_id))["code"] == "abandoned"
+
+
+@pytest.mark.parametrize(
+    ("body", "headers"),
+    [
+        ({"onDisconnect": {"policy": "stop"}}, {}),
+        ({"onDisconnect": {"policy": "cancel_after"}}, {}),
+        ({"onDisconnect": {"policy": "cancel_after", "grace_seconds": -1}}, {}),
+        ({"onDisconnect": {"policy": "cancel", "grace_seconds": 3}}, {}),
+        ({"onDisconnect": {"policy": "cancel", "extra": 1}}, {}),
+        ({"onDisconnect": 30}, {}),
+        ({}, {"X-On-Disconnect": "cancel_after"}),
+        ({}, {"X-On-Disconnect": "cancel_after=soon"}),
+        ({}, {"X-On-Disconnect": "cancel=3"}),
+        ({"onDisconnect": "cancel"}, {"X-On-Disconnect": "continue"}),
+    ],
+)
+async def test_start_when_on_disconnect_invalid_then_422_and_no_run(
+    replicas: tuple[str, str], body: dict[str, Any], headers: dict[str, str]
+) -> None:
+    a, _ = replicas
+    run_id = f"bad-policy-{abs(hash(json.dumps([body, headers])))}"
+    async with httpx.AsyncClient(timeout=30) as http:
+        for path in ("/v1/agents/paced/runs", "/v1/agents/paced/ag-ui", "/v1/chat/paced"):
+            r = await http.post(f"{a}{path}", json={**body, "runId": run_id}, headers=headers)
+            assert r.status_code == 422, (path, r.text)
+            assert r.json()["error"]["code"] == "invalid_on_disconnect"
+        r = await http.post(
+            f"{a}/v1/ai-sdk/paced", json={"id": "chat-bad", "messages": [], **body}, headers=headers
+        )
+        assert r.status_code == 422 and r.json()["error"]["code"] == "invalid_on_disconnect"
+        assert (await http.get(f"{a}/v1/runs/{run_id}")).status_code == 404
