@@ -77,6 +77,15 @@ async def upstream() -> AsyncIterator[tuple[str, Upstream]]:
         yield base, agent
 
 
+def _env(database_url: str, base: str) -> dict[str, str]:
+    """A replica's settings: the test database, a short lease, the upstream's agents."""
+    return {
+        "REPLAY_DATABASE_URL": database_url,
+        "REPLAY_LEASE_SECONDS": str(LEASE),
+        "REPLAY_AGENTS": _agents(base),
+    }
+
+
 def _agents(base: str) -> str:
     url = f"{base}/paced"
     return json.dumps(
@@ -93,13 +102,20 @@ def _agents(base: str) -> str:
 
 @pytest.fixture(scope="module")
 def replicas(database_url: str, upstream: tuple[str, Upstream]) -> Iterator[tuple[str, str]]:
-    env = {
-        "REPLAY_DATABASE_URL": database_url,
-        "REPLAY_LEASE_SECONDS": str(LEASE),
-        "REPLAY_AGENTS": _agents(upstream[0]),
-    }
+    env = _env(database_url, upstream[0])
     with serve_subprocess(env) as (a, _), serve_subprocess(env) as (b, _):
         yield a, b
+
+
+@pytest.fixture
+async def http() -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(timeout=30) as client:
+        yield client
+
+
+@pytest.fixture
+def agent(upstream: tuple[str, Upstream]) -> Upstream:
+    return upstream[1]
 
 
 async def _start(
@@ -160,125 +176,112 @@ def _at(text: str) -> datetime:
 
 
 async def test_cancel_after_when_only_reader_leaves_then_cancelled_after_grace_and_upstream_aborted(
-    replicas: tuple[str, str], upstream: tuple[str, Upstream]
+    replicas: tuple[str, str], http: httpx.AsyncClient, agent: Upstream
 ) -> None:
     a, b = replicas
-    agent = upstream[1]
-    async with httpx.AsyncClient(timeout=30) as http:
-        # Started on A with the body's policy, read on B: the reader's leave is B's to tell.
-        run_id = await _start(
-            http,
-            a,
-            "paced",
-            60,
-            json={"onDisconnect": {"policy": "cancel_after", "grace_seconds": GRACE}},
-        )
-        await _read(http, b, run_id, 5)
-        run = await _closed(http, a, run_id)
-        await asyncio.wait_for(agent.event(agent.aborted, run_id).wait(), 10)
-        assert run_id not in agent.finished
-        assert run["status"] == "cancelled"
-        assert run["on_disconnect"]["policy"] == "cancel_after"
-        assert run["on_disconnect"]["grace_seconds"] == GRACE
-        left = _at(run["on_disconnect"]["reader_left_at"])
-        # Not before the grace ran out, counted from when the reader left.
-        assert (_at(run["closed_at"]) - left).total_seconds() >= GRACE
-        last = await _last_event(http, b, run_id)
-        assert (last["type"], last["code"]) == ("RUN_ERROR", "abandoned")
+    # Started on A with the body's policy, read on B: the reader's leave is B's to tell.
+    run_id = await _start(
+        http,
+        a,
+        "paced",
+        60,
+        json={"onDisconnect": {"policy": "cancel_after", "grace_seconds": GRACE}},
+    )
+    await _read(http, b, run_id, 5)
+    run = await _closed(http, a, run_id)
+    await asyncio.wait_for(agent.event(agent.aborted, run_id).wait(), 10)
+    assert run_id not in agent.finished
+    assert run["status"] == "cancelled"
+    assert run["on_disconnect"]["policy"] == "cancel_after"
+    assert run["on_disconnect"]["grace_seconds"] == GRACE
+    left = _at(run["on_disconnect"]["reader_left_at"])
+    # Not before the grace ran out, counted from when the reader left.
+    assert (_at(run["closed_at"]) - left).total_seconds() >= GRACE
+    last = await _last_event(http, b, run_id)
+    assert (last["type"], last["code"]) == ("RUN_ERROR", "abandoned")
 
 
 async def test_cancel_after_when_reader_reconnects_to_other_replica_within_grace_then_runs_to_end(
-    replicas: tuple[str, str], upstream: tuple[str, Upstream]
+    replicas: tuple[str, str], http: httpx.AsyncClient, agent: Upstream
 ) -> None:
     a, b = replicas
-    agent = upstream[1]
-    async with httpx.AsyncClient(timeout=30) as http:
-        run_id = await _start(
-            http, a, "paced", 5, headers={"X-On-Disconnect": f"cancel_after={GRACE:g}"}
-        )
-        seen = await _read(http, a, run_id, 5)
-        await asyncio.sleep(GRACE / 2)  # gone for half the grace, then back on B
-        rest = await _follow_to_end(http, b, run_id, after=seen[-1])
-        assert rest[-1]["type"] == "RUN_FINISHED"
-        run = await _closed(http, a, run_id)
-        assert run["status"] == "finished" and run["on_disconnect"]["reader_left_at"]
-        assert run_id in agent.finished and not agent.event(agent.aborted, run_id).is_set()
+    run_id = await _start(
+        http, a, "paced", 5, headers={"X-On-Disconnect": f"cancel_after={GRACE:g}"}
+    )
+    seen = await _read(http, a, run_id, 5)
+    await asyncio.sleep(GRACE / 2)  # gone for half the grace, then back on B
+    rest = await _follow_to_end(http, b, run_id, after=seen[-1])
+    assert rest[-1]["type"] == "RUN_FINISHED"
+    run = await _closed(http, a, run_id)
+    assert run["status"] == "finished" and run["on_disconnect"]["reader_left_at"]
+    assert run_id in agent.finished and not agent.event(agent.aborted, run_id).is_set()
 
 
 async def test_cancel_when_last_reader_leaves_then_cancelled_without_grace(
-    replicas: tuple[str, str], upstream: tuple[str, Upstream]
+    replicas: tuple[str, str], http: httpx.AsyncClient, agent: Upstream
 ) -> None:
     a, b = replicas
-    agent = upstream[1]
-    async with httpx.AsyncClient(timeout=30) as http:
-        run_id = await _start(http, a, "paced-cancel", 60)
-        await _read(http, b, run_id, 5)
-        await asyncio.wait_for(agent.event(agent.aborted, run_id).wait(), 10)
-        run = await _closed(http, a, run_id)
-        assert run["status"] == "cancelled" and run["on_disconnect"] == {
-            "policy": "cancel", "reader_left_at": run["on_disconnect"]["reader_left_at"]
-        }  # fmt: skip
-        assert run["on_disconnect"]["reader_left_at"] is not None
-        assert (await _last_event(http, a, run_id))["code"] == "abandoned"
+    run_id = await _start(http, a, "paced-cancel", 60)
+    await _read(http, b, run_id, 5)
+    await asyncio.wait_for(agent.event(agent.aborted, run_id).wait(), 10)
+    run = await _closed(http, a, run_id)
+    assert run["status"] == "cancelled" and run["on_disconnect"] == {
+        "policy": "cancel", "reader_left_at": run["on_disconnect"]["reader_left_at"]
+    }  # fmt: skip
+    assert run["on_disconnect"]["reader_left_at"] is not None
+    assert (await _last_event(http, a, run_id))["code"] == "abandoned"
 
 
 async def test_continue_when_nobody_reads_then_runs_to_end(
-    replicas: tuple[str, str], upstream: tuple[str, Upstream]
+    replicas: tuple[str, str], http: httpx.AsyncClient, agent: Upstream
 ) -> None:
     a, b = replicas
-    agent = upstream[1]
-    async with httpx.AsyncClient(timeout=30) as http:
-        run_id = await _start(http, a, "paced", 3 * GRACE)
-        await _read(http, b, run_id, 3)
-        run = await _closed(http, a, run_id)
-        assert run["status"] == "finished"
-        assert run["on_disconnect"] == {"policy": "continue", "reader_left_at": None}
-        assert run_id in agent.finished
+    run_id = await _start(http, a, "paced", 3 * GRACE)
+    await _read(http, b, run_id, 3)
+    run = await _closed(http, a, run_id)
+    assert run["status"] == "finished"
+    assert run["on_disconnect"] == {"policy": "continue", "reader_left_at": None}
+    assert run_id in agent.finished
 
 
 async def test_cancel_after_when_never_followed_then_cancelled_by_grace_from_start(
-    replicas: tuple[str, str], upstream: tuple[str, Upstream]
+    replicas: tuple[str, str], http: httpx.AsyncClient, agent: Upstream
 ) -> None:
     a, _ = replicas
-    agent = upstream[1]
-    async with httpx.AsyncClient(timeout=30) as http:
-        run_id = await _start(http, a, "paced-grace", 60)
-        run = await _closed(http, a, run_id)
-        await asyncio.wait_for(agent.event(agent.aborted, run_id).wait(), 10)
-        assert run["status"] == "cancelled" and run["on_disconnect"]["reader_left_at"] is None
-        assert (_at(run["closed_at"]) - _at(run["created_at"])).total_seconds() >= GRACE
-        assert (await _last_event(http, a, run_id))["code"] == "abandoned"
+    run_id = await _start(http, a, "paced-grace", 60)
+    run = await _closed(http, a, run_id)
+    await asyncio.wait_for(agent.event(agent.aborted, run_id).wait(), 10)
+    assert run["status"] == "cancelled" and run["on_disconnect"]["reader_left_at"] is None
+    assert (_at(run["closed_at"]) - _at(run["created_at"])).total_seconds() >= GRACE
+    assert (await _last_event(http, a, run_id))["code"] == "abandoned"
 
 
 async def test_cancel_after_when_replica_holding_last_reader_dies_then_cancelled(
-    database_url: str, upstream: tuple[str, Upstream], replicas: tuple[str, str]
+    database_url: str,
+    upstream: tuple[str, Upstream],
+    replicas: tuple[str, str],
+    http: httpx.AsyncClient,
+    agent: Upstream,
 ) -> None:
     """The reader's replica is killed -9: nobody says it left; its row goes stale."""
     a, _ = replicas
-    agent = upstream[1]
-    env = {
-        "REPLAY_DATABASE_URL": database_url,
-        "REPLAY_LEASE_SECONDS": str(LEASE),
-        "REPLAY_AGENTS": _agents(upstream[0]),
-    }
-    async with httpx.AsyncClient(timeout=30) as http:
-        with serve_subprocess(env) as (c, proc):
-            run_id = await _start(http, a, "paced-grace", 60)
-            reader = SseReader()
-            async with http.stream("GET", f"{c}/v1/runs/{run_id}/stream") as r:
-                chunks = r.aiter_bytes()
-                while len(reader.events) < 5:
-                    reader.feed(await anext(chunks))
-                # Read well past the grace from the start: the reader kept it alive.
-                await asyncio.sleep(GRACE + LEASE)
-                assert not (await http.get(f"{a}/v1/runs/{run_id}")).json()["closed"]
-                os.kill(proc.pid, signal.SIGKILL)
-                proc.wait()
-        run = await _closed(http, a, run_id)
-        await asyncio.wait_for(agent.event(agent.aborted, run_id).wait(), 10)
-        assert run["status"] == "cancelled"
-        assert run["on_disconnect"]["reader_left_at"] is not None
-        assert (await _last_event(http, a, run_id))["code"] == "abandoned"
+    with serve_subprocess(_env(database_url, upstream[0])) as (c, proc):
+        run_id = await _start(http, a, "paced-grace", 60)
+        reader = SseReader()
+        async with http.stream("GET", f"{c}/v1/runs/{run_id}/stream") as r:
+            chunks = r.aiter_bytes()
+            while len(reader.events) < 5:
+                reader.feed(await anext(chunks))
+            # Read well past the grace from the start: the reader kept it alive.
+            await asyncio.sleep(GRACE + LEASE)
+            assert not (await http.get(f"{a}/v1/runs/{run_id}")).json()["closed"]
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+    run = await _closed(http, a, run_id)
+    await asyncio.wait_for(agent.event(agent.aborted, run_id).wait(), 10)
+    assert run["status"] == "cancelled"
+    assert run["on_disconnect"]["reader_left_at"] is not None
+    assert (await _last_event(http, a, run_id))["code"] == "abandoned"
 
 
 @pytest.mark.parametrize(
@@ -297,17 +300,19 @@ async def test_cancel_after_when_replica_holding_last_reader_dies_then_cancelled
     ],
 )
 async def test_start_when_on_disconnect_invalid_then_422_and_no_run(
-    replicas: tuple[str, str], body: dict[str, Any], headers: dict[str, str]
+    replicas: tuple[str, str],
+    http: httpx.AsyncClient,
+    body: dict[str, Any],
+    headers: dict[str, str],
 ) -> None:
     a, _ = replicas
     run_id = f"bad-policy-{abs(hash(json.dumps([body, headers])))}"
-    async with httpx.AsyncClient(timeout=30) as http:
-        for path in ("/v1/agents/paced/runs", "/v1/agents/paced/ag-ui", "/v1/chat/paced"):
-            r = await http.post(f"{a}{path}", json={**body, "runId": run_id}, headers=headers)
-            assert r.status_code == 422, (path, r.text)
-            assert r.json()["error"]["code"] == "invalid_on_disconnect"
-        r = await http.post(
-            f"{a}/v1/ai-sdk/paced", json={"id": "chat-bad", "messages": [], **body}, headers=headers
-        )
-        assert r.status_code == 422 and r.json()["error"]["code"] == "invalid_on_disconnect"
-        assert (await http.get(f"{a}/v1/runs/{run_id}")).status_code == 404
+    for path in ("/v1/agents/paced/runs", "/v1/agents/paced/ag-ui", "/v1/chat/paced"):
+        r = await http.post(f"{a}{path}", json={**body, "runId": run_id}, headers=headers)
+        assert r.status_code == 422, (path, r.text)
+        assert r.json()["error"]["code"] == "invalid_on_disconnect"
+    r = await http.post(
+        f"{a}/v1/ai-sdk/paced", json={"id": "chat-bad", "messages": [], **body}, headers=headers
+    )
+    assert r.status_code == 422 and r.json()["error"]["code"] == "invalid_on_disconnect"
+    assert (await http.get(f"{a}/v1/runs/{run_id}")).status_code == 404

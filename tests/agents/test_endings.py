@@ -17,6 +17,9 @@ EXPECTED = {
         "error", "upstream_incomplete", "the upstream stream ended without a terminal event"),
     EndReason.UPSTREAM_ERROR: ("error", "upstream_error", "upstream answered HTTP 503: busy"),
     EndReason.CANCELLED: ("cancelled", "cancelled", "the run was cancelled"),
+    EndReason.ABANDONED: (
+        "cancelled", "abandoned",
+        "the run was cancelled: nobody was reading it (its disconnect policy)"),
     EndReason.SHUTDOWN: (
         "interrupted", "interrupted", "the service shut down while it drove this run"),
     EndReason.EXPIRED: (

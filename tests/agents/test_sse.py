@@ -10,11 +10,11 @@ from service.agents.sse import ndjson_batches, sse_batches
 
 SSE = (
     b": keepalive\r\n\r\n"
-    b"id: 1\r\nevent: message\r\ndata: {\"type\":\"A\"}\r\n\r\n"
-    b"data: {\"type\":\r\ndata:\"B\"}\n\n"
+    b'id: 1\r\nevent: message\r\ndata: {"type":"A"}\r\n\r\n'
+    b'data: {"type":\r\ndata:"B"}\n\n'
     b"retry: 10\n\n"
-    b"data: {\"type\":\"C\",\"s\":\"\xc3\xa9 \\ud83d\"}\r\r"
-    b"data: {\"type\":\"D\"}"
+    b'data: {"type":"C","s":"\xc3\xa9 \\ud83d"}\r\r'
+    b'data: {"type":"D"}'
 )
 EXPECTED = ['{"type":"A"}', '{"type":\n"B"}', '{"type":"C","s":"é \\ud83d"}', '{"type":"D"}']
 
