@@ -286,6 +286,51 @@ class LogStoreContract:
         assert await store.take_over_lease(run_id, f"{instance}/new", 30, instance)
         assert await store.orphaned_leases(instance, f"{instance}/new") == []
 
+    # -- readers (disconnect policies) -------------------------------------------
+
+    async def test_readers_when_two_holders_then_run_read_until_the_last_one_leaves(
+        self, store: LogStore, second_store: LogStore
+    ) -> None:
+        run_id = new_run("c-readers")
+        await store.create_run(run_id, on_disconnect="cancel_after", grace_seconds=5)
+        assert await store.readers_heartbeat("a/1", [run_id]) == [run_id]
+        assert await second_store.readers_heartbeat("b/1", [run_id]) == [run_id]
+        # One of two holders leaves: the run is still read, no leave is recorded.
+        assert await store.readers_left("a/1", [run_id], 30) == []
+        absence = await store.reader_absence(run_id, 30)
+        assert absence is not None and (absence.readers, absence.left_at) == (1, None)
+        assert await second_store.readers_left("b/1", [run_id], 30) == [run_id]
+        absence = await store.reader_absence(run_id, 30)
+        assert absence is not None and absence.readers == 0 and absence.left_at is not None
+        assert (await store.get_run(run_id)).reader_left_at == absence.left_at
+
+    async def test_readers_when_holder_stops_refreshing_then_its_last_beat_is_the_leave(
+        self, store: LogStore
+    ) -> None:
+        run_id = new_run("c-stale")
+        await store.create_run(run_id, on_disconnect="cancel")
+        await store.readers_heartbeat("dead/1", [run_id])
+        fresh = await store.reader_absence(run_id, 30)
+        assert fresh is not None and (fresh.readers, fresh.left_at) == (1, None)
+        # Fresh for no time at all: the row is a dead holder's, removed, its beat the leave.
+        stale = await store.reader_absence(run_id, 0)
+        assert stale is not None and stale.readers == 0 and stale.left_at is not None
+        again = await store.reader_absence(run_id, 30)
+        assert again is not None and (again.readers, again.left_at) == (0, stale.left_at)
+
+    async def test_readers_when_policy_continue_or_run_closed_then_no_row_kept(
+        self, store: LogStore
+    ) -> None:
+        plain, closed = new_run("c-plain"), new_run("c-closed")
+        await store.create_run(plain, on_disconnect="continue")
+        await store.create_run(closed, on_disconnect="cancel")
+        await store.append(closed, [chunk()], close=True)
+        assert await store.readers_heartbeat("a/1", [plain, closed, new_run("c-none")]) == []
+        never = await store.reader_absence(plain, 30)
+        assert never is not None and (never.readers, never.left_at) == (0, None)
+        assert never.absent_seconds >= 0
+        assert await store.reader_absence(new_run("c-missing"), 30) is None
+
     # -- errors -------------------------------------------------------------
 
     async def test_failures_when_raised_then_they_are_service_errors_not_driver_errors(
