@@ -43,7 +43,7 @@ from service.api import metrics as metrics_route
 from service.api.access import AccessLog
 from service.api.auth import Gate, document_access
 from service.api.deps import AppState
-from service.api.edge import QueryToken
+from service.api.edge import Cors, QueryToken
 from service.api.responses import (
     JSON,
     on_http_error,
@@ -218,6 +218,9 @@ def create_app(
             methods=["GET", "HEAD", "PUT", "POST", "DELETE", "OPTIONS"],
         ),
     )
+    if settings.cors_origin_list:
+        # Inside the access log (preflights are logged), outside every route and error.
+        app.add_middleware(Cors, origins=settings.cors_origin_list)
     app.add_middleware(AccessLog, routes=app.router.routes, log_requests=settings.access_log)
     stop_tracing = tracing.instrument(app)
     app.include_router(health.router)
