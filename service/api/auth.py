@@ -22,6 +22,7 @@ from typing import Annotated, Any
 import fastapi.routing
 import orjson
 from fastapi import Depends, FastAPI, Request, Security
+from fastapi.routing import APIRoute
 from fastapi.security import APIKeyQuery, HTTPAuthorizationCredentials, HTTPBearer
 
 from service.access import Claims, KeyRing, Rule, TokenSigner
@@ -105,6 +106,21 @@ class Gate:
             except TokenInvalid:
                 pass
         raise InvalidCredential("the credential is not a key or token this service accepts")
+
+
+async def authenticate(request: Request) -> None:
+    """401 unless the request carries a known credential (or the service is open).
+
+    For answers given before a route's own rule runs: FastAPI refuses a body
+    it cannot parse before solving dependencies, and such a refusal must not
+    tell an unauthenticated caller anything (its 422 would come before the 401).
+    """
+    route = request.scope.get("route")
+    if not isinstance(route, APIRoute) or _rule(route) is None:
+        return
+    gate: Gate = request.app.state.replay.gate
+    if not gate.keys.open:
+        await gate.principal(bearer(request))
 
 
 def bearer(request: Request) -> str | None:
@@ -239,14 +255,17 @@ def endpoints(app: FastAPI) -> Iterator[Endpoint]:
         path, methods = getattr(route, "path_format", None), getattr(route, "methods", None)
         if path is None or methods is None:
             continue
-        dependant = getattr(route, "dependant", None)
-        rule = None
-        for dependency in dependant.dependencies if dependant is not None else ():
-            if isinstance(dependency.call, Requires):
-                rule = dependency.call.rule
-        yield Endpoint(
-            path, frozenset(methods), rule, bool(getattr(route, "include_in_schema", True))
-        )
+        in_schema = bool(getattr(route, "include_in_schema", True))
+        yield Endpoint(path, frozenset(methods), _rule(route), in_schema)
+
+
+def _rule(route: Any) -> Rule | None:
+    dependant = getattr(route, "dependant", None)
+    for dependency in dependant.dependencies if dependant is not None else ():
+        if isinstance(dependency.call, Requires):
+            rule: Rule = dependency.call.rule
+            return rule
+    return None
 
 
 def document_access(app: FastAPI) -> None:

@@ -12,6 +12,7 @@ from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Match
 
+from service.api.auth import authenticate
 from service.errors import InvalidJson, ReplayError, Unauthorized
 from service.log.chunks import dumps
 
@@ -67,6 +68,13 @@ async def on_replay_error(request: Request, exc: Exception) -> Response:
 
 async def on_http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
+    # FastAPI's own refusal of a body it cannot read (400) comes before any dependency;
+    # a wrong path or method (404, 405) is about the route, answered before any credential.
+    if exc.status_code not in (404, 405):
+        try:
+            await authenticate(request)
+        except ReplayError as refused:
+            return await on_replay_error(request, refused)
     code = _HTTP_CODES.get(exc.status_code, "http_error")
     message = str(exc.detail)
     if exc.status_code == 404 and message == "Not Found":  # the router's: no such route
@@ -100,6 +108,12 @@ async def on_unexpected_error(request: Request, exc: Exception) -> Response:
 
 async def on_validation_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestValidationError)
+    # Authentication first, even when the body could not be parsed: a refusal of the
+    # body must not tell an unauthenticated caller anything (it would come before the 401).
+    try:
+        await authenticate(request)
+    except ReplayError as refused:
+        return await on_replay_error(request, refused)
     for err in exc.errors():
         # FastAPI parses a JSON body before it validates anything: one code for a body
         # that is not JSON, on every route, as the append routes answer it.
