@@ -19,7 +19,8 @@ def _in_clone(clone: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_fresh_clone_when_nothing_beside_it_then_corpus_found_inside_it(clone: Path) -> None:
-    assert not (clone.parent / "shared").exists()
+    # Alone in its folder: nothing beside it (no reference material) to lean on.
+    assert [p.name for p in clone.parent.iterdir()] == [clone.name]
     code = "import tests.projector.conftest as c, service; print(c.CASES, service.__file__)"
     where = _in_clone(clone, "-c", code)
     assert where.returncode == 0, where.stderr
