@@ -100,12 +100,15 @@ class Channel:
         """A hint (notification or re-check): the log may be at `last_seq`."""
         self._hint = max(self._hint, last_seq)
         self._hint_closed = self._hint_closed or closed
-        if (
+        if self._behind():
+            self._wake.set()
+
+    def _behind(self) -> bool:
+        return (
             self.head is not None
             and not self.complete
             and (self._hint > self.head or self._hint_closed)
-        ):
-            self._wake.set()
+        )
 
     # -- what followers read ------------------------------------------------
 
@@ -153,6 +156,11 @@ class Channel:
         while True:
             await self._wake.wait()
             self._wake.clear()
+            if not self._behind():
+                # A hint that arrived while the last read ran, and that read
+                # already covered it (the in-process commit hook and the NOTIFY
+                # announce the same append): one read per append, not two.
+                continue
             try:
                 await self._read_ahead()
             except Unavailable as exc:

@@ -13,7 +13,7 @@ from service.log import EventLog
 from tests.stream.conftest import Served
 from tests.stream.wire import SseReader
 
-DEADLINE = 10.0
+DEADLINE = 30.0
 
 
 async def _wait_for(condition: Callable[[], bool], what: str) -> None:
