@@ -76,7 +76,11 @@ class Drivers:
 
     def _http(self) -> aiohttp.ClientSession:
         if self._client is None:  # made in the loop it serves
-            self._client = aiohttp.ClientSession()
+            # Every run holds its upstream connection for its whole life: aiohttp's
+            # default pool (100 connections) would leave run 101 unread, queued
+            # behind the others' ends, so the pool is unbounded (as many as runs).
+            connector = aiohttp.TCPConnector(limit=0)
+            self._client = aiohttp.ClientSession(connector=connector)
         return self._client
 
     async def start(
