@@ -50,6 +50,8 @@ class Settings(BaseSettings):
     token_secret: str | None = None
     # Comma-separated secrets still accepted while tokens signed with them live.
     token_secret_previous: str = ""
+    # A token's lifetime when POST /v1/tokens names none.
+    token_ttl_seconds: int = Field(default=900, ge=1, le=86_400)
     # Comma-separated origins allowed to call from a browser (`*`: any); empty = no CORS.
     cors_origins: str = ""
     max_chunk_bytes: int = 1 << 20

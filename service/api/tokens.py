@@ -34,7 +34,12 @@ class TokenIn(BaseModel):
         description='["read"], or ["read", "chat"] to also start, join and cancel runs '
         "on the thread through /v1/chat/{agent}",
     )
-    ttl_seconds: int = Field(default=DEFAULT_TTL_SECONDS, ge=1, le=MAX_TTL_SECONDS)
+    ttl_seconds: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_TTL_SECONDS,
+        description=f"seconds; default REPLAY_TOKEN_TTL_SECONDS ({DEFAULT_TTL_SECONDS})",
+    )
 
     @model_validator(mode="after")
     def _one_target(self) -> TokenIn:
@@ -63,8 +68,9 @@ async def create_token(state: StateDep, body: Annotated[TokenIn, Body()]) -> Res
     """A token bound to one thread or run (admin keys only)."""
     signer = await state.gate.signer()
     scopes = sorted(set(body.scopes))
+    ttl = body.ttl_seconds or state.settings.token_ttl_seconds
     token, expires = signer.mint(
-        thread_id=body.thread_id, run_id=body.run_id, scopes=scopes, ttl_seconds=body.ttl_seconds
+        thread_id=body.thread_id, run_id=body.run_id, scopes=scopes, ttl_seconds=ttl
     )
     out: dict[str, object] = {
         "token": token,

@@ -79,6 +79,38 @@ async def test_create_token_when_defaults_then_read_only_for_15_minutes_signed_h
     assert body["expires_at"].endswith("+00:00")
 
 
+async def test_create_token_when_ttl_unnamed_then_replay_token_ttl_seconds_applies(
+    database_url: str,
+) -> None:
+    settings = settings_for(database_url, api_keys=KEYS, token_secret=SECRET,
+                            token_ttl_seconds=60)  # fmt: skip
+    async with (
+        serve_in_process(settings) as running,
+        httpx.AsyncClient(base_url=running.base_url) as client,
+    ):
+        before = int(time.time())
+        default = await client.post("/v1/tokens", json={"thread_id": "t"}, headers=ADMIN)
+        named = await client.post("/v1/tokens", json={"thread_id": "t", "ttl_seconds": 3600},
+                                  headers=ADMIN)  # fmt: skip
+        after = int(time.time())
+    exps = [
+        jwt.decode(r.json()["token"], SECRET, algorithms=["HS256"], audience="agent-replay")["exp"]
+        for r in (default, named)
+    ]
+    assert before + 60 <= exps[0] <= after + 60
+    assert before + 3600 <= exps[1] <= after + 3600
+
+
+def test_token_ttl_setting_when_out_of_range_then_refused_at_start() -> None:
+    from pydantic import ValidationError
+
+    from service.config import Settings
+
+    for ttl in (0, 86_401):
+        with pytest.raises(ValidationError):
+            Settings(token_ttl_seconds=ttl)
+
+
 async def test_token_when_signed_with_another_secret_or_alg_none_then_401(signed: str) -> None:
     exp = int(time.time()) + 60
     other = forged("another-secret-of-at-least-32-bytes-0123456789", thread_id="t", scope="read",

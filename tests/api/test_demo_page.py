@@ -9,11 +9,12 @@ import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.conftest import settings_for
 from tests.relay import relay_to
-from tests.servers import Running, serve_in_process
+from tests.servers import Running, serve_in_process, serve_subprocess
 
 NODE = Path(__file__).resolve().parents[1] / "node"
 
@@ -86,3 +87,89 @@ async def test_demo_page_when_connection_cut_mid_answer_then_says_so_resumes_and
     roles = [next((r for r in ("user", "assistant") if t.startswith(r)), t) for t in final]
     assert roles == ["user", "assistant", "assistant"]
     assert "".join(final).count("Dress warmly") == 1
+
+
+async def test_demo_page_when_keys_set_and_token_expired_at_reconnect_then_fresh_token_resumes_once(
+    database_url: str, node_harness: Path
+) -> None:
+    assert shutil.which("chromium"), "the browser test needs Chromium (.ci/run installs it)"
+    env = {
+        "REPLAY_DATABASE_URL": database_url,
+        "REPLAY_API_KEYS": "k-demo-admin, k-demo-read:read",
+        "REPLAY_TOKEN_SECRET": "demo-token-secret-0123456789abcdef-0123456789",
+        # Short enough to expire mid-answer; the answer streams for 13 s or more.
+        "REPLAY_TOKEN_TTL_SECONDS": "2",
+        "REPLAY_DEMO_DELAY_SECONDS": "0.5",
+    }
+    thread = "th-tokens"
+    with serve_subprocess(env) as (base, _):
+        async with relay_to(base) as relay:
+            proc = await asyncio.create_subprocess_exec(
+                "node", "browser_tokens.mjs", relay.url, thread, "k-demo-admin",
+                cwd=NODE, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            )  # fmt: skip
+            assert proc.stdout is not None and proc.stdin is not None
+            try:
+                line = await asyncio.wait_for(proc.stdout.readline(), 90)
+                said = line + (await proc.stderr.read() if line != b"EXPIRED\n" else b"")
+                assert line == b"EXPIRED\n", said
+                assert relay.cut() >= 1  # the page's stream, mid-answer, its token expired
+                proc.stdin.write(b"cut\n")
+                await proc.stdin.drain()
+                out, err = await asyncio.wait_for(proc.communicate(), 120)
+            finally:
+                if proc.returncode is None:
+                    proc.kill()
+                    await proc.wait()
+            assert proc.returncode == 0, err.decode()[-3000:]
+        async with httpx.AsyncClient(base_url=base) as http:
+            stored = await http.get(
+                f"/v1/threads/{thread}/messages", headers={"Authorization": "Bearer k-demo-read"}
+            )
+    result = json.loads(out.decode().strip().splitlines()[-1])
+    requests = result["requests"]
+    first = result["firstToken"]
+    # Asked once, and what the tab keeps is the token for its thread, never the key.
+    assert result["asked"] == 1 and result["keyFormShown"] == 0
+    assert "k-demo-admin" not in json.dumps(result["storage"])
+    assert result["storage"]["local"] == {}
+    kept = result["storage"]["session"]
+    newest = [r["token"] for r in requests if r["token"]][-1]
+    assert kept == {f"agent-replay-demo-token:{thread}": newest}
+    assert first.count(".") == 2
+    # Before the cut: the run streamed to the page with the token, on past its expiry.
+    before = [r for r in requests if r["phase"] == "before"]
+    assert [r["status"] for r in before if r["kind"] == "mint"] == [201]
+    streams = [r for r in before if r["kind"] == "stream"]
+    assert [(r["method"], r["status"], r["token"]) for r in streams] == [("POST", 200, first)]
+    assert result["streamedPastExpiry"] is True
+    # After: the reconnect's expired token is refused (401 token_expired), one fresh token is
+    # minted, and one stream resumes with it, to the answer's end. (That token too expires
+    # before the page re-reads the thread at the end: another 401, another token.)
+    after = [r for r in requests if r["phase"] == "after"]
+    resumed = [r for r in after if r["kind"] == "stream" and r["status"] == 200]
+    assert len(resumed) == 1, after
+    assert all(r["status"] in (200, 401) for r in after if r["kind"] == "stream"), after
+    upto = after[: after.index(resumed[0])]
+    assert [r["status"] for r in upto if r["kind"] == "mint"] == [201], after
+    refused = [r for r in upto if r["status"] == 401]
+    assert refused and all(r["token"] == first for r in refused), after
+    assert "token_expired" in {r["code"] for r in refused}, after
+    assert all(r["code"] in (None, "token_expired") for r in after), after
+    fresh = resumed[0]["token"]
+    assert fresh and fresh != first and fresh.count(".") == 2
+    mint_at = next(i for i, r in enumerate(after) if r["kind"] == "mint")
+    assert all(r["token"] != first for r in after[mint_at + 1 :]), after
+    # The answer as it streamed across the cut, each piece once; the thread as stored agrees.
+    live = result["live"]
+    for whole in (
+        "You said “Is it cold in Oslo?”. Let me look up the weather in Oslo. ",
+        "It is -3 °C and snowing in Oslo ❄️. Dress warmly!",
+        '"units": "metric"',
+    ):
+        assert live.count(whole) == 1, (whole, live)
+    final = result["final"]
+    roles = [next((r for r in ("user", "assistant") if t.startswith(r)), t) for t in final]
+    assert roles == ["user", "assistant", "assistant"]
+    assert "".join(final).count("Dress warmly") == 1
+    assert stored.status_code == 200 and stored.text.count("Dress warmly") == 1
