@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from tests.conftest import settings_for
+from tests.relay import relay_to
 from tests.servers import Running, serve_in_process
 
 NODE = Path(__file__).resolve().parents[1] / "node"
@@ -73,3 +74,71 @@ async def _run_node(base_url: str) -> dict[str, Any]:
     assert proc.returncode == 0, err.decode()[-3000:]
     value: dict[str, Any] = json.loads(out.decode().strip().splitlines()[-1])
     return value
+
+
+async def test_chat_client_when_token_expired_at_reconnect_then_fetch_wrapper_resumes_once(
+    database_url: str, node_harness: Path
+) -> None:
+    import asyncio
+
+    settings = settings_for(
+        database_url,
+        api_keys="k-chat-admin",
+        token_secret="chat-token-secret-0123456789abcdef-0123456789",
+        # Short enough to expire mid-answer; the answer streams for 13 s or more.
+        token_ttl_seconds=2,
+        demo_delay_seconds=0.5,
+    )
+    thread = "th-chat-token"
+    async with serve_in_process(settings) as running, relay_to(running.base_url) as relay:
+        proc = await asyncio.create_subprocess_exec(
+            "node", "chat_tokens.mjs", relay.url, thread, "k-chat-admin",
+            cwd=NODE, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        assert proc.stdout is not None and proc.stdin is not None and proc.stderr is not None
+        try:
+            line = await asyncio.wait_for(proc.stdout.readline(), 90)
+            said = line + (await proc.stderr.read() if line != b"EXPIRED\n" else b"")
+            assert line == b"EXPIRED\n", said
+            assert relay.cut() >= 1  # the client's stream, mid-answer, its token expired
+            proc.stdin.write(b"cut\n")
+            await proc.stdin.drain()
+            out, err = await asyncio.wait_for(proc.communicate(), 120)
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+        assert proc.returncode == 0, err.decode()[-3000:]
+        result = json.loads(out.decode().strip().splitlines()[-1])
+        run_id = next(c["runId"] for c in result["chunks"] if c["type"] == "RUN_STARTED")
+        admin = {"Authorization": "Bearer k-chat-admin"}
+        async with httpx.AsyncClient(base_url=running.base_url, headers=admin) as http:
+            stored = (await http.get(f"/v1/runs/{run_id}/events", params={"limit": 1000})).json()
+            projected = (await http.get(f"/v1/runs/{run_id}/messages")).json()
+    assert result["error"] is None and result["finishedBeforeCut"] is False
+    first = result["first"]
+    before = [s for s in result["sent"] if s["phase"] == "before"]
+    after = [s for s in result["sent"] if s["phase"] == "after"]
+    # The run started with the first token, whose stream went on past its expiry.
+    assert [(s["method"], s["status"], s["token"]) for s in before] == [("POST", 200, first)]
+    assert [m["phase"] for m in result["minted"]] == ["before", "after"]
+    fresh = result["minted"][1]["token"]
+    assert fresh != first
+    # The reconnect: refused with the expired token, then sent once more with the fresh one,
+    # from the same Last-Event-ID. Once: nothing else was sent.
+    assert [(s["method"], s["status"], s["token"]) for s in after] == [
+        ("POST", 401, first),
+        ("POST", 200, fresh),
+    ], after
+    assert after[0]["lastEventId"] == after[1]["lastEventId"] is not None
+    # Every stored event reached the client exactly once, in order: no gap, no repeat.
+    events = stored["events"] if isinstance(stored, dict) else stored
+    # (The client adds fields of its own to some chunks, e.g. TOOL_CALL_START's toolName.)
+    got = result["chunks"]
+    assert len(got) == len(events)
+    assert [{k: c.get(k) for k in e["chunk"]} for e, c in zip(events, got, strict=True)] == [
+        e["chunk"] for e in events
+    ]
+    served = projected["messages"] if isinstance(projected, dict) else projected
+    assistant = [m for m in result["messages"] if m["role"] == "assistant"]
+    assert _normalized(assistant, run_id) == _normalized(served, run_id)
