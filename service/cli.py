@@ -229,10 +229,30 @@ def when(text: str, now: datetime | None = None) -> datetime:
 
 
 def _prune(args: argparse.Namespace) -> int:
-    from service.archive.commands import prune_closed
+    from service.archive.commands import prune_closed, sweep_expired_streams
 
-    before: datetime = args.closed_before
+    if args.closed_before is None and not args.expired_streams:
+        print("replay prune: give --closed-before DATE, --expired-streams or both", file=sys.stderr)
+        return 2
+    verb = "would delete" if args.dry_run else "deleted"
     with _database(args) as url:
+        if args.expired_streams:
+            swept = asyncio.run(
+                sweep_expired_streams(
+                    url,
+                    dry_run=args.dry_run,
+                    batch_events=args.batch_events,
+                    max_rate=args.max_rate,
+                )
+            )
+            left = f"; {_plural(swept.failed, 'stream')} failed, left whole" if swept.failed else ""
+            print(
+                f"replay prune: {verb} {_plural(swept.streams, 'expired stream')} and "
+                f"{_plural(swept.events, 'event')}{left}"
+            )
+        if args.closed_before is None:
+            return 1 if swept.failed else 0
+        before: datetime = args.closed_before
         report = asyncio.run(
             prune_closed(
                 url,
@@ -242,7 +262,6 @@ def _prune(args: argparse.Namespace) -> int:
                 max_rate=args.max_rate,
             )
         )
-    verb = "would delete" if args.dry_run else "deleted"
     span = (
         f"; closed {report.oldest.isoformat()} to {report.newest.isoformat()}"
         if report.oldest and report.newest
@@ -306,13 +325,24 @@ def _add_offline(sub: _Subparsers, common: argparse.ArgumentParser) -> None:
     _add_database(transcript)
     transcript.set_defaults(run=_failing(_transcript))
 
-    prune = _command(sub, common, "prune", "delete closed runs older than a date, in small batches")
+    prune = _command(
+        sub,
+        common,
+        "prune",
+        "delete closed runs older than a date, and expired streams, in small batches",
+    )
     prune.add_argument(
         "--closed-before",
         type=when,
-        required=True,
         metavar="DATE",
-        help=f"delete runs closed before this moment: {DATE_FORMATS}",
+        help=f"delete runs closed before this moment: {DATE_FORMATS}"
+        " (default: none; give this, --expired-streams or both)",
+    )
+    prune.add_argument(
+        "--expired-streams",
+        action="store_true",
+        help="delete Durable Streams past their TTL or expiry, with their runs, as the"
+        " service's own sweep does (default: off)",
     )
     prune.add_argument(
         "--dry-run", action="store_true", help="only say what would go (default: delete)"

@@ -101,6 +101,11 @@ class Settings(BaseSettings):
     durable_sse_seconds: float = 60.0
     durable_read_max_messages: int = 10_000
     durable_read_max_bytes: int = 4 << 20
+    # How often expired streams are deleted with their runs (0: never; they still
+    # answer 404), and the sweep's pace in events a second (0: unpaced), so the
+    # deletes' WAL and I/O stay small beside the appends' commits.
+    durable_sweep_seconds: float = 60.0
+    durable_sweep_max_rate: float = 20_000.0
     # Slow enough that a person can close the tab mid-answer (an answer takes 9 s or more).
     demo_delay_seconds: float = 0.35
     # Operations: log lines as text or JSON; one access line per request; /metrics open.

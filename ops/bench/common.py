@@ -51,7 +51,10 @@ def scratch_database() -> Iterator[str]:
 
 
 @contextmanager
-def server_process(url: str, port: int | None = None, **env: str) -> Iterator[str]:
+def server_process(
+    url: str, port: int | None = None, root: Path | None = None, **env: str
+) -> Iterator[str]:
+    """`replay serve` on `url`; `root`: another checkout's code (this venv), e.g. a baseline."""
     port = port or free_port()
     proc = subprocess.Popen(
         [
@@ -65,7 +68,7 @@ def server_process(url: str, port: int | None = None, **env: str) -> Iterator[st
             "warning",
         ],
         env={**os.environ, "REPLAY_DATABASE_URL": url, **env},
-        cwd=ROOT,
+        cwd=root or ROOT,
     )
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30

@@ -1,6 +1,7 @@
 """Durable Streams workloads: this service against the reference server, in the same run.
 
-    python ops/bench/durable.py [--quick] [--json FILE]
+    python ops/bench/durable.py [--quick] [--only append,catch_up,live] [--baseline DIR]
+                                [--json FILE]
 
 Both servers take the same requests over loopback (raw keep-alive HTTP/1.1
 for appends, httpx for reads), each on its own streams:
@@ -19,6 +20,11 @@ fdatasync'd), started by `ops/bench/peer`; ours is `replay serve` with
 PostgreSQL at synchronous_commit=on. Ratios are ours / the peer's (above 1:
 ours is faster, or for latencies lower). On a shared machine the figures are
 indicative only.
+
+`--baseline DIR` also serves another checkout of this repository (an
+earlier commit: `git archive COMMIT | tar -x -C DIR`) on its own scratch
+database in the same run, and prints ours / baseline beside ours / peer:
+before-and-after figures taken under the same machine load.
 """
 
 from __future__ import annotations
@@ -216,20 +222,26 @@ async def live_latency(port: int, mode: str, messages: int, rate: float) -> dict
     return {"p50_ms": pct(latencies, 50), "p99_ms": pct(latencies, 99)}
 
 
-async def run_all(port: int, quick: bool) -> dict[str, Any]:
+WORKLOADS = ("append", "catch_up", "live")
+
+
+async def run_all(port: int, quick: bool, only: tuple[str, ...] = WORKLOADS) -> dict[str, Any]:
     scale = 0.2 if quick else 1.0
     totals = {1: int(10_000 * scale), 10: int(30_000 * scale), 100: int(100_000 * scale),
               1000: int(200_000 * scale)}  # fmt: skip
     out: dict[str, Any] = {"append": {}}
-    for size, total in totals.items():
-        out["append"][str(size)] = await append_phase(port, size, total)
-    catch = int(100_000 * scale)
-    path = await fill(port, catch)
-    out["catch_up_get"] = await catch_up_get(port, path, catch)
-    out["catch_up_sse"] = await catch_up_sse(port, path, catch)
-    live = int(500 * scale) or 50
-    out["live_sse"] = await live_latency(port, "sse", live, 200)
-    out["live_long_poll"] = await live_latency(port, "long-poll", live, 200)
+    if "append" in only:
+        for size, total in totals.items():
+            out["append"][str(size)] = await append_phase(port, size, total)
+    if "catch_up" in only:
+        catch = int(100_000 * scale)
+        path = await fill(port, catch)
+        out["catch_up_get"] = await catch_up_get(port, path, catch)
+        out["catch_up_sse"] = await catch_up_sse(port, path, catch)
+    if "live" in only:
+        live = int(500 * scale) or 50
+        out["live_sse"] = await live_latency(port, "sse", live, 200)
+        out["live_long_poll"] = await live_latency(port, "long-poll", live, 200)
     return out
 
 
@@ -239,7 +251,7 @@ def _ratio(ours: float, peer: float, higher_is_better: bool) -> float:
     return ours / peer if higher_is_better else peer / ours
 
 
-def report(ours: dict[str, Any], peer: dict[str, Any]) -> list[str]:
+def report(ours: dict[str, Any], peer: dict[str, Any], against: str = "peer") -> list[str]:
     lines = []
     for size, mine in ours["append"].items():
         theirs = peer["append"][size]
@@ -250,6 +262,8 @@ def report(ours: dict[str, Any], peer: dict[str, Any]) -> list[str]:
             f"ratio {_ratio(mine['messages_per_s'], theirs['messages_per_s'], True):5.2f}x"
         )
     for key, label in (("catch_up_get", "catch-up GET"), ("catch_up_sse", "catch-up SSE")):
+        if key not in ours:
+            continue
         mine, theirs = ours[key], peer[key]
         lines.append(
             f"{label:<20} ours {mine['messages_per_s']:>10,.0f} msg/s (first byte "
@@ -259,33 +273,51 @@ def report(ours: dict[str, Any], peer: dict[str, Any]) -> list[str]:
             f"first byte {_ratio(mine['first_byte_ms'], theirs['first_byte_ms'], False):5.2f}x"
         )
     for key, label in (("live_sse", "live SSE"), ("live_long_poll", "live long-poll")):
+        if key not in ours:
+            continue
         mine, theirs = ours[key], peer[key]
         lines.append(
             f"{label:<20} ours p50 {mine['p50_ms']:6.2f} ms p99 {mine['p99_ms']:6.2f} ms   "
             f"peer p50 {theirs['p50_ms']:6.2f} ms p99 {theirs['p99_ms']:6.2f} ms   "
             f"p99 ratio {_ratio(mine['p99_ms'], theirs['p99_ms'], False):5.2f}x"
         )
-    return lines
+    return [line.replace("peer", against) for line in lines]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="a fifth of the load (a smoke run)")
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
+    parser.add_argument(
+        "--only", default=",".join(WORKLOADS), help=f"comma-separated of {', '.join(WORKLOADS)}"
+    )
+    parser.add_argument(
+        "--baseline", type=Path, metavar="DIR", help="also measure this checkout's replay serve"
+    )
     args = parser.parse_args()
+    only = tuple(w.strip() for w in args.only.split(",") if w.strip())
+    if unknown := set(only) - set(WORKLOADS):
+        parser.error(f"unknown workloads: {', '.join(sorted(unknown))}")
     with scratch_database() as url, server_process(url) as base:
-        ours = asyncio.run(run_all(int(base.rsplit(":", 1)[1]), args.quick))
+        ours = asyncio.run(run_all(int(base.rsplit(":", 1)[1]), args.quick, only))
+    baseline = None
+    if args.baseline is not None:
+        with scratch_database() as url, server_process(url, root=args.baseline) as base:
+            baseline = asyncio.run(run_all(int(base.rsplit(":", 1)[1]), args.quick, only))
     with peer_process() as peer_port:
         if peer_port is None:
             raise SystemExit("the peer needs Node.js (ops/bench/peer)")
-        peer = asyncio.run(run_all(peer_port, args.quick))
+        peer = asyncio.run(run_all(peer_port, args.quick, only))
     print("Durable Streams: replay serve vs the reference server (indicative: shared machine)")
     for line in report(ours, peer):
         print("  " + line)
+    if baseline is not None:
+        print(f"replay serve vs the baseline in {args.baseline} (same run)")
+        for line in report(ours, baseline, "base"):
+            print("  " + line)
     if args.json:
-        Path(args.json).write_text(
-            orjson.dumps({"ours": ours, "peer": peer}, option=orjson.OPT_INDENT_2).decode()
-        )
+        figures = {"ours": ours, "peer": peer, "baseline": baseline}
+        Path(args.json).write_text(orjson.dumps(figures, option=orjson.OPT_INDENT_2).decode())
 
 
 if __name__ == "__main__":

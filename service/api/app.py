@@ -54,6 +54,7 @@ from service.api.responses import (
 from service.config import Settings
 from service.durable.protocol import Limits as DurableLimits
 from service.durable.protocol import Streams
+from service.durable.sweeper import Sweeper
 from service.embedded import embedded_postgres
 from service.errors import ReplayError
 from service.log import EventLog, LogStore
@@ -150,8 +151,16 @@ def create_app(
                 event_log, engine, audit_pool_size + _AUDIT_OVERFLOW, hub, drivers
             ):
                 stack.callback(stop_sampling)
+            stream_store = StreamStore(event_log)
+            sweeper = Sweeper(
+                stream_store,
+                interval_seconds=settings.durable_sweep_seconds,
+                max_rate=settings.durable_sweep_max_rate or None,
+            )
+            sweeper.start()
+            stack.push_async_callback(sweeper.stop)
             streams = Streams(
-                StreamStore(event_log),
+                stream_store,
                 hub,
                 DurableLimits(
                     max_body_bytes=settings.max_batch_bytes,

@@ -20,7 +20,9 @@ from service.archive.reader import Archive, read_archive
 from service.log import EventLog, LogStore
 from service.log.bulk import LoadReport
 from service.log.engine import open_engine
+from service.log.expiry import SweepReport
 from service.log.retention import PruneReport
+from service.log.streams import StreamStore
 
 
 @asynccontextmanager
@@ -96,3 +98,14 @@ async def prune_closed(
         if dry_run:
             return await log.count_prunable(closed_before)
         return await log.prune(closed_before, batch_events=batch_events, max_rate=max_rate)
+
+
+async def sweep_expired_streams(
+    url: str, *, dry_run: bool, batch_events: int, max_rate: float | None = None
+) -> SweepReport:
+    """Durable Streams past their TTL or expiry, deleted with their runs (each whole)."""
+    async with EventLog.connect(url, pool_size=2, commit_lanes=1) as log:
+        store = StreamStore(log)
+        if dry_run:
+            return await store.count_sweepable()
+        return await store.sweep_expired(batch_events=batch_events, max_rate=max_rate)

@@ -651,3 +651,40 @@ FROM (
     ) AS page
 ) AS sized
 WHERE before < $5;
+
+
+-- Expiry (service.log.expiry): streams past their TTL or Stream-Expires-At,
+-- and soft-deleted ones no fork reads any more, deleted with their runs. A
+-- source that forks still read is kept (it answers 404 meanwhile) until its
+-- last fork goes; the next sweep takes it then.
+
+-- name: stream_sweepable
+-- Up to $1 streams the sweep may delete now, not in $2 (ones that failed this
+-- sweep), each with its own events' count (a fork's inherited prefix is not
+-- its own), locked. SKIP LOCKED: a stream another sweep or a request holds is
+-- left for the next pass, so sweeps never queue behind each other or writers.
+SELECT s.run_id, r.last_seq - coalesce(f.fork_seq, 0) AS events
+FROM streams s JOIN runs r ON r.run_id = s.run_id
+LEFT JOIN run_forks f ON f.run_id = s.run_id
+WHERE (
+    s.deleted
+    OR (s.expires_at IS NOT NULL AND s.expires_at <= now())
+    OR (s.ttl_seconds IS NOT NULL AND s.touched_at + s.ttl_seconds * interval '1 second' <= now())
+  )
+  AND NOT EXISTS (SELECT 1 FROM run_forks g WHERE g.source_run_id = s.run_id)
+  AND NOT s.run_id = ANY($2::text[])
+ORDER BY s.run_id
+LIMIT $1
+FOR UPDATE OF s, r SKIP LOCKED;
+
+-- name: stream_sweepable_count
+-- What a sweep would delete now (a dry run): streams and their own events.
+SELECT count(*) AS streams, coalesce(sum(r.last_seq - coalesce(f.fork_seq, 0)), 0)::bigint AS events
+FROM streams s JOIN runs r ON r.run_id = s.run_id
+LEFT JOIN run_forks f ON f.run_id = s.run_id
+WHERE (
+    s.deleted
+    OR (s.expires_at IS NOT NULL AND s.expires_at <= now())
+    OR (s.ttl_seconds IS NOT NULL AND s.touched_at + s.ttl_seconds * interval '1 second' <= now())
+  )
+  AND NOT EXISTS (SELECT 1 FROM run_forks g WHERE g.source_run_id = s.run_id);

@@ -41,7 +41,7 @@ from service.errors import (
     StreamNotFound,
     StreamSeqConflict,
 )
-from service.log import sql
+from service.log import expiry, sql
 from service.log.chunks import StoredChunk
 from service.log.eventlog import RUN_ID, EventLog
 from service.log.faults import translated
@@ -405,6 +405,27 @@ class StreamStore:
                     await conn.execute(_SOFT_DELETE, state.run_id)
                     return
                 await _delete_run(conn, state.run_id)
+
+    # -- expiry ---------------------------------------------------------------
+
+    async def sweep_expired(
+        self,
+        *,
+        batch_events: int = 10_000,
+        max_streams: int | None = None,
+        max_rate: float | None = None,
+    ) -> expiry.SweepReport:
+        """Delete expired streams (and soft-deleted ones no fork reads), each whole."""
+        return await expiry.sweep(
+            self.pool,
+            _delete_run,
+            batch_events=batch_events,
+            max_streams=max_streams,
+            max_rate=max_rate,
+        )
+
+    async def count_sweepable(self) -> expiry.SweepReport:
+        return await expiry.count_sweepable(self.pool)
 
 
 def _check_same(existing: StreamState, new: NewStream) -> None:
