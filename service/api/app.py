@@ -44,6 +44,7 @@ from service.api.access import AccessLog
 from service.api.auth import Gate, document_access
 from service.api.deps import AppState
 from service.api.edge import Cors, QueryToken
+from service.api.hot import ReplayApp
 from service.api.responses import (
     JSON,
     on_http_error,
@@ -190,7 +191,7 @@ def create_app(
             gc.freeze()
             yield
 
-    app = FastAPI(
+    app = ReplayApp(
         title="agent-replay",
         summary="Durable event logs for AI agent runs: append, replay, project.",
         version="0.1.0",
@@ -206,9 +207,8 @@ def create_app(
     app.add_exception_handler(Exception, on_unexpected_error)
     # The hot append route, a plain Starlette endpoint (see runs.append_events),
     # first in line; its OpenAPI entry is added to the document FastAPI builds.
-    app.router.routes.insert(
-        0, Route("/v1/runs/{run_id}/events", runs.append_events, methods=["POST"])
-    )
+    append_route = Route("/v1/runs/{run_id}/events", runs.append_events, methods=["POST"])
+    app.router.routes.insert(0, append_route)
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
@@ -232,6 +232,9 @@ def create_app(
         app.add_middleware(Cors, origins=settings.cors_origin_list)
     app.add_middleware(AccessLog, routes=app.router.routes, log_requests=settings.access_log)
     stop_tracing = tracing.instrument(app)
+    if stop_tracing is None:
+        # Traced requests need the full stack, where the instrumentation sits.
+        app.hot_routes = (append_route,)
     app.include_router(health.router)
     app.include_router(metrics_route.router)
     app.include_router(demo_page.router)
