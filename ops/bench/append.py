@@ -1,14 +1,23 @@
 """Append throughput and acknowledgement latency, against raw asyncpg in the same run.
 
-    python ops/bench/append.py [--quick]
+    python ops/bench/append.py [--quick] [--json FILE]
 
 Prints events/s for batches of 1, 10, 100 and 1,000 chunks (each producer on
 its own run; for batches of 1 also all producers on one run): over HTTP (a
 `replay serve` process on loopback), through the in-process writer, and for
-the baseline, raw asyncpg inserting the same rows with one transaction per
-batch (unnest and COPY; the faster is the baseline). Batch size 1 runs with
-50 concurrent producers, as producers of single chunks do. Commits are
-durable (synchronous_commit=on, the server default; checked below).
+the baselines, raw asyncpg with one transaction per batch that bumps the run
+row and inserts the events: as one row each (unnest and COPY, into a table
+shaped as the log was before revision 0005), and as the log stores them now,
+one `event_batches` row per batch (lz4-compressed where PostgreSQL has it;
+and the same into a pglz copy of the table). "of raw" is against the raw
+limit of the layout the log uses (its migrations made `event_batches` or not).
+Batch size 1 runs with 50 concurrent producers, as producers of single
+chunks do. Commits are durable (synchronous_commit=on, the server default;
+checked below).
+
+The chunks are a realistic mix, not one chunk repeated (which would compress
+far better than real ones): text deltas of varied words, tool calls with
+their JSON arguments streamed in fragments, fresh message and tool-call ids.
 
 For batches of 1, two more baselines bound what any group commit can do here:
 a minimal one in raw asyncpg (one connection, one statement per group that
@@ -26,12 +35,20 @@ batch POSTed as a JSON array (installed into ops/bench/peer on first use).
 
 Phases start after a CHECKPOINT; the 1,000-chunk phases run twice and report
 the better run of each, as the machine's disk is noisy.
+
+`--json FILE` writes {"http_vs_peer": {"1", "10", "100", "1000"},
+"http_vs_raw": {"1000"}, "in_process_vs_group_commit": r, "events_per_second":
+{size: {phase: ev/s}}, "bytes_per_event": {table: bytes}, "layout": "rows" or
+"batch"} (ratios as fractions; "http_vs_raw" against the raw limit of the
+log's own layout).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import random
 import shutil
 import subprocess
 import sys
@@ -57,12 +74,39 @@ PRODUCERS_SINGLE = 50
 Result = tuple[float, list[float]]
 
 
+_WORDS = str.split(
+    "the of and to in is that for it as was with be by on not he this are or his from at "
+    "which but have an they you were her she there been one all we their has would when "
+    "if so no will can more other its into time only new some could these two may first "
+    "then do any like my now over such our man me even most made after also did many "
+    "database commit latency replay stream agent token model tool search result answer "
+    "function argument durable event offset cursor resume browser tab session user"
+)
+
+
 def chunk(i: int) -> dict[str, object]:
-    return {
-        "type": "TEXT_MESSAGE_CONTENT",
-        "messageId": "msg-1",
-        "delta": f"token {i} of the answer, ",
-    }
+    """Chunk `i` of an agent's stream: per 40, a message of text deltas (1-4 words
+    each, its own message id) then a tool call (start, JSON arguments in
+    fragments, end). Deterministic in `i`; no two chunks alike."""
+    rng = random.Random(i)
+    turn = random.Random(-1 - i // 40)  # what the whole message or call shares
+    message = f"msg-{i // 40:08x}-{turn.getrandbits(48):012x}"
+    call = f"call_{i // 40:06d}{turn.getrandbits(64):016x}"
+    at = i % 40
+    if at < 30:
+        delta = " ".join(rng.choice(_WORDS) for _ in range(rng.randint(1, 4)))
+        return {"type": "TEXT_MESSAGE_CONTENT", "messageId": message, "delta": delta + " "}
+    if at == 30:
+        return {"type": "TOOL_CALL_START", "toolCallId": call, "toolCallName": "search_docs",
+                "parentMessageId": message}  # fmt: skip
+    if at < 39:
+        query = " ".join(turn.choice(_WORDS) for _ in range(3))
+        year = turn.randint(1990, 2026)
+        args = json.dumps({"query": query, "limit": turn.randint(1, 50), "filters": {"year": year}})
+        part = len(args) // 8
+        return {"type": "TOOL_CALL_ARGS", "toolCallId": call,
+                "delta": args[(at - 31) * part : (at - 30) * part]}  # fmt: skip
+    return {"type": "TOOL_CALL_END", "toolCallId": call}
 
 
 def batches(total: int, size: int) -> list[list[dict[str, object]]]:
@@ -92,12 +136,74 @@ async def drive(
 
 
 # Raw asyncpg: the ceiling. Same rows, same columns, one transaction per batch,
-# the run row bumped like the service does.
+# the run row bumped like the service does. Events as rows go to `raw_events`,
+# shaped as `events` was before revision 0005; `raw_batches_pglz` is
+# `event_batches` with pglz compression whatever the migration chose.
+RAW_TABLES = """
+CREATE TABLE raw_events (
+    run_id text NOT NULL, seq bigint NOT NULL, type text NOT NULL, chunk text NOT NULL,
+    message_id text, tool_call_id text, received_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (run_id, seq)
+);
+-- Only for running this script on a log from before revision 0005.
+CREATE TABLE IF NOT EXISTS event_batches (
+    run_id text NOT NULL, seq bigint NOT NULL, last_seq bigint NOT NULL, types text[] NOT NULL,
+    chunks text[] COMPRESSION lz4 NOT NULL, message_ids text[] NOT NULL,
+    tool_call_ids text[] NOT NULL, received_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (run_id, seq)
+);
+CREATE TABLE raw_batches_pglz (LIKE event_batches INCLUDING ALL);
+ALTER TABLE raw_batches_pglz ALTER COLUMN chunks SET COMPRESSION pglz;
+"""
 UNNEST = """
-INSERT INTO events (run_id, seq, type, chunk, message_id, tool_call_id)
+INSERT INTO raw_events (run_id, seq, type, chunk, message_id, tool_call_id)
 SELECT $1, s, t, c, m, NULL
 FROM unnest($2::bigint[], $3::text[], $4::text[], $5::text[]) AS u(s, t, c, m)
 """
+BATCH_ROW = """
+INSERT INTO {table} (run_id, seq, last_seq, types, chunks, message_ids, tool_call_ids)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
+"""
+# method -> the table it fills
+RAW_TABLE = {"unnest": "raw_events", "copy": "raw_events", "batch": "event_batches",
+             "batch-pglz": "raw_batches_pglz"}  # fmt: skip
+
+
+LAYOUTS = {"batch": "a row per batch: raw batch row", "rows": "a row per event: raw unnest or COPY"}
+
+
+async def raw_tables(url: str) -> str:
+    """Make the raw tables; returns the log's own layout: "batch" (one row per
+    appended batch) if its migrations made `event_batches`, else "rows"."""
+    conn = await asyncpg.connect(url)
+    try:
+        layout = await conn.fetchval("SELECT to_regclass('event_batches') IS NOT NULL")
+        await conn.execute(RAW_TABLES)
+    finally:
+        await conn.close()
+    return "batch" if layout else "rows"
+
+
+def raw_limit(r: dict[str, Result], layout: str) -> float:
+    """The raw limit of the log's layout: its rows inserted without the service."""
+    return r["batch"][0] if layout == "batch" else max(r["unnest"][0], r["copy"][0])
+
+
+async def bytes_per_event(url: str) -> dict[str, float]:
+    """Each raw table's size on disk (heap, TOAST, index) per event stored."""
+    conn = await asyncpg.connect(url)
+    try:
+        sizes: dict[str, float] = {}
+        for table in ("raw_events", "event_batches", "raw_batches_pglz"):
+            if table == "raw_events":
+                n = await conn.fetchval("SELECT count(*) FROM raw_events")
+            else:
+                n = await conn.fetchval(f"SELECT sum(cardinality(chunks)) FROM {table}")
+            size = await conn.fetchval("SELECT pg_total_relation_size($1::regclass)", table)
+            sizes[table] = size / n if n else 0.0
+        return sizes
+    finally:
+        await conn.close()
 
 
 async def raw_baseline(url: str, size: int, total: int, method: str) -> tuple[float, list[float]]:
@@ -118,12 +224,23 @@ async def raw_baseline(url: str, size: int, total: int, method: str) -> tuple[fl
                 len(batch),
             )
             seqs = list(range(last - len(batch) + 1, last + 1))
-            if method == "copy":
+            if method.startswith("batch"):
+                await conn.execute(
+                    BATCH_ROW.format(table=RAW_TABLE[method]),
+                    runs[p],
+                    seqs[0],
+                    seqs[-1],
+                    [str(c["type"]) for c in batch],
+                    texts,
+                    [c.get("messageId") for c in batch],
+                    [c.get("toolCallId") for c in batch],
+                )
+            elif method == "copy":
                 await conn.copy_records_to_table(
-                    "events",
+                    "raw_events",
                     records=[
-                        (runs[p], s, "TEXT_MESSAGE_CONTENT", t, "msg-1", None)
-                        for s, t in zip(seqs, texts, strict=True)
+                        (runs[p], s, c["type"], t, c.get("messageId"), c.get("toolCallId"))
+                        for s, c, t in zip(seqs, batch, texts, strict=True)
                     ],
                     columns=["run_id", "seq", "type", "chunk", "message_id", "tool_call_id"],
                 )
@@ -132,9 +249,9 @@ async def raw_baseline(url: str, size: int, total: int, method: str) -> tuple[fl
                     UNNEST,
                     runs[p],
                     seqs,
-                    ["TEXT_MESSAGE_CONTENT"] * len(batch),
+                    [str(c["type"]) for c in batch],
                     texts,
-                    ["msg-1"] * len(batch),
+                    [c.get("messageId") for c in batch],
                 )
 
     try:
@@ -153,13 +270,13 @@ WITH upd AS (
     FROM unnest($1::text[]) AS r(id) WHERE run_id = r.id
     RETURNING run_id, last_seq
 )
-INSERT INTO events (run_id, seq, type, chunk, message_id)
+INSERT INTO raw_events (run_id, seq, type, chunk, message_id)
 SELECT upd.run_id, upd.last_seq, u.t, u.c, u.m
 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS u(r, t, c, m)
 JOIN upd ON upd.run_id = u.r
 """
 CEILING_INSERT = """
-INSERT INTO events (run_id, seq, type, chunk, message_id)
+INSERT INTO raw_events (run_id, seq, type, chunk, message_id)
 SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[])
 """
 
@@ -183,8 +300,9 @@ async def group_commit_ceiling(url: str, total: int, *, run_rows: bool) -> Resul
             queue.clear()
             ids = [run for run, _, _ in group]
             texts = [text for _, text, _ in group]
-            kinds = ["TEXT_MESSAGE_CONTENT"] * len(group)
-            messages = ["msg-1"] * len(group)
+            decoded = [orjson.loads(text) for text in texts]
+            kinds = [c["type"] for c in decoded]
+            messages = [c.get("messageId") for c in decoded]
             if run_rows:
                 await conn.execute(CEILING_BUMP, ids, kinds, texts, messages)
             else:
@@ -370,6 +488,7 @@ async def check_durable(url: str) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="fewer events (a smoke run)")
+    parser.add_argument("--json", type=Path, help="write the figures and ratios here")
     args = parser.parse_args()
     scale = 0.2 if args.quick else 1.0
     totals = {
@@ -381,14 +500,16 @@ def main() -> None:
     repeats = {1000: 2}
     with scratch_database() as url:
         print(f"append benchmark ({asyncio.run(check_durable(url))})")
+        layout = asyncio.run(raw_tables(url))
         results: dict[int, dict[str, tuple[float, list[float]]]] = {}
         for size, total in totals.items():
             n = repeats.get(size, 1)
             results[size] = {
-                "unnest": measure(url, n, raw_baseline, url, size, total, "unnest"),
-                "copy": measure(url, n, raw_baseline, url, size, total, "copy"),
-                "writer": measure(url, n, writer_bench, url, size, total),
+                method: measure(url, n, raw_baseline, url, size, total, method)
+                for method in RAW_TABLE
             }
+            results[size]["writer"] = measure(url, n, writer_bench, url, size, total)
+        sizes = asyncio.run(bytes_per_event(url))
         one = totals[1]
         results[1]["ceiling-bump"] = measure(url, 1, group_commit_ceiling, url, one, run_rows=True)
         results[1]["ceiling-insert"] = measure(
@@ -405,32 +526,56 @@ def main() -> None:
                 if peer is not None:
                     runs = repeats.get(size, 1)
                     results[size]["peer"] = measure(url, runs, peer_bench, peer, size, total)
-        for size in totals:
-            r = results[size]
-            raw = max(r["unnest"][0], r["copy"][0])
-            producers = PRODUCERS_SINGLE if size == 1 else 4
-            best = " (better of 2 runs each)" if size in repeats else ""
-            what = f"{producers} concurrent producers, {totals[size]:,} events"
-            print(f"batch of {size} ({what}){best}")
-            print(line("raw asyncpg unnest", *r["unnest"], None))
-            print(line("raw asyncpg COPY", *r["copy"], None))
-            if size == 1:
-                ceiling = r["ceiling-bump"][0]
-                print(line("raw group commit, run rows", *r["ceiling-bump"], None))
-                print(line("raw group commit, no runs", *r["ceiling-insert"], None))
-                print(line("in-process writer", *r["writer"], raw))
-                print(f"  {'':<28} {r['writer'][0] / ceiling:>10.1%} of the raw group commit")
-                print(line("in-process, all on one run", *r["writer-one"], raw))
-                print(line("HTTP POST /events", *r["http"], raw))
-                print(line("HTTP paced to 2,500 ev/s", *paced, None))
-            else:
-                print(line("in-process writer", *r["writer"], raw))
-                print(line("HTTP POST /events", *r["http"], raw))
-            if "peer" in r:
-                print(line("Durable Streams server", *r["peer"], raw))
-                print(f"  {'':<28} HTTP is {r['http'][0] / r['peer'][0]:>6.0%} of the peer")
-            else:
-                print("  Durable Streams server: skipped (no node on PATH)")
+    print(
+        "bytes per event stored: "
+        + ", ".join(f"{table} {size:,.0f}" for table, size in sizes.items())
+        + f'; "of raw" below: of the raw limit of the log\'s layout ({LAYOUTS[layout]})'
+    )
+    for size in totals:
+        r = results[size]
+        raw = raw_limit(r, layout)
+        producers = PRODUCERS_SINGLE if size == 1 else 4
+        best = " (better of 2 runs each)" if size in repeats else ""
+        what = f"{producers} concurrent producers, {totals[size]:,} events"
+        print(f"batch of {size} ({what}){best}")
+        print(line("raw asyncpg unnest", *r["unnest"], None))
+        print(line("raw asyncpg COPY", *r["copy"], None))
+        print(line("raw batch row", *r["batch"], None))
+        print(line("raw batch row, pglz", *r["batch-pglz"], None))
+        if size == 1:
+            ceiling = r["ceiling-bump"][0]
+            print(line("raw group commit, run rows", *r["ceiling-bump"], None))
+            print(line("raw group commit, no runs", *r["ceiling-insert"], None))
+            print(line("in-process writer", *r["writer"], raw))
+            print(f"  {'':<28} {r['writer'][0] / ceiling:>10.1%} of the raw group commit")
+            print(line("in-process, all on one run", *r["writer-one"], raw))
+            print(line("HTTP POST /events", *r["http"], raw))
+            print(line("HTTP paced to 2,500 ev/s", *paced, None))
+        else:
+            print(line("in-process writer", *r["writer"], raw))
+            print(line("HTTP POST /events", *r["http"], raw))
+        if "peer" in r:
+            print(line("Durable Streams server", *r["peer"], raw))
+            print(f"  {'':<28} HTTP is {r['http'][0] / r['peer'][0]:>6.0%} of the peer")
+        else:
+            print("  Durable Streams server: skipped (no node on PATH)")
+
+    figures = {
+        "http_vs_peer": {
+            str(size): r["http"][0] / r["peer"][0] for size, r in results.items() if "peer" in r
+        },
+        "http_vs_raw": {"1000": results[1000]["http"][0] / raw_limit(results[1000], layout)},
+        "layout": layout,
+        "in_process_vs_group_commit": results[1]["writer"][0] / results[1]["ceiling-bump"][0],
+        "events_per_second": {
+            str(size): {phase: round(rate) for phase, (rate, _) in r.items()}
+            for size, r in results.items()
+        },
+        "bytes_per_event": {table: round(size, 1) for table, size in sizes.items()},
+    }
+    figures["events_per_second"]["1"]["http-paced"] = round(paced[0])
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2) + "\n")
 
 
 if __name__ == "__main__":
