@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import random
 import shutil
@@ -109,7 +110,11 @@ def chunk(i: int) -> dict[str, object]:
     return {"type": "TOOL_CALL_END", "toolCallId": call}
 
 
+@functools.lru_cache(maxsize=1)
 def batches(total: int, size: int) -> list[list[dict[str, object]]]:
+    """Shared by a size's repeated phases, which only read them. Making them
+    takes seconds: phases make them before opening their keep-alive
+    connections, which would otherwise outlast the server's idle timeout."""
     return [[chunk(i + j) for j in range(size)] for i in range(0, total, size)]
 
 
@@ -349,6 +354,7 @@ async def http_bench(base: str, size: int, total: int) -> Result:
     # A raw keep-alive client (a connection per producer): on 2 cores aiohttp
     # cost about as much CPU per request as the server, and httpx ~10x more.
     producers = PRODUCERS_SINGLE if size == 1 else 4
+    work = batches(total, size)
     poster = RawPoster(port_of(base), connections=producers)
     await poster.open()
     try:
@@ -359,7 +365,7 @@ async def http_bench(base: str, size: int, total: int) -> Result:
 
         # Create the runs outside the timing.
         await asyncio.gather(*(send(p, [chunk(0)]) for p in range(producers)))
-        return await drive(producers, batches(total, size), send)
+        return await drive(producers, work, send)
     finally:
         await poster.close()
 
@@ -399,6 +405,7 @@ def peer_process() -> Iterator[int | None]:
 async def peer_bench(port: int, size: int, total: int) -> Result:
     """The same load against the peer: a stream per producer, JSON arrays of chunks."""
     producers = PRODUCERS_SINGLE if size == 1 else 4
+    work = batches(total, size)
     poster = RawPoster(port, connections=producers)
     await poster.open()
     try:
@@ -409,7 +416,7 @@ async def peer_bench(port: int, size: int, total: int) -> Result:
         async def send(p: int, batch: list[dict[str, object]]) -> None:
             await poster.post(streams[p], orjson.dumps(batch))
 
-        return await drive(producers, batches(total, size), send)
+        return await drive(producers, work, send)
     finally:
         await poster.close()
 
