@@ -1,6 +1,6 @@
 """Audit query latency over a large log, against raw asyncpg running the same SQL.
 
-    python ops/bench/audit.py [--runs 10000] [--events 1000] [--samples 200]
+    python ops/bench/audit.py [--runs 10000] [--events 1000] [--samples 200] [--json FILE]
 
 Builds the population straight in SQL in a scratch database (generate_series:
 N runs of M events, their maintained columns set to match the events), then
@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import asyncpg
 import httpx
-from common import pct, scratch_database, server_process
+from common import pct, scratch_database, server_process, write_json
 from sqlalchemy.dialects import postgresql
 
 from service.audit.filters import RunFilter
@@ -195,7 +195,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=10_000)
     parser.add_argument("--events", type=int, default=1_000)
     parser.add_argument("--samples", type=int, default=200)
+    parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     args = parser.parse_args()
+    figures: dict[str, Any] = {"runs": args.runs, "events": args.events, "filters": {}}
     with scratch_database() as url:
         print(f"audit benchmark: {args.runs:,} runs x {args.events:,} events", file=sys.stderr)
         asyncio.run(populate(url, args.runs, args.events))
@@ -206,6 +208,7 @@ def main() -> None:
             fixed, _ = asyncio.run(time_http(base, {}, args.samples, "/healthz"))
             print(f"{'GET /healthz (HTTP floor)':32} {'':>4} {pct(fixed, 50):>9.2f} "
                   f"{pct(fixed, 99):>7.2f}")  # fmt: skip
+            figures["http_floor"] = {"p50_ms": pct(fixed, 50), "p99_ms": pct(fixed, 99)}
             for name, params in FILTERS.items():
                 http, rows = asyncio.run(time_http(base, params, args.samples))
                 raw = asyncio.run(time_raw(url, params, args.samples))
@@ -213,6 +216,14 @@ def main() -> None:
                     f"{name:32} {rows:>4} {pct(http, 50):>9.2f} {pct(http, 99):>7.2f} "
                     f"{pct(raw, 50):>12.2f} {pct(raw, 99):>7.2f}"
                 )
+                figures["filters"][name] = {
+                    "rows": rows,
+                    "http_p50_ms": pct(http, 50),
+                    "http_p99_ms": pct(http, 99),
+                    "asyncpg_p50_ms": pct(raw, 50),
+                    "asyncpg_p99_ms": pct(raw, 99),
+                }
+    write_json(args.json, figures)
 
 
 if __name__ == "__main__":

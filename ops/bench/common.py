@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import math
 import os
 import re
 import subprocess
@@ -12,6 +14,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
@@ -96,6 +99,25 @@ def free_port() -> int:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
         return port
+
+
+def write_json(path: str | None, figures: dict[str, Any]) -> None:
+    """A script's figures and ratios as one JSON object (`--json FILE`), when asked for.
+
+    NaN and infinities (a percentile of nothing) are written as null.
+    """
+    if path:
+        Path(path).write_text(json.dumps(_finite(figures), indent=2, sort_keys=True) + "\n")
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {str(k): _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
 
 
 def pct(values: list[float], p: float) -> float:

@@ -1,6 +1,6 @@
 """Hosted-run driver overhead: upstream → durable append → SSE client, vs the upstream alone.
 
-    python ops/bench/driver.py [--events 10000] [--rate 1000]
+    python ops/bench/driver.py [--events 10000] [--rate 1000] [--json FILE]
 
 An upstream process streams AG-UI events. Printed, in one run:
 - throughput: the upstream emitting N events as fast as it can, read alone
@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import aiohttp
-from common import free_port, pct, scratch_database, server_process
+from common import free_port, pct, scratch_database, server_process, write_json
 
 HERE = Path(__file__).resolve().parent
 Received = list[tuple[float, dict[str, object]]]
@@ -82,6 +82,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--events", type=int, default=10_000)
     parser.add_argument("--rate", type=float, default=1000.0, help="paced events/s for latency")
+    parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     args = parser.parse_args()
     port = free_port()
     upstream = subprocess.Popen([sys.executable, str(HERE / "upstream_fast.py"), str(port)])
@@ -109,6 +110,22 @@ def main() -> None:
     print(
         f"  live, upstream at {args.rate:,.0f}/s: sent -> client got "
         f"p50 {p50:.1f} ms  p99 {p99:.1f} ms  ({paced_count:,} events)"
+    )
+    write_json(
+        args.json,
+        {
+            "events": args.events,
+            "upstream_alone_events_per_s": alone,
+            "through_service_events_per_s": served,
+            "through_service_vs_upstream_alone": served / alone,
+            "events_received": {"upstream_alone": count, "through_service": served_count},
+            "live": {
+                "rate": args.rate,
+                "p50_ms": p50,
+                "p99_ms": p99,
+                "events_received": paced_count,
+            },
+        },
     )
 
 

@@ -1,6 +1,6 @@
 """Projector benchmark: batch and live-tail projection against the reference.
 
-    python ops/bench/project.py [--chunks 100000] [--keep FILE]
+    python ops/bench/project.py [--chunks 100000] [--keep FILE] [--json FILE]
 
 Generates a realistic agent run (an agent loop of several turns: reasoning,
 text, tool calls whose arguments stream 20 characters per delta into 50 KB
@@ -33,6 +33,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from ops.bench.common import write_json  # noqa: E402
 from service.projector import Projector, project  # noqa: E402
 
 NODE_DIR = Path(__file__).resolve().parent / "node"
@@ -182,6 +183,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--chunks", type=int, default=100_000)
     parser.add_argument("--keep", type=Path, help="also write the generated log here")
+    parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     args = parser.parse_args()
 
     chunks = generate(args.chunks)
@@ -211,6 +213,20 @@ def main() -> int:
     print(f"        incremental {ref_s / inc_s:.1f}x reference (goal >= 2x)")
     ok = ref_s / batch_s >= 10 and ref_s / inc_s >= 2 and peak < 200
     print("goals met" if ok else "GOALS NOT MET")
+    write_json(
+        args.json,
+        {
+            "chunks": n,
+            "batch_chunks_per_s": n / batch_s,
+            "batch_peak_mb": peak,
+            "incremental_chunks_per_s": n / inc_s,
+            "reference_chunks_per_s": n / ref_s,
+            "reference_rss_peak_mb": rss,
+            "batch_vs_reference": ref_s / batch_s,
+            "incremental_vs_reference": ref_s / inc_s,
+            "goals_met": ok,
+        },
+    )
     return 0 if ok else 1
 
 

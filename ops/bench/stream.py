@@ -2,6 +2,7 @@
 
     python ops/bench/stream.py [--chunks 100000] [--subscribers 1000] [--seconds 5]
                                [--only replay|live|fanout] [--client-processes 1]
+                               [--json FILE]
 
 Prints figures with their ratio to a baseline measured in the same run: a
 bare Starlette endpoint reading the same rows with asyncpg in keyset pages of
@@ -30,11 +31,18 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from ops.bench.common import RawPoster, pct, scratch_database, server_process  # noqa: E402
+from ops.bench.common import (  # noqa: E402
+    RawPoster,
+    pct,
+    scratch_database,
+    server_process,
+    write_json,
+)
 
 ID = re.compile(rb"id: (\d+)\n")
 CHUNK = '{"type":"TEXT_MESSAGE_CONTENT","messageId":"msg-1","delta":"%s"}'
@@ -277,7 +285,7 @@ def line(name: str, value: str, note: str = "") -> None:
     print(f"  {name:<46} {value:>18}  {note}")
 
 
-async def bench_replay(url: str, chunks: int, ours: int, base: int) -> None:
+async def bench_replay(url: str, chunks: int, ours: int, base: int) -> dict[str, float]:
     run = "bench-replay"
     await seed(url, run, chunks)
     results = {}
@@ -304,13 +312,21 @@ async def bench_replay(url: str, chunks: int, ours: int, base: int) -> None:
         f"first event {s_first * 1000:.1f} ms; {s_rate / b_rate:.0%} of baseline"
         " (goal >= 70%, < 20 ms)",
     )
+    return {
+        "baseline_events_per_s": b_rate,
+        "baseline_first_event_ms": b_first * 1000,
+        "events_per_s": s_rate,
+        "first_event_ms": s_first * 1000,
+        "vs_baseline": s_rate / b_rate,
+    }
 
 
-async def bench_live(ours: int, other: int, seconds: float) -> None:
+async def bench_live(ours: int, other: int, seconds: float) -> dict[str, dict[str, float]]:
     print(f"live latency: 1,000 chunks/s for {seconds:g} s, append acknowledged -> chunk received")
-    for name, producer_port in (
-        ("producer on the same process", ours),
-        ("producer on another process", other),
+    figures = {}
+    for key, name, producer_port in (
+        ("same_process", "producer on the same process", ours),
+        ("other_process", "producer on another process", other),
     ):
         run = f"bench-live-{producer_port}"
         poster = RawPoster(producer_port)
@@ -330,6 +346,8 @@ async def bench_live(ours: int, other: int, seconds: float) -> None:
             f"p50 {pct(values, 50):.2f} ms",
             f"p99 {pct(values, 99):.2f} ms (goal p99 < {goal} ms); missing {missing}",
         )
+        figures[key] = {"p50_ms": pct(values, 50), "p99_ms": pct(values, 99), "missing": missing}
+    return figures
 
 
 @dataclass
@@ -342,12 +360,16 @@ class FanOut:
 
 async def bench_fanout(
     ours: int, base: int, subscribers: int, seconds: float, processes: int
-) -> None:
+) -> dict[str, Any]:
     print(
         f"live fan-out: {subscribers:,} SSE subscribers ({processes} client processes),"
         f" 200 appends/s for {seconds:g} s"
     )
-    for name, port in (("baseline (in memory, StreamingResponse)", base), ("ours", ours)):
+    figures: dict[str, Any] = {"subscribers": subscribers}
+    for key, name, port in (
+        ("floor", "baseline (in memory, StreamingResponse)", base),
+        ("ours", "ours", ours),
+    ):
         result = await fan_out(port, subscribers, seconds, processes)
         values = result.latencies
         line(
@@ -365,6 +387,15 @@ async def bench_fanout(
             f"{result.complete:,} / {subscribers:,}",
             f"missing or out of order {result.missing}",
         )
+        figures[key] = {
+            "p50_ms": pct(values, 50),
+            "p99_ms": pct(values, 99),
+            "writes_per_subscriber": result.writes / subscribers,
+            "complete": result.complete,
+            "missing": result.missing,
+        }
+    figures["p99_vs_floor"] = figures["ours"]["p99_ms"] / figures["floor"]["p99_ms"]
+    return figures
 
 
 async def fan_out(ours: int, subscribers: int, seconds: float, processes: int) -> FanOut:
@@ -449,7 +480,9 @@ def main() -> None:
         default=1,
         help="fan-out subscribers split over this many client processes",
     )
+    parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     args = parser.parse_args()
+    figures: dict[str, Any] = {}
     with scratch_database() as url:
         env = {"REPLAY_STREAM_SEND_TIMEOUT_SECONDS": "60"}
         with server_process(url, 8791, **env) as _a, server_process(url, 8792, **env) as _b:
@@ -459,11 +492,11 @@ def main() -> None:
 
                 async def all_benches() -> None:
                     if args.only in (None, "replay"):
-                        await bench_replay(url, args.chunks, 8791, 8793)
+                        figures["catch_up"] = await bench_replay(url, args.chunks, 8791, 8793)
                     if args.only in (None, "live"):
-                        await bench_live(8791, 8792, args.seconds)
+                        figures["live"] = await bench_live(8791, 8792, args.seconds)
                     if args.only in (None, "fanout"):
-                        await bench_fanout(
+                        figures["fan_out"] = await bench_fanout(
                             8791, 8793, args.subscribers, args.seconds, args.client_processes
                         )
 
@@ -471,6 +504,7 @@ def main() -> None:
             finally:
                 base.terminate()
                 base.wait(10)
+    write_json(args.json, figures)
 
 
 if __name__ == "__main__":
