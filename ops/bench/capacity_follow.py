@@ -3,7 +3,7 @@
     python ops/bench/capacity_follow.py      (a job as one JSON line on stdin)
 
 The job: {"system", "start_url", "follow_url" (with {run}), "runs": [{"id", "spec"}],
-"deadline_s"}. The worker starts every run (POST, a few at once), prints
+"deadline_s", "late_ms"}. The worker starts every run (POST, a few at once), prints
 {"started": n}, waits for the line "follow", then opens one SSE follower per
 run and reads each until its RUN_FINISHED (the highest `n`) or the deadline.
 Every second it prints {"progress": ...} (events, late ones, broken runs); a
@@ -70,6 +70,7 @@ class Worker:
         self.lag = [0] * 1001  # event-loop lag, 1 ms buckets
         self.stopping = asyncio.Event()
         self.attached = 0
+        self.late_ms = float(job.get("late_ms", LATE_MS))
 
     def take(self, follow: Follow, payload: bytes, now: float) -> None:
         value = orjson.loads(payload)
@@ -90,7 +91,7 @@ class Worker:
                 ms = (now - sent) * 1000
                 self.hist[min(int(ms / BUCKET_MS), BUCKETS)] += 1
                 self.latencies += 1
-                if ms >= LATE_MS:
+                if ms >= self.late_ms:
                     self.late += 1
             if event.get("type") == "RUN_FINISHED":
                 follow.total = n + 1

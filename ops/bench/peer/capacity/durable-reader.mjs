@@ -8,7 +8,8 @@
 //
 //   POST /runs/ID   body: the run's RunAgentInput, sent to the upstream as is.
 //                   Creates DURABLE_STREAMS_URL/runs/ID, 201, then reads on.
-//   GET  /stats     {"rss", "failures", "firstFailures"}
+//   GET  /stats     {"rss", "active", "failures", "lastFailures"}
+//   GET  /end       abandons every run still being read or flushed (between trials)
 //
 // Prints "ready" once it listens.
 import http from "node:http"
@@ -16,10 +17,12 @@ import { DurableStream, IdempotentProducer } from "@durable-streams/client"
 
 const [port, durableUrl, upstreamUrl] = process.argv.slice(2)
 let failures = 0
-const firstFailures = []
+const lastFailures = []
+const active = new Set() // AbortControllers of the runs being read or flushed
 function failed(error) {
   failures += 1
-  if (firstFailures.length < 5) firstFailures.push(String(error))
+  lastFailures.push(String(error))
+  if (lastFailures.length > 5) lastFailures.shift()
 }
 
 function* sseData(text) {
@@ -31,12 +34,16 @@ function* sseData(text) {
 }
 
 async function drive(runId, stream, body) {
-  const producer = new IdempotentProducer(stream, `reader-${runId}`, { onError: failed })
+  const abort = new AbortController()
+  active.add(abort)
+  const { signal } = abort
+  const producer = new IdempotentProducer(stream, `reader-${runId}`, { onError: failed, signal })
   try {
     const response = await fetch(upstreamUrl, {
       method: "POST",
       headers: { "content-type": "application/json", accept: "text/event-stream" },
       body,
+      signal,
     })
     const decoder = new TextDecoder()
     let buffer = ""
@@ -48,7 +55,9 @@ async function drive(runId, stream, body) {
     }
     await producer.close()
   } catch (error) {
-    failed(error)
+    if (!signal.aborted) failed(error)
+  } finally {
+    active.delete(abort)
   }
 }
 
@@ -73,7 +82,11 @@ const server = http.createServer(async (req, res) => {
       res.end(JSON.stringify({ run_id: match[1], started: true }))
     } else if (req.method === "GET" && url.pathname === "/stats") {
       res.writeHead(200, { "content-type": "application/json" })
-      res.end(JSON.stringify({ rss: process.memoryUsage().rss, failures, firstFailures }))
+      const rss = process.memoryUsage().rss
+      res.end(JSON.stringify({ rss, active: active.size, failures, lastFailures }))
+    } else if (req.method === "GET" && url.pathname === "/end") {
+      for (const abort of active) abort.abort()
+      res.writeHead(200).end("{}")
     } else {
       res.writeHead(404).end()
     }

@@ -10,7 +10,7 @@
 //                          still reads the upstream to its end), 201.
 //   GET  /runs/ID/stream   resumeExistingStream(ID, ?resumeAt): the run's SSE from its
 //                          start (or that many characters on), live until it ends.
-//   GET  /stats            {"rss", "redisUsedMemory", "failures", "firstFailures"}
+//   GET  /stats            {"rss", "redisUsedMemory", "active", "failures", "lastFailures"}
 //
 // Prints "ready" once it listens. On SIGTERM it deletes its KEY_PREFIX keys.
 import http from "node:http"
@@ -19,10 +19,12 @@ import { createResumableStreamContext } from "resumable-stream"
 
 const [port, upstreamUrl, redisUrl, keyPrefix] = process.argv.slice(2)
 let failures = 0
-const firstFailures = []
+const lastFailures = []
+let active = 0 // runs whose producer still reads its upstream
 function failed(error) {
   failures += 1
-  if (firstFailures.length < 5) firstFailures.push(String(error))
+  lastFailures.push(String(error))
+  if (lastFailures.length > 5) lastFailures.shift()
 }
 const publisher = createClient({ url: redisUrl })
 const subscriber = createClient({ url: redisUrl })
@@ -39,6 +41,7 @@ function fromUpstream(body) {
   // A ReadableStream<string> of the upstream's SSE, network read by network read.
   return new ReadableStream({
     async start(controller) {
+      active += 1
       try {
         const response = await fetch(upstreamUrl, {
           method: "POST",
@@ -55,6 +58,8 @@ function fromUpstream(body) {
         // rejected read would take the whole process down.
         failed(error)
         controller.close()
+      } finally {
+        active -= 1
       }
     },
   })
@@ -100,7 +105,7 @@ const server = http.createServer(async (req, res) => {
       const used = Number(/used_memory:(\d+)/.exec(info)?.[1] ?? 0)
       res.writeHead(200, { "content-type": "application/json" })
       res.end(JSON.stringify({
-        rss: process.memoryUsage().rss, redisUsedMemory: used, failures, firstFailures,
+        rss: process.memoryUsage().rss, redisUsedMemory: used, active, failures, lastFailures,
       }))
     } else {
       res.writeHead(404).end()
