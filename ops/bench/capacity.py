@@ -457,6 +457,7 @@ async def run_trial(
         proc = await asyncio.create_subprocess_exec(
             sys.executable, str(HERE / "capacity_follow.py"),
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            limit=1 << 28,  # the result is one line: a histogram and every run's counts
         )  # fmt: skip
         procs.append(_Client(proc))
     listeners = [asyncio.create_task(c.listen()) for c in procs]
