@@ -94,6 +94,9 @@ class Settings(BaseSettings):
     # its earlier life was driving at once, instead of waiting for their leases.
     instance_id: str | None = None
     upstream_idle_seconds: float = 300.0
+    # Disconnect policies: how long a `cancel` run nobody has followed yet waits
+    # for its first reader (its starter must have time to attach).
+    first_reader_seconds: float = Field(default=10.0, ge=0, le=86_400, allow_inf_nan=False)
     # Durable Streams (service.durable): how long a long-poll waits before its
     # 204, how long an SSE response lives before the client reconnects
     # (PROTOCOL.md asks for about a minute), and one catch-up response's size.

@@ -26,7 +26,7 @@ import aiohttp
 from service.agents import upstream
 from service.agents.catalog import Agent, RunInput
 from service.agents.endings import EndReason, close_run
-from service.agents.policy import DEFAULT, OnDisconnect
+from service.agents.policy import DEFAULT, FIRST_READER_SECONDS, OnDisconnect
 from service.errors import ReplayError, RunClosed, SeqConflict, Unavailable
 from service.ingest import Limits
 from service.log import LogStore, StoredChunk
@@ -81,9 +81,13 @@ class Driver:
         client: Callable[[], aiohttp.ClientSession],
         next_seq: int,
         on_disconnect: OnDisconnect = DEFAULT,
+        first_reader_seconds: float = FIRST_READER_SECONDS,
     ) -> None:
         self.log = log
         self.on_disconnect = on_disconnect
+        self._first_reader_seconds = first_reader_seconds
+        # Set when a notification says the run's last reader left (any process).
+        self._readers_left = asyncio.Event()
         self.run_id = run_id
         self.thread_id = thread_id
         self._agent = agent
@@ -108,6 +112,10 @@ class Driver:
         self._stop = self._stop or reason
         if self._reader is not None:
             self._reader.cancel()
+
+    def readers_left(self) -> None:
+        """Nobody reads the run any more: judge its disconnect policy now, not at the poll."""
+        self._readers_left.set()
 
     async def wait(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):
@@ -233,25 +241,36 @@ class Driver:
 
         Readers are counted in the log, on every process (`service.stream.presence`):
         a row a process stopped refreshing for a lease's length is a dead one's.
+        The watcher looks when its run's last reader leaves (a notification from
+        whichever process held it), when the policy's wait runs out, and at
+        least every third of a lease: the poll covers a lost notification and
+        a reader's process that died without a word.
         """
         lease, policy = self._lease, self.on_disconnect
+        poll = lease.interval
+        wait = min(poll, policy.wait_seconds(False, self._first_reader_seconds))
         while True:
-            # At least every second, so `cancel` follows its reader's leave closely.
-            await asyncio.sleep(min(lease.interval, 1.0))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._readers_left.wait(), wait)
+            self._readers_left.clear()
+            wait = poll
             try:
                 absence = await self.log.reader_absence(self.run_id, lease.seconds)
-            except ReplayError:  # the database is away: judge again next tick
+            except ReplayError:  # the database is away: judge again soon
                 log.warning("run %s: cannot count its readers", self.run_id, exc_info=True)
+                wait = min(poll, _RENEW_RETRY_SECONDS)
                 continue
             if absence is None or absence.closed:
                 return
             if absence.readers:
                 continue
-            wait = policy.wait_seconds(ever_read=absence.left_at is not None)
-            if absence.absent_seconds >= wait:
+            allowed = policy.wait_seconds(absence.left_at is not None, self._first_reader_seconds)
+            if absence.absent_seconds >= allowed:
                 log.info(
                     "run %s: no reader for %.1f s (on_disconnect %s); cancelling",
                     self.run_id, absence.absent_seconds, policy.policy,
                 )  # fmt: skip
                 self.halt(EndReason.ABANDONED)
                 return
+            # Look again the moment the wait runs out (or a notice comes first).
+            wait = min(poll, allowed - absence.absent_seconds)

@@ -38,6 +38,7 @@ class Drivers:
         *,
         lease_seconds: float = 30.0,
         idle_seconds: float = 300.0,
+        first_reader_seconds: float = policy.FIRST_READER_SECONDS,
         instance_id: str | None = None,
         limits: Limits | None = None,
     ) -> None:
@@ -45,6 +46,7 @@ class Drivers:
         self.catalog = catalog
         self.lease_seconds = lease_seconds
         self.idle_seconds = idle_seconds
+        self.first_reader_seconds = first_reader_seconds
         self.instance_id = instance_id
         self.limits = limits or Limits()
         instance = instance_id or f"{socket.gethostname()}:{os.getpid()}"
@@ -135,6 +137,7 @@ class Drivers:
             self.log, run_id, thread_id, agent, run_input,
             lease=self.lease, idle_seconds=self.idle_seconds, limits=self.limits,
             client=self._http, next_seq=first.last_seq + 1, on_disconnect=chosen,
+            first_reader_seconds=self.first_reader_seconds,
         )  # fmt: skip
         self._drivers[run_id] = driver
         driver.start(self._forget)
@@ -149,6 +152,12 @@ class Drivers:
         driver = self._drivers.get(run_id)
         if driver is not None:
             driver.halt(EndReason.LOST)
+
+    def readers_left(self, run_id: str) -> None:
+        """Nobody reads the run any more (on any process): its driver judges its policy now."""
+        driver = self._drivers.get(run_id)
+        if driver is not None:
+            driver.readers_left()
 
     async def cancel(self, run_id: str) -> Run:
         """Stop a run: RUN_ERROR "cancelled", closed. A closed run is left as it is."""

@@ -10,7 +10,7 @@ or the `X-On-Disconnect` header), in either form:
 
 A run that no reader ever attached to counts its absence from its start; for
 `cancel` (no grace) that would stop it before its starter could follow it, so
-it waits `FIRST_READER_SECONDS` for a first reader.
+it waits a first-reader window (`REPLAY_FIRST_READER_SECONDS`) for one.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ CANCEL: Final = "cancel"
 CANCEL_AFTER: Final = "cancel_after"
 POLICIES: Final = (CONTINUE, CANCEL, CANCEL_AFTER)
 
-# How long a `cancel` run nobody has followed yet waits for its first reader.
+# How long a `cancel` run nobody has followed yet waits for its first reader,
+# unless the settings say otherwise (REPLAY_FIRST_READER_SECONDS).
 FIRST_READER_SECONDS: Final = 10.0
 # A day: a longer grace is a `continue` that forgot to say so.
 MAX_GRACE_SECONDS: Final = 86_400.0
@@ -55,11 +56,13 @@ class OnDisconnect:
             out["grace_seconds"] = self.grace_seconds
         return out
 
-    def wait_seconds(self, ever_read: bool) -> float:
+    def wait_seconds(
+        self, ever_read: bool, first_reader_seconds: float = FIRST_READER_SECONDS
+    ) -> float:
         """How long the run may go unread before it is cancelled."""
         if self.policy == CANCEL_AFTER:
             return self.grace_seconds or 0.0
-        return 0.0 if ever_read else FIRST_READER_SECONDS
+        return 0.0 if ever_read else first_reader_seconds
 
 
 DEFAULT: Final = OnDisconnect()

@@ -138,6 +138,7 @@ def create_app(
                 load_catalog(settings.agents, {"demo": demo_agent(settings.demo_delay_seconds)}),
                 lease_seconds=settings.lease_seconds,
                 idle_seconds=settings.upstream_idle_seconds,
+                first_reader_seconds=settings.first_reader_seconds,
                 instance_id=settings.instance_id,
                 limits=ingest.Limits(
                     settings.max_chunk_bytes, settings.max_batch_bytes, settings.max_batch_events
@@ -146,6 +147,8 @@ def create_app(
             await drivers.start_reaper()
             # A run closed anywhere (cancelled on another replica) stops its driver here.
             hub.on_close(drivers.closed_elsewhere)
+            # A run whose last reader left anywhere has its disconnect policy judged now.
+            hub.on_readers_left(drivers.readers_left)
             # Stops before the hub and the log: drivers still append as they end.
             stack.push_async_callback(drivers.close)
             for stop_sampling in _gauges(

@@ -46,6 +46,13 @@ async def get_runs(
     has_error: Annotated[
         bool | None, Query(description="the run's last terminal event was RUN_ERROR")
     ] = None,
+    error_code: Annotated[
+        list[str] | None,
+        Query(
+            description="repeatable; the code of the run's last RUN_ERROR "
+            "(cancelled, abandoned, interrupted, upstream_error, or a producer's own)"
+        ),
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: Annotated[str | None, Query(description="next_cursor of the previous page")] = None,
 ) -> Response:
@@ -58,6 +65,7 @@ async def get_runs(
         agent=agent,
         tool=tool,
         has_error=has_error,
+        error_codes=tuple(error_code or ()),
     )
     async with engine.connect() as conn:
         page = await list_runs(conn, run_filter, limit=limit, cursor=cursor)

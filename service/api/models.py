@@ -23,6 +23,12 @@ class RunCreate(BaseModel):
     metadata: dict[str, Any] | None = None
 
 
+class OnDisconnectOut(BaseModel):
+    policy: str = Field(description="continue, cancel or cancel_after")
+    grace_seconds: float | None = Field(default=None, description="cancel_after only")
+    reader_left_at: str | None = Field(description="when its last reader left (null: never)")
+
+
 class RunOut(BaseModel):
     run_id: str
     thread_id: str | None
@@ -34,7 +40,14 @@ class RunOut(BaseModel):
     updated_at: str
     closed_at: str | None
     metadata: dict[str, Any]
-    error: str | None
+    error: str | None = Field(description="the message of the run's last RUN_ERROR")
+    error_code: str | None = Field(
+        description="its code: cancelled (POST .../cancel), abandoned (its disconnect policy: "
+        "nobody read it), interrupted (its driver stopped), upstream_error, or a producer's own"
+    )
+    on_disconnect: OnDisconnectOut | None = Field(
+        default=None, description="a hosted run's disconnect policy (null for other runs)"
+    )
 
 
 class AppendIn(BaseModel):

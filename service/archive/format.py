@@ -32,6 +32,7 @@ def run_json(run: RunRecord) -> dict[str, Any]:
         "closed_at": _iso(run.closed_at),
         "last_seq": run.last_seq,
         "error_message": run.error_message,
+        "error_code": run.error_code,
         "metadata": run.metadata,
         "input": None if run.input is None else loads(run.input),
     }

@@ -14,7 +14,7 @@ which `str.splitlines` would also split on.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -24,6 +24,7 @@ from service.errors import InvalidExport, InvalidJson, InvalidRunId, ReplayError
 from service.log import check_run_id
 from service.log.bulk import LoadedRun, LoggedEvent, RunRecord
 from service.log.chunks import dumps, loads, stored
+from service.log.summary import summarize
 
 _EVENT_KEYS = frozenset({"run_id", "seq", "received_at", "chunk"})
 _JSON_SPACE = " \t\r\n"
@@ -120,10 +121,13 @@ def _record(run: Any) -> RunRecord:
         error_message=_optional_text(1, run, "error_message"),
         metadata=metadata,
         input=None if value is None else dumps(value),
+        error_code=_optional_text(1, run, "error_code"),
     )
 
 
-def _header(number: int, text: str, complete: bool) -> list[RunRecord]:
+def _header(number: int, text: str, complete: bool) -> tuple[list[RunRecord], set[str]]:
+    """The header's runs, and those it gives no `error_code` (a file written before
+    runs kept one: their events say it)."""
     header = _object(number, text, complete)
     if header.get("format") != FORMAT or number != 1:
         raise InvalidExport(number, f"not an export file: the first line must be a {FORMAT} header")
@@ -142,7 +146,9 @@ def _header(number: int, text: str, complete: bool) -> list[RunRecord]:
         if record.run_id in seen:
             raise InvalidExport(1, f"run {record.run_id!r} is listed twice")
         seen.add(record.run_id)
-    return records
+    return records, {
+        r.run_id for r, run in zip(records, runs, strict=True) if "error_code" not in run
+    }
 
 
 def _chunk_text(line: str, value: dict[str, Any]) -> str:
@@ -175,7 +181,7 @@ def read_archive(data: bytes) -> Archive:
     first = next(lines, None)
     if first is None:
         raise InvalidExport(1, "the file is empty")
-    records = _header(*first)
+    records, derive = _header(*first)
     events: dict[str, list[LoggedEvent]] = {r.run_id: [] for r in records}
     last_seqs = {r.run_id: r.last_seq for r in records}
     last_number = first[0]
@@ -209,4 +215,10 @@ def read_archive(data: bytes) -> Archive:
                 f"the file ends at seq {len(events[record.run_id])} of run {record.run_id!r}, "
                 f"whose header says last_seq {record.last_seq} (truncated?)",
             )
+    records = [
+        replace(r, error_code=summarize(e.chunk for e in events[r.run_id]).error_code)
+        if r.run_id in derive
+        else r
+        for r in records
+    ]
     return Archive([LoadedRun(r, events[r.run_id]) for r in records])

@@ -37,6 +37,8 @@ class RunFilter:
     agent: str | None = None
     tool: str | None = None
     has_error: bool | None = None
+    # The code of the run's last RUN_ERROR (`abandoned`, `cancelled`, ...); any of these.
+    error_codes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         # Matched against columns stored through `storable` (NUL and lone
@@ -45,6 +47,7 @@ class RunFilter:
             value = getattr(self, name)
             if value is not None:
                 object.__setattr__(self, name, storable(value))
+        object.__setattr__(self, "error_codes", tuple(storable(c) for c in self.error_codes))
         unknown = [s for s in self.statuses if s not in STATUSES]
         if unknown:
             raise InvalidRequest(f"unknown status {unknown[0]!r}; use one of {', '.join(STATUSES)}")

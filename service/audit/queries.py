@@ -1,8 +1,8 @@
 """Run listings: filtered, newest first, keyset-paginated (SQLAlchemy Core).
 
 Every filter is a column of `runs` with an index behind it (thread, status,
-agent and time share `created_at`; tools use the GIN index on the maintained
-`tool_names`), so a page costs the same with ten runs or ten million events.
+agent, error code and time share `created_at`; tools use the GIN index on the
+maintained `tool_names`), so a page costs the same with ten runs or ten million events.
 """
 
 from __future__ import annotations
@@ -44,6 +44,10 @@ def conditions(f: RunFilter) -> list[ColumnElement[bool]]:
         where.append(runs.c.error_message.is_not(None))
     elif f.has_error is False:
         where.append(runs.c.error_message.is_(None))
+    if len(f.error_codes) == 1:
+        where.append(runs.c.error_code == f.error_codes[0])
+    elif f.error_codes:
+        where.append(runs.c.error_code.in_(f.error_codes))
     return where
 
 

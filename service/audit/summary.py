@@ -22,6 +22,7 @@ RUN_COLUMNS: tuple[ColumnElement[Any], ...] = (
     runs.c.closed_at,
     runs.c.last_seq,
     runs.c.error_message,
+    runs.c.error_code,
     # jsonb as text, decoded by the log's exact parser like Run.from_record.
     cast(runs.c.metadata, Text).label("metadata"),
 )
@@ -66,6 +67,7 @@ def summary(row: Mapping[str, Any]) -> dict[str, Any]:
         "event_count": row["last_seq"],
         "tool_names": list(row["tool_names"]),
         "error": row["error_message"],
+        "error_code": row["error_code"],
         "usage": usage(row),
         "metadata": loads(row["metadata"]),
     }

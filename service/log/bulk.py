@@ -40,6 +40,8 @@ class RunRecord:
     error_message: str | None
     metadata: dict[str, Any]
     input: str | None  # RunAgentInput JSON text
+    # The code of its last terminal RUN_ERROR (derived from the events, as appends keep it).
+    error_code: str | None = None
 
 
 class LoggedEvent(NamedTuple):
@@ -62,7 +64,7 @@ class LoadReport:
 # The fields a stored run must match to count as the same run. updated_at is
 # left out: leases renew it without changing what the run is.
 _COMPARED = ("thread_id", "agent", "status", "created_at", "closed_at", "last_seq",
-             "error_message", "metadata", "input")  # fmt: skip
+             "error_message", "error_code", "metadata", "input")  # fmt: skip
 
 _LOCK = QUERIES["lock_runs"]
 _EVENTS = QUERIES["run_chunks"]
@@ -122,6 +124,7 @@ async def _insert(conn: asyncpg.pool.PoolConnectionProxy, run: LoadedRun) -> Non
             _INSERT_RUN,
             r.run_id, r.thread_id, r.agent, r.status, r.created_at, r.updated_at, r.closed_at,
             r.last_seq, r.error_message, dumps(r.metadata), r.input, terminal, tools, *usage,
+            r.error_code,
         )  # fmt: skip
     if created is None:
         raise RunConflict(f"run {r.run_id!r} was created while importing; import again")

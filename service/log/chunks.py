@@ -102,6 +102,24 @@ def error_message(chunk: Any) -> str:
     return "run error"
 
 
+# A code is a short identifier; one longer than this is cut in the runs'
+# maintained column (the chunk keeps it whole) so an index entry stays small.
+MAX_ERROR_CODE_CHARS = 200
+
+
+def error_code(chunk: Any) -> str | None:
+    """The code of a RUN_ERROR chunk: AG-UI's `code`, or TanStack's `error.code`."""
+    if not isinstance(chunk, dict):
+        return None
+    code = chunk.get("code")
+    if not isinstance(code, str):
+        error = chunk.get("error")
+        code = error.get("code") if isinstance(error, dict) else None
+    if not isinstance(code, str) or not code:
+        return None
+    return code[:MAX_ERROR_CODE_CHARS]
+
+
 def stored(chunk: Any, index: int, text: str | None = None) -> StoredChunk:
     """Validate one parsed chunk and give its stored form.
 

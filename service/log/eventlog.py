@@ -79,6 +79,7 @@ class Run:
     metadata: dict[str, Any]
     last_terminal: str | None
     error_message: str | None
+    error_code: str | None  # the code of that RUN_ERROR (`cancelled`, `abandoned`, ...)
     lease_owner: str | None
     lease_expires_at: datetime | None
     tool_names: list[str]
@@ -109,6 +110,7 @@ class Run:
             "closed_at": self.closed_at.isoformat() if self.closed_at else None,
             "metadata": self.metadata,
             "error": self.error_message,
+            "error_code": self.error_code,
             "tool_names": self.tool_names,
             "usage": None
             if self.total_tokens is None and self.prompt_tokens is None
@@ -458,15 +460,18 @@ class EventLog:
         on_connect: Callable[[], None],
         *,
         wait_seconds: float = 5.0,
+        on_readers_left: Callable[[list[str]], None] | None = None,
     ) -> Listener:
         """Decoded notifications of every process's commits, on a connection of their own.
 
         Returns once listening, or after `wait_seconds` (it keeps trying; the
         caller's re-check covers the gap). `on_connect` runs at every (re)connect.
+        `on_readers_left`, if given, hears the runs whose last reader just left.
         """
         if self._dsn is None:
             raise Unavailable("this event log was made from a pool: it has no URL to LISTEN on")
-        return await Listener(self._dsn, on_notices, on_connect).start(wait_seconds)
+        listener = Listener(self._dsn, on_notices, on_connect, on_readers_left)
+        return await listener.start(wait_seconds)
 
     # -- leases ---------------------------------------------------------------
 

@@ -18,7 +18,7 @@ from typing import Any
 import asyncpg
 
 from service.log.faults import UNREACHABLE
-from service.log.notifications import CHANNEL, Notice, decode
+from service.log.notifications import CHANNEL, READERS_CHANNEL, Notice, decode, decode_left
 from service.log.sql import QUERIES
 
 log = logging.getLogger("replay.log")
@@ -35,10 +35,12 @@ class Listener:
         dsn: str,
         on_notices: Callable[[list[Notice]], None],
         on_connect: Callable[[], None],
+        on_readers_left: Callable[[list[str]], None] | None = None,
     ) -> None:
         self._dsn = dsn
         self._on_notices = on_notices
         self._on_connect = on_connect
+        self._on_readers_left = on_readers_left
         self._conn: asyncpg.Connection | None = None
         self._lost: asyncio.Event | None = None
         self._connected = asyncio.Event()
@@ -80,6 +82,10 @@ class Listener:
     def _notified(self, conn: Any, pid: int, channel: str, payload: object) -> None:
         self._on_notices(decode(str(payload)))
 
+    def _readers_notified(self, conn: Any, pid: int, channel: str, payload: object) -> None:
+        if self._on_readers_left is not None:
+            self._on_readers_left(decode_left(str(payload)))
+
     async def _listen_forever(self) -> None:
         delay = 0.05
         while True:
@@ -94,6 +100,8 @@ class Listener:
             conn.add_termination_listener(_setter(lost))
             try:
                 await conn.add_listener(CHANNEL, self._notified)
+                if self._on_readers_left is not None:
+                    await conn.add_listener(READERS_CHANNEL, self._readers_notified)
             except _FAILURES as exc:
                 log.warning("LISTEN failed (%s)", exc)
                 conn.terminate()

@@ -12,6 +12,12 @@ one version never misreads another's (during a rolling upgrade the old and
 new processes simply do not hear each other, and the stream's slow re-check
 covers the difference). A notification is only a hint: late, lost or repeated
 ones change when a reader reads, never what.
+
+A second channel, `READERS_CHANNEL`, says which hosted runs have just lost
+their last reader on every process (`readers_left` in `queries.sql`): one run
+id a line. The run's driver, on whichever process, judges its disconnect
+policy at once instead of at its next poll; the poll stays, for what a lost
+notification or a dead process leaves unsaid.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from typing import NamedTuple
 
 VERSION = 1
 CHANNEL = f"replay_events_v{VERSION}"
+READERS_CHANNEL = f"replay_readers_v{VERSION}"
 
 
 class Notice(NamedTuple):
@@ -43,3 +50,8 @@ def decode(payload: str) -> list[Notice]:
         if run_id and seq.isascii() and seq.isdigit() and flag in ("", "c"):
             notices.append(Notice(run_id, int(seq), flag == "c"))
     return notices
+
+
+def decode_left(payload: str) -> list[str]:
+    """The runs in a `READERS_CHANNEL` payload (a line each; blank ones skipped)."""
+    return [line for line in payload.split("\n") if line and " " not in line]

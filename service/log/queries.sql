@@ -36,6 +36,9 @@ WITH upd AS (
                 THEN ($7::jsonb -> runs.run_id) ->> 'error'
             WHEN ($7::jsonb -> runs.run_id) ? 'terminal' THEN NULL
             ELSE runs.error_message END,
+        error_code = CASE
+            WHEN ($7::jsonb -> runs.run_id) ? 'terminal' THEN ($7::jsonb -> runs.run_id) ->> 'error_code'
+            ELSE runs.error_code END,
         closed_at = CASE WHEN ($7::jsonb -> runs.run_id) ? 'close' THEN now() END,
         tool_names = CASE WHEN ($7::jsonb -> runs.run_id) ? 'tools' THEN ARRAY(
             SELECT DISTINCT t
@@ -106,6 +109,9 @@ WITH upd AS (
                 THEN ($1::jsonb -> runs.run_id) ->> 'error'
             WHEN ($1::jsonb -> runs.run_id) ? 'terminal' THEN NULL
             ELSE runs.error_message END,
+        error_code = CASE
+            WHEN ($1::jsonb -> runs.run_id) ? 'terminal' THEN ($1::jsonb -> runs.run_id) ->> 'error_code'
+            ELSE runs.error_code END,
         closed_at = CASE WHEN ($1::jsonb -> runs.run_id) ? 'close' THEN now() END,
         tool_names = CASE WHEN ($1::jsonb -> runs.run_id) ? 'tools' THEN ARRAY(
             SELECT DISTINCT t
@@ -177,7 +183,7 @@ RETURNING run_id;
 -- A run's row, as service.log.eventlog.Run holds it. $1 run id.
 SELECT run_id, thread_id, agent, status, last_seq, closed_at IS NOT NULL AS closed,
        created_at, updated_at, closed_at, metadata::text AS metadata, last_terminal,
-       error_message, lease_owner, lease_expires_at, tool_names, prompt_tokens,
+       error_message, error_code, lease_owner, lease_expires_at, tool_names, prompt_tokens,
        completion_tokens, total_tokens, on_disconnect, grace_seconds, reader_left_at
 FROM runs WHERE run_id = $1;
 
@@ -296,16 +302,25 @@ RETURNING run_id;
 -- The holder's last follower of runs $2 left: its rows go, and a run nobody
 -- else reads (no fresh row of another holder) records when its last reader left.
 -- The UPDATE sees the rows as they were before the DELETE: hence `holder <> $1`.
+-- The runs nobody reads now are told to every process on their own channel
+-- (service.log.notifications.READERS_CHANNEL), 40 to a NOTIFY like appends',
+-- so their drivers judge at once rather than at their next poll.
 WITH gone AS (
     DELETE FROM run_readers WHERE holder = $1 AND run_id = ANY($2::text[]) RETURNING run_id
+), unread AS (
+    UPDATE runs SET reader_left_at = now()
+    WHERE run_id IN (SELECT run_id FROM gone) AND closed_at IS NULL
+      AND NOT EXISTS (
+        SELECT 1 FROM run_readers x
+        WHERE x.run_id = runs.run_id AND x.holder <> $1
+          AND x.seen_at > now() - make_interval(secs => $3))
+    RETURNING run_id
+), note AS (
+    SELECT pg_notify('replay_readers_v1', string_agg(run_id, E'\n'))
+    FROM (SELECT run_id, (row_number() OVER ()) / 40 AS bucket FROM unread) AS l
+    GROUP BY bucket
 )
-UPDATE runs SET reader_left_at = now()
-WHERE run_id IN (SELECT run_id FROM gone) AND closed_at IS NULL
-  AND NOT EXISTS (
-    SELECT 1 FROM run_readers x
-    WHERE x.run_id = runs.run_id AND x.holder <> $1
-      AND x.seen_at > now() - make_interval(secs => $3))
-RETURNING run_id;
+SELECT run_id, (SELECT count(*) FROM note) AS notes FROM unread;
 
 
 -- name: reader_absence
@@ -340,7 +355,7 @@ FROM runs r WHERE r.run_id = $1;
 -- name: lock_runs
 -- The stored fields of runs $1 an import compares, locked.
 SELECT run_id, thread_id, agent, status, created_at, closed_at, last_seq, error_message,
-       metadata::text AS metadata, input
+       error_code, metadata::text AS metadata, input
 FROM runs WHERE run_id = ANY($1::text[]) ORDER BY run_id FOR UPDATE;
 
 
@@ -353,8 +368,8 @@ SELECT chunk, received_at FROM events WHERE run_id = $1 ORDER BY seq;
 -- An imported run with its maintained columns; returns its id unless it existed.
 INSERT INTO runs (run_id, thread_id, agent, status, created_at, updated_at, closed_at, last_seq,
                   error_message, metadata, input, last_terminal, tool_names,
-                  prompt_tokens, completion_tokens, total_tokens)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::jsonb, $11, $12, $13, $14, $15, $16)
+                  prompt_tokens, completion_tokens, total_tokens, error_code)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::jsonb, $11, $12, $13, $14, $15, $16, $17)
 ON CONFLICT (run_id) DO NOTHING
 RETURNING run_id;
 

@@ -69,6 +69,7 @@ class RunShare:
     status: str | None = None  # with close: recorded instead of finished / error
     terminal: str | None = None  # the last RUN_FINISHED / RUN_ERROR type
     error: str | None = None  # that RUN_ERROR's text
+    error_code: str | None = None  # and its code
     tools: tuple[str, ...] = ()
     # Summed into prompt_tokens, completion_tokens, total_tokens.
     usage: tuple[int | None, int | None, int | None] = (None, None, None)
@@ -101,6 +102,7 @@ class RunShare:
             status=status,
             terminal=summary.terminal,
             error=summary.error if summary.terminal is not None else None,
+            error_code=summary.error_code if summary.terminal is not None else None,
             tools=tuple(summary.tools),
             usage=(summary.usage[0], summary.usage[1], summary.usage[2]),
         )
@@ -118,6 +120,8 @@ class RunShare:
             share["terminal"] = self.terminal
             if self.error is not None:
                 share["error"] = self.error
+            if self.error_code is not None:
+                share["error_code"] = self.error_code
         if self.tools:
             share["tools"] = list(self.tools)
         for column, value in zip(TOKEN_COLUMNS, self.usage, strict=True):

@@ -62,6 +62,10 @@ runs = Table(
     Column("on_disconnect", Text, nullable=True),
     Column("grace_seconds", Float, nullable=True),
     Column("reader_left_at", DateTime(timezone=True), nullable=True),
+    # The code of the last terminal RUN_ERROR (`cancelled`, `abandoned`,
+    # `interrupted`, a producer's own), kept by every append like
+    # error_message (revision 0005_error_code).
+    Column("error_code", Text, nullable=True),
     Index("runs_thread_created_idx", "thread_id", "created_at"),
     Index("runs_agent_created_idx", "agent", "created_at"),
     Index("runs_tool_names_idx", "tool_names", postgresql_using="gin"),
@@ -76,6 +80,13 @@ runs = Table(
         postgresql_where=text("error_message IS NOT NULL"),
     ),
     Index("runs_closed_idx", "closed_at", postgresql_where=text("closed_at IS NOT NULL")),
+    # The error_code filter (revision 0005_error_code).
+    Index(
+        "runs_error_code_created_idx",
+        "error_code",
+        "created_at",
+        postgresql_where=text("error_code IS NOT NULL"),
+    ),
     Index(
         "runs_open_lease_idx",
         "lease_expires_at",

@@ -150,6 +150,7 @@ class LogStore(Protocol):
         on_connect: Callable[[], None],
         *,
         wait_seconds: float = 5.0,
+        on_readers_left: Callable[[list[str]], None] | None = None,
     ) -> Listening: ...
 
     # -- leases (hosted runs) -------------------------------------------------
@@ -177,7 +178,8 @@ class LogStore(Protocol):
     async def readers_left(
         self, holder: str, run_ids: Sequence[str], fresh_seconds: float
     ) -> list[str]:
-        """`holder`'s last follower of `run_ids` left; returns the runs nobody reads now."""
+        """`holder`'s last follower of `run_ids` left; returns the runs nobody reads now
+        (and tells every process's `listen(on_readers_left=...)` of them)."""
         ...
 
     async def reader_absence(self, run_id: str, fresh_seconds: float) -> Absence | None: ...

@@ -1,7 +1,7 @@
 """What a run's chunks add to its maintained summary columns.
 
 One set of rules for the append path (per group commit) and for import
-(per whole run): the last terminal chunk and its error text, the distinct
+(per whole run): the last terminal chunk, its error text and code, the distinct
 tool names called (`TOOL_CALL_START.toolCallName`, or the legacy `toolName`),
 and token usage summed over `RUN_FINISHED.usage`.
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from service.log.chunks import StoredChunk, error_message, loads, storable
+from service.log.chunks import StoredChunk, error_code, error_message, loads, storable
 
 _SUMMARIZED = frozenset({"RUN_FINISHED", "RUN_ERROR", "TOOL_CALL_START"})
 USAGE_KEYS = ("promptTokens", "completionTokens", "totalTokens")
@@ -33,6 +33,7 @@ def _saturate(count: int) -> int:
 class Summary:
     terminal: str | None = None
     error: str | None = None
+    error_code: str | None = None
     tools: list[str] = field(default_factory=list)  # sorted, distinct
     usage: list[int | None] = field(default_factory=lambda: [None, None, None])
 
@@ -52,6 +53,8 @@ def summarize(chunks: Iterable[StoredChunk]) -> Summary:
             continue
         summary.terminal = kind
         summary.error = storable(error_message(value)) if kind == "RUN_ERROR" else None
+        code = error_code(value) if kind == "RUN_ERROR" else None
+        summary.error_code = None if code is None else storable(code)
         usage = value.get("usage") if kind == "RUN_FINISHED" else None
         if isinstance(usage, dict):
             for i, key in enumerate(USAGE_KEYS):

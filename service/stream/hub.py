@@ -99,6 +99,9 @@ class Hub:
         # Told of every run another process closes (e.g. the drivers, so a
         # cancel anywhere aborts the upstream here at once).
         self._close_hooks: list[Callable[[str], None]] = []
+        # Told of every run whose last reader just left, on any process (the
+        # drivers, so a disconnect policy is judged at once, not at a poll).
+        self._unread_hooks: list[Callable[[str], None]] = []
         self._listener: Listening | None = None
         self._recheck_now = asyncio.Event()
         self._retired_reads = 0
@@ -112,7 +115,10 @@ class Hub:
         """Start listening; returns once listening (or after `wait_seconds`: the poll covers)."""
         if self._listen:
             self._listener = await self.store.listen(
-                self._on_notices, self._recheck_now.set, wait_seconds=wait_seconds
+                self._on_notices,
+                self._recheck_now.set,
+                wait_seconds=wait_seconds,
+                on_readers_left=self._on_readers_left,
             )
             self._tasks.append(asyncio.create_task(self._recheck_forever(), name="stream-recheck"))
         if self.presence is not None:
@@ -177,6 +183,18 @@ class Hub:
                         hook(run_id)
                     except Exception:  # a hook's failure must not stop the listener
                         log.exception("stream: a close hook failed for run %s", run_id)
+
+    def on_readers_left(self, hook: Callable[[str], None]) -> None:
+        """Call `hook(run_id)` whenever a notification says nobody reads a run any more."""
+        self._unread_hooks.append(hook)
+
+    def _on_readers_left(self, run_ids: list[str]) -> None:
+        for run_id in run_ids:
+            for hook in self._unread_hooks:
+                try:
+                    hook(run_id)
+                except Exception:  # a hook's failure must not stop the listener
+                    log.exception("stream: a readers-left hook failed for run %s", run_id)
 
     async def recheck(self) -> None:
         """Re-read every followed run's state and wake the channels that are behind."""

@@ -23,6 +23,7 @@ class Turn:
     time: datetime | None
     message: dict[str, Any] | None = None  # a UIMessage
     error: str | None = None  # or: the run ended in this error
+    error_code: str | None = None  # with this code (`abandoned`, `cancelled`, ...)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +86,13 @@ def from_archive(
                 Turn(record.run_id, time or _created(message) or record.created_at, message)
             )
         if record.error_message:
-            turns.append(Turn(record.run_id, record.closed_at, error=record.error_message))
+            turns.append(
+                Turn(
+                    record.run_id,
+                    record.closed_at,
+                    error=record.error_message,
+                    error_code=record.error_code,
+                )
+            )
     title = _title(archive.records, thread_id)
     return Transcript(title, archive.records, turns, call_times, result_times)

@@ -22,6 +22,7 @@ def as_json(transcript: Transcript) -> str:
             item["message"] = turn.message
         else:
             item["error"] = turn.error
+            item["error_code"] = turn.error_code
         turns.append(item)
     document = {
         "format": FORMAT,

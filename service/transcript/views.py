@@ -37,12 +37,17 @@ def duration(run: RunRecord) -> str:
 RUN_COLUMNS = ("run", "agent", "status", "started", "duration", "events", "error")
 
 
+def status(run: RunRecord) -> str:
+    """The run's status with the code it ended in: `cancelled (abandoned)`."""
+    return f"{run.status} ({run.error_code})" if run.error_code else run.status
+
+
 def run_cells(run: RunRecord) -> list[str]:
     """A run's row in a transcript's runs table (RUN_COLUMNS)."""
     return [
         run.run_id,
         run.agent or "",
-        run.status,
+        status(run),
         when(run.created_at),
         duration(run),
         str(run.last_seq),
@@ -56,6 +61,8 @@ def views(transcript: Transcript) -> Iterator[TurnView]:
     for turn in transcript.turns:
         if turn.message is None:
             error = readable(turn.error or "")
+            if turn.error_code:
+                error = f"{error} (code {readable(turn.error_code)})"
             body = [Block("error", "Run error", None, [Section(None, error)], error=error)]
             yield TurnView("run-error", "Run error", turn.time, turn.run_id, body)
             continue

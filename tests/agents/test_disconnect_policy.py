@@ -13,8 +13,8 @@ import json
 import os
 import signal
 import time
-from collections.abc import AsyncIterator, Iterator
-from datetime import datetime
+from collections.abc import AsyncIterator, Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -30,12 +30,21 @@ from tests.stream.wire import SseReader
 
 GRACE = 2.0
 LEASE = 1.5  # renewed (and readers heartbeated) every 0.5 s; a row is stale after 1.5 s
+# The first-reader window of a `cancel` run, set below its default (10 s).
+FIRST_READER = 5.0
+# A second pair of replicas whose drivers poll their readers only every 15 s (a
+# third of the lease) and give a first reader a minute: whatever they do sooner
+# was told to them, not found by a poll.
+SLOW_LEASE = 45.0
+SLOW_POLL = SLOW_LEASE / 3
 
 
 class Upstream:
     def __init__(self) -> None:
         self.started: dict[str, asyncio.Event] = {}
         self.aborted: dict[str, asyncio.Event] = {}
+        # A run started with `forwardedProps.hold` streams until the test releases it.
+        self.released: dict[str, asyncio.Event] = {}
         self.finished: set[str] = set()
 
     def event(self, table: dict[str, asyncio.Event], run_id: str) -> asyncio.Event:
@@ -44,7 +53,9 @@ class Upstream:
     async def paced(self, request: Request) -> Response:
         body = await request.json()
         run_id, thread_id = body["runId"], body["threadId"]
-        seconds = float((body.get("forwardedProps") or {}).get("seconds", 3))
+        props = body.get("forwardedProps") or {}
+        seconds = float(props.get("seconds", 3))
+        released = self.event(self.released, run_id) if props.get("hold") else None
         self.event(self.started, run_id).set()
 
         async def stream() -> AsyncIterator[bytes]:
@@ -54,7 +65,7 @@ class Upstream:
                 yield sse({"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant"})
                 deadline = time.monotonic() + seconds
                 i = 0
-                while time.monotonic() < deadline:
+                while time.monotonic() < deadline and not (released and released.is_set()):
                     await asyncio.sleep(0.05)
                     i += 1
                     yield sse({"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": f"{i} "})
@@ -77,11 +88,14 @@ async def upstream() -> AsyncIterator[tuple[str, Upstream]]:
         yield base, agent
 
 
-def _env(database_url: str, base: str) -> dict[str, str]:
+def _env(
+    database_url: str, base: str, lease: float = LEASE, first_reader: float = FIRST_READER
+) -> dict[str, str]:
     """A replica's settings: the test database, a short lease, the upstream's agents."""
     return {
         "REPLAY_DATABASE_URL": database_url,
-        "REPLAY_LEASE_SECONDS": str(LEASE),
+        "REPLAY_LEASE_SECONDS": str(lease),
+        "REPLAY_FIRST_READER_SECONDS": str(first_reader),
         "REPLAY_AGENTS": _agents(base),
     }
 
@@ -103,6 +117,13 @@ def _agents(base: str) -> str:
 @pytest.fixture(scope="module")
 def replicas(database_url: str, upstream: tuple[str, Upstream]) -> Iterator[tuple[str, str]]:
     env = _env(database_url, upstream[0])
+    with serve_subprocess(env) as (a, _), serve_subprocess(env) as (b, _):
+        yield a, b
+
+
+@pytest.fixture(scope="module")
+def slow_replicas(database_url: str, upstream: tuple[str, Upstream]) -> Iterator[tuple[str, str]]:
+    env = _env(database_url, upstream[0], lease=SLOW_LEASE, first_reader=60)
     with serve_subprocess(env) as (a, _), serve_subprocess(env) as (b, _):
         yield a, b
 
@@ -165,10 +186,36 @@ async def _closed(http: httpx.AsyncClient, base: str, run_id: str) -> dict[str, 
             await asyncio.sleep(0.1)
 
 
+async def _until(
+    http: httpx.AsyncClient, base: str, run_id: str, condition: Callable[[dict[str, Any]], Any]
+) -> dict[str, Any]:
+    """The run's record once `condition` holds for it."""
+    async with asyncio.timeout(30):
+        while True:
+            run: dict[str, Any] = (await http.get(f"{base}/v1/runs/{run_id}")).json()
+            if condition(run):
+                return run
+            await asyncio.sleep(0.05)
+
+
 async def _last_event(http: httpx.AsyncClient, base: str, run_id: str) -> dict[str, Any]:
     r = await http.get(f"{base}/v1/runs/{run_id}/events", params={"limit": 10_000})
     chunk: dict[str, Any] = r.json()["events"][-1]["chunk"]
     return chunk
+
+
+async def _listed(http: httpx.AsyncClient, base: str, **params: str) -> list[str]:
+    """Every run id `GET /v1/runs` lists for `params`, all pages."""
+    found: list[str] = []
+    cursor: str | None = None
+    while True:
+        query = {**params, "limit": "500", **({"cursor": cursor} if cursor else {})}
+        r = await http.get(f"{base}/v1/runs", params=query)
+        assert r.status_code == 200, r.text
+        found += [run["run_id"] for run in r.json()["runs"]]
+        cursor = r.json()["next_cursor"]
+        if cursor is None:
+            return found
 
 
 def _at(text: str) -> datetime:
@@ -199,21 +246,46 @@ async def test_cancel_after_when_only_reader_leaves_then_cancelled_after_grace_a
     assert (_at(run["closed_at"]) - left).total_seconds() >= GRACE
     last = await _last_event(http, b, run_id)
     assert (last["type"], last["code"]) == ("RUN_ERROR", "abandoned")
+    # The reason is the run's: in its record, the audit filter, its transcript.
+    assert run["error_code"] == "abandoned"
+    abandoned = await _listed(http, b, error_code="abandoned", agent="paced")
+    assert run_id in abandoned
+    assert run_id not in await _listed(http, b, error_code="cancelled", agent="paced")
+    transcript = await http.get(f"{b}/v1/runs/{run_id}/transcript")
+    assert transcript.status_code == 200
+    assert "| cancelled (abandoned) |" in transcript.text
+    assert "(code abandoned)" in transcript.text
 
 
 async def test_cancel_after_when_reader_reconnects_to_other_replica_within_grace_then_runs_to_end(
     replicas: tuple[str, str], http: httpx.AsyncClient, agent: Upstream
 ) -> None:
     a, b = replicas
+    # Held open by the upstream until released below, so it is still running once the
+    # grace has run out; a grace several leases long, so a replica slowed by a loaded
+    # machine (a late heartbeat) cannot pass for a reader that left.
+    grace = 4 * LEASE
     run_id = await _start(
-        http, a, "paced", 5, headers={"X-On-Disconnect": f"cancel_after={GRACE:g}"}
-    )
+        http, a, "paced", 60, json={"forwardedProps": {"seconds": 60, "hold": True}},
+        headers={"X-On-Disconnect": f"cancel_after={grace:g}"},
+    )  # fmt: skip
     seen = await _read(http, a, run_id, 5)
-    await asyncio.sleep(GRACE / 2)  # gone for half the grace, then back on B
-    rest = await _follow_to_end(http, b, run_id, after=seen[-1])
+    # The reader really left (the log recorded it), and is back on B at once.
+    left = await _until(http, a, run_id, lambda run: run["on_disconnect"]["reader_left_at"])
+    assert not left["closed"]
+    left_at = _at(left["on_disconnect"]["reader_left_at"])
+    follower = asyncio.create_task(_follow_to_end(http, b, run_id, after=seen[-1]))
+    # The grace runs out, with a lease more for the driver's look: still running.
+    while datetime.now(UTC) < left_at + timedelta(seconds=grace + LEASE):
+        await asyncio.sleep(0.1)
+        assert not follower.done(), "the follower on B ended while the run was held"
+    assert not (await http.get(f"{a}/v1/runs/{run_id}")).json()["closed"]
+    agent.event(agent.released, run_id).set()
+    rest = await asyncio.wait_for(follower, 30)
     assert rest[-1]["type"] == "RUN_FINISHED"
     run = await _closed(http, a, run_id)
-    assert run["status"] == "finished" and run["on_disconnect"]["reader_left_at"]
+    assert (run["status"], run["error_code"]) == ("finished", None)
+    assert run["on_disconnect"]["reader_left_at"] == left["on_disconnect"]["reader_left_at"]
     assert run_id in agent.finished and not agent.event(agent.aborted, run_id).is_set()
 
 
@@ -230,6 +302,52 @@ async def test_cancel_when_last_reader_leaves_then_cancelled_without_grace(
     }  # fmt: skip
     assert run["on_disconnect"]["reader_left_at"] is not None
     assert (await _last_event(http, a, run_id))["code"] == "abandoned"
+    assert run["error_code"] == "abandoned"
+
+
+async def test_cancel_when_last_reader_leaves_on_other_replica_then_told_at_once_not_at_a_poll(
+    slow_replicas: tuple[str, str], http: httpx.AsyncClient, agent: Upstream
+) -> None:
+    a, b = slow_replicas
+    run_id = await _start(http, a, "paced-cancel", 60)
+    await _read(http, b, run_id, 5)
+    gone = time.monotonic()
+    # A's driver last looked at start and looks again a poll later; B's notice
+    # reaches it long before that.
+    await asyncio.wait_for(agent.event(agent.aborted, run_id).wait(), SLOW_POLL)
+    assert time.monotonic() - gone < SLOW_POLL / 2
+    run = await _closed(http, a, run_id)
+    assert (run["status"], run["error_code"]) == ("cancelled", "abandoned")
+    assert run_id not in agent.finished
+
+
+async def test_cancel_after_when_reader_leaves_then_cancelled_when_grace_ends_not_at_a_poll(
+    slow_replicas: tuple[str, str], http: httpx.AsyncClient, agent: Upstream
+) -> None:
+    a, b = slow_replicas
+    run_id = await _start(http, a, "paced-grace", 60)
+    await _read(http, b, run_id, 5)
+    gone = time.monotonic()
+    await asyncio.wait_for(agent.event(agent.aborted, run_id).wait(), GRACE + SLOW_POLL)
+    assert time.monotonic() - gone < GRACE + SLOW_POLL / 2
+    run = await _closed(http, a, run_id)
+    left = _at(run["on_disconnect"]["reader_left_at"])
+    assert (_at(run["closed_at"]) - left).total_seconds() >= GRACE
+    assert (run["status"], run["error_code"]) == ("cancelled", "abandoned")
+
+
+async def test_cancel_when_never_followed_then_cancelled_after_the_configured_first_reader_window(
+    replicas: tuple[str, str], http: httpx.AsyncClient, agent: Upstream
+) -> None:
+    a, _ = replicas
+    run_id = await _start(http, a, "paced-cancel", 60)
+    run = await _closed(http, a, run_id)
+    await asyncio.wait_for(agent.event(agent.aborted, run_id).wait(), 10)
+    assert run["status"] == "cancelled" and run["on_disconnect"]["reader_left_at"] is None
+    unread = (_at(run["closed_at"]) - _at(run["created_at"])).total_seconds()
+    # Not before REPLAY_FIRST_READER_SECONDS, and not the default's 10 s either.
+    assert FIRST_READER <= unread < 10
+    assert run["error_code"] == "abandoned"
 
 
 async def test_continue_when_nobody_reads_then_runs_to_end(

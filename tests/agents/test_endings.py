@@ -47,6 +47,8 @@ async def test_close_run_when_reason_given_then_status_code_and_message_as_the_t
     run = await event_log.get_run(run_id)
     last = json.loads((await event_log.read_events(run_id))[-1].chunk)
     assert (run.closed, run.status) == (True, status)
+    # The run row keeps the code as GET /v1/runs/{id} and the audit filter read it.
+    assert run.error_code == code
     if code is None:
         assert last["type"] == "RUN_FINISHED" and run.error_message is None
     else:

@@ -106,7 +106,7 @@ async def test_cancel_when_running_then_upstream_aborted_and_run_cancelled_and_c
     last = reader.events[-1][1]
     assert '"type":"RUN_ERROR"' in last and '"code":"cancelled"' in last
     run = (await http.get(f"/v1/runs/{run_id}")).json()
-    assert (run["status"], run["closed"]) == ("cancelled", True)
+    assert (run["status"], run["closed"], run["error_code"]) == ("cancelled", True, "cancelled")
     # Cancelling a closed run changes nothing.
     again = await http.post(f"/v1/runs/{run_id}/cancel")
     assert again.json() == run

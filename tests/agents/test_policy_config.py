@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from service.agents import load_catalog
 from service.agents.demo import demo_agent
@@ -21,6 +22,7 @@ from service.agents.policy import (
     parse,
     parse_text,
 )
+from service.config import Settings
 
 
 def _catalog(value: Any) -> OnDisconnect:
@@ -74,3 +76,30 @@ def test_request_without_policy_then_agent_default_else_request() -> None:
     assert choose(default, None, None) == default
     assert choose(default, {"policy": "continue"}, None) == OnDisconnect(CONTINUE)
     assert choose(default, "cancel_after=2", "cancel_after=2.0") == OnDisconnect(CANCEL_AFTER, 2.0)
+
+
+@pytest.mark.parametrize("value", ["-1", "nan", "inf", "86401", "soon"])
+def test_first_reader_seconds_when_not_a_window_then_settings_refused(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv("REPLAY_FIRST_READER_SECONDS", value)
+    with pytest.raises(ValidationError, match="first_reader_seconds"):
+        Settings()
+
+
+@pytest.mark.parametrize(("value", "seconds"), [(None, 10.0), ("0", 0.0), ("2.5", 2.5)])
+def test_first_reader_seconds_when_set_or_not_then_cancel_waits_that_long_for_a_first_reader(
+    monkeypatch: pytest.MonkeyPatch, value: str | None, seconds: float
+) -> None:
+    if value is None:
+        monkeypatch.delenv("REPLAY_FIRST_READER_SECONDS", raising=False)
+    else:
+        monkeypatch.setenv("REPLAY_FIRST_READER_SECONDS", value)
+    window = Settings().first_reader_seconds
+    assert window == seconds
+    cancel = OnDisconnect(CANCEL)
+    assert cancel.wait_seconds(ever_read=False, first_reader_seconds=window) == seconds
+    # Once read, `cancel` waits for nothing; cancel_after keeps its grace either way.
+    assert cancel.wait_seconds(ever_read=True, first_reader_seconds=window) == 0.0
+    grace = OnDisconnect(CANCEL_AFTER, 30.0)
+    assert grace.wait_seconds(ever_read=False, first_reader_seconds=window) == 30.0

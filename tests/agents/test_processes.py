@@ -53,6 +53,7 @@ async def test_driver_killed_9_then_survivor_closes_run_interrupted_and_reader_e
         assert received[-1]["type"] == "RUN_ERROR" and received[-1]["code"] == "interrupted"
         run = (await http.get(f"{base_b}/v1/runs/{run_id}")).json()
         assert (run["status"], run["closed"]) == ("interrupted", True)
+        assert run["error_code"] == "interrupted"
         # Everything appended before the kill is there, in order, exactly as read.
         assert await _stored(http, base_b, run_id) == received
 

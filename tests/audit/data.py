@@ -92,7 +92,7 @@ def failing(run_id: str, thread_id: str) -> list[Chunk]:
         {"type": "RUN_STARTED", "threadId": thread_id, "runId": run_id},
         {"type": "TEXT_MESSAGE_START", "messageId": m, "role": "assistant"},
         {"type": "TEXT_MESSAGE_CONTENT", "messageId": m, "delta": "Trying the <upstream>"},
-        {"type": "RUN_ERROR", "message": "upstream exploded <b>&</b>"},
+        {"type": "RUN_ERROR", "message": "upstream exploded <b>&</b>", "code": "upstream_<error>"},
     ]
 
 

@@ -53,7 +53,7 @@ async def _aggregates(url: str) -> list[tuple[object, ...]]:
     try:
         rows = await conn.fetch(
             "SELECT run_id, status, last_terminal, tool_names, prompt_tokens, completion_tokens,"
-            " total_tokens, error_message FROM runs ORDER BY run_id"
+            " total_tokens, error_message, error_code FROM runs ORDER BY run_id"
         )
         return [tuple(r) for r in rows]
     finally:
@@ -242,3 +242,29 @@ async def test_project_cli_when_given_an_export_then_projects_its_chunks(
     finally:
         await conn.close()
     assert loads(printed) == project([loads(r["chunk"]) for r in rows])
+
+
+async def test_import_when_file_predates_error_codes_then_codes_derived_from_events(
+    database_url: str,
+    empty_url: str,
+    exported: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    lines = read(exported).split(b"\n")
+    header = orjson.loads(lines[0])
+    assert [r["error_code"] for r in header["runs"]] == [None, "upstream_<error>", None]
+    for run in header["runs"]:
+        del run["error_code"]  # as an export written before runs kept one
+    old = tmp_path / "old.jsonl"
+    old.write_bytes(b"\n".join([orjson.dumps(header), *lines[1:]]))
+    status, _, err = await replay(capsys, "import", str(old), "--database-url", empty_url)
+    assert status == 0, err
+    assert await _aggregates(empty_url) == await _aggregates(database_url)
+    # Exported again, it says the code it was given from its events.
+    again = tmp_path / "again.jsonl"
+    status, _, err = await replay(
+        capsys, "export", "--thread", THREAD, "--out", str(again), "--database-url", empty_url
+    )
+    assert status == 0, err
+    assert read(again) == read(exported)

@@ -25,24 +25,35 @@ class Spec:
     thread_id: str
     agent: str | None
     tools: tuple[str, ...]
-    outcome: str  # finished, error, running, cancelled, interrupted
+    outcome: str  # finished, error, running, cancelled, interrupted, abandoned
     tokens: int | None
     created_at: datetime
+    code: str | None = None  # an error's RUN_ERROR code (abandoned: always "abandoned")
 
     @property
     def status(self) -> str:
-        return self.outcome
+        # An abandoned run is cancelled by a RUN_ERROR, as a disconnect policy closes it.
+        return "cancelled" if self.outcome == "abandoned" else self.outcome
 
     @property
     def error(self) -> str | None:
-        return f"boom {self.run_id}" if self.outcome == "error" else None
+        return f"boom {self.run_id}" if self.outcome in ("error", "abandoned") else None
+
+    @property
+    def error_code(self) -> str | None:
+        if self.outcome == "abandoned":
+            return "abandoned"
+        return self.code if self.outcome == "error" else None
 
     def chunks(self) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = [{"type": "RUN_STARTED", "runId": self.run_id}]
         for i, tool in enumerate(self.tools * 2):  # each tool twice: names stay distinct
             out.append({"type": "TOOL_CALL_START", "toolCallId": f"c{i}", "toolCallName": tool})
-        if self.outcome == "error":
-            out.append({"type": "RUN_ERROR", "message": self.error})
+        if self.outcome in ("error", "abandoned"):
+            error: dict[str, Any] = {"type": "RUN_ERROR", "message": self.error}
+            if self.error_code is not None:
+                error["code"] = self.error_code
+            out.append(error)
         elif self.outcome != "running":
             usage = None if self.tokens is None else {"totalTokens": self.tokens}
             out.append({"type": "RUN_FINISHED", "runId": self.run_id, "usage": usage})
@@ -51,7 +62,9 @@ class Spec:
 
 def population(n: int = 240) -> list[Spec]:
     rng = random.Random(20261130)
-    outcomes = ("finished", "finished", "error", "running", "cancelled", "interrupted")
+    outcomes = (
+        "finished", "finished", "error", "running", "cancelled", "interrupted", "abandoned",
+    )  # fmt: skip
     return [
         Spec(
             run_id=f"q{i:03d}",
@@ -62,6 +75,7 @@ def population(n: int = 240) -> list[Spec]:
             tokens=rng.choice((None, rng.randint(1, 999))),
             # Few distinct minutes: many ties, so the run_id tie-break is exercised.
             created_at=BASE + timedelta(minutes=rng.randint(0, 40)),
+            code=rng.choice((None, "upstream_error", "rate_limited")),
         )
         for i in range(n)
     ]
@@ -78,12 +92,12 @@ async def populated(database_url: str) -> list[Spec]:
         async def one(spec: Spec) -> None:
             await log.create_run(spec.run_id, thread_id=spec.thread_id, agent=spec.agent)
             closing = spec.outcome != "running"
-            special = spec.outcome in ("cancelled", "interrupted")
+            special = spec.status in ("cancelled", "interrupted")
             await log.append(
                 spec.run_id,
                 spec.chunks(),
                 close=closing,
-                close_status=spec.outcome if special else None,
+                close_status=spec.status if special else None,
             )
 
         await asyncio.gather(*(one(s) for s in SPECS))
@@ -105,6 +119,9 @@ def expected(specs: list[Spec], params: dict[str, Any]) -> list[str]:
         statuses = params.get("status")
         if isinstance(statuses, str):
             statuses = [statuses]
+        codes = params.get("error_code")
+        if isinstance(codes, str):
+            codes = [codes]
         return (
             ("thread_id" not in params or s.thread_id == params["thread_id"])
             and (statuses is None or s.status in statuses)
@@ -112,6 +129,7 @@ def expected(specs: list[Spec], params: dict[str, Any]) -> list[str]:
             and ("tool" not in params or params["tool"] in s.tools)
             and ("has_error" not in params
                  or (s.error is not None) == (params["has_error"] == "true"))
+            and (codes is None or s.error_code in codes)
             and ("created_after" not in params
                  or s.created_at >= datetime.fromisoformat(params["created_after"]))
             and ("created_before" not in params
@@ -156,6 +174,11 @@ FILTERS: list[dict[str, Any]] = [
     {"thread_id": "t5", "status": ["running", "error"]},
     {"tool": "write", "created_after": T25},
     {"agent": "nobody"},
+    {"error_code": "abandoned"},
+    {"error_code": ["upstream_error", "rate_limited"]},
+    {"error_code": "abandoned", "status": "cancelled", "created_after": T10},
+    {"error_code": "upstream_error", "has_error": "true", "agent": "gamma"},
+    {"error_code": "nobody"},
 ]
 
 
@@ -173,6 +196,10 @@ async def test_list_runs_then_each_summary_matches_what_the_run_did(
     client: httpx.AsyncClient, populated: list[Spec]
 ) -> None:
     by_id = {s.run_id: s for s in populated}
+    # Every code the filters ask for is there to be found.
+    assert {"abandoned", "upstream_error", "rate_limited", None} <= {
+        s.error_code for s in populated
+    }
     for run in await all_pages(client, {}):
         spec = by_id[run["run_id"]]
         assert run["status"] == spec.status
@@ -180,6 +207,7 @@ async def test_list_runs_then_each_summary_matches_what_the_run_did(
         assert run["event_count"] == len(spec.chunks())
         assert run["tool_names"] == sorted(set(spec.tools))
         assert run["error"] == spec.error
+        assert run["error_code"] == spec.error_code
         finished_tokens = (
             spec.tokens if spec.outcome in ("finished", "cancelled", "interrupted") else None
         )

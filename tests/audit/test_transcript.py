@@ -81,6 +81,7 @@ async def test_transcript_json_when_from_file_then_turns_equal_the_thread_messag
         "run_id": "tr-b",
         "time": document["runs"][1]["closed_at"],
         "error": "upstream exploded <b>&</b>",
+        "error_code": "upstream_<error>",
     }
     assert all(t["time"] for t in document["turns"])
 
@@ -108,8 +109,10 @@ def test_transcript_markdown_when_every_part_then_each_shown_in_order(
         "**Structured output** · complete",
         '"verdict": "sunny"',
         "Again <please>",
-        "upstream exploded <b>&</b>",
+        "upstream exploded <b>&</b> (code upstream_<error>)",
     ]
+    # The runs table shows the code the run ended in with its status.
+    assert "| error (upstream_<error>) |" in text
     body = text[text.index("\n### ") :]  # after the runs table
     at = 0
     for piece in in_order:
@@ -124,7 +127,9 @@ def test_transcript_html_when_content_has_markup_then_escaped_and_self_contained
     page = rendered["html"]
     assert "&lt;script&gt;x&lt;/script&gt;" in page and "<script" not in page
     assert "think &lt;b&gt;hard&lt;/b&gt;" in page and "Again &lt;please&gt;" in page
-    assert "upstream exploded &lt;b&gt;&amp;&lt;/b&gt;" in page
+    assert "upstream exploded &lt;b&gt;&amp;&lt;/b&gt; (code upstream_&lt;error&gt;)" in page
+    # The runs table shows the code with the status.
+    assert "<td>error (upstream_&lt;error&gt;)</td>" in page
     # Nothing to fetch: no scripts, stylesheets, images or frames.
     assert not re.search(r"<(script|link|img|iframe)\b|\bsrc=|url\(", page)
     assert page.count('<details class="reasoning">') == 1

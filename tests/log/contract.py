@@ -120,6 +120,50 @@ class LogStoreContract:
             "RUN_ERROR",
         )
 
+    async def test_append_when_run_error_has_a_code_then_run_keeps_it_until_the_next_terminal(
+        self, store: LogStore
+    ) -> None:
+        run_id = new_run("c-code")
+        await store.append(run_id, [chunk("RUN_ERROR", message="gone", code="abandoned")])
+        run = await store.get_run(run_id)
+        assert (run.error_message, run.error_code) == ("gone", "abandoned")
+        # Other chunks leave it; a later terminal replaces it (RUN_FINISHED: no code).
+        await store.append(run_id, [chunk("TEXT_MESSAGE_CONTENT", code="not-a-terminal")])
+        assert (await store.get_run(run_id)).error_code == "abandoned"
+        await store.append(run_id, [chunk("RUN_FINISHED")])
+        run = await store.get_run(run_id)
+        assert (run.error_message, run.error_code) == (None, None)
+        # TanStack's form; in one append the last terminal wins.
+        await store.append(
+            run_id,
+            [
+                chunk("RUN_ERROR", message="first", code="first"),
+                chunk("RUN_ERROR", error={"message": "rate", "code": "rate_limited"}),
+            ],
+        )
+        assert (await store.get_run(run_id)).error_code == "rate_limited"
+        # A group big enough for the COPY path keeps it alike.
+        many = [chunk() for _ in range(1500)] + [chunk("RUN_ERROR", message="big", code="big")]
+        await store.append(run_id, many)
+        assert (await store.get_run(run_id)).error_code == "big"
+        # No code, or not a string: none kept, the message still is.
+        await store.append(run_id, [chunk("RUN_ERROR", message="x", code=7)], close=True)
+        run = await store.get_run(run_id)
+        assert (run.error_message, run.error_code, run.status) == ("x", None, "error")
+
+    async def test_append_when_error_code_long_or_unstorable_then_cut_and_group_still_commits(
+        self, store: LogStore
+    ) -> None:
+        long, odd = new_run("c-long"), new_run("c-odd")
+        await asyncio.gather(
+            store.append(long, [chunk("RUN_ERROR", message="m", code="x" * 100_000)]),
+            store.append(odd, [chunk("RUN_ERROR", message="m", code="a\u0000b\ud800")]),
+        )
+        assert (await store.get_run(long)).error_code == "x" * 200
+        assert (await store.get_run(odd)).error_code == "a\ufffdb\ufffd"
+        # The chunks themselves are kept whole.
+        assert (await texts(store, long))[0]["code"] == "x" * 100_000
+
     async def test_append_when_run_id_malformed_then_invalid_run_id(self, store: LogStore) -> None:
         with pytest.raises(InvalidRunId):
             await store.append("bad id", [chunk()])
@@ -303,6 +347,41 @@ class LogStoreContract:
         absence = await store.reader_absence(run_id, 30)
         assert absence is not None and absence.readers == 0 and absence.left_at is not None
         assert (await store.get_run(run_id)).reader_left_at == absence.left_at
+
+    async def test_readers_when_last_holder_leaves_then_every_listener_told_once_per_run(
+        self, store: LogStore, second_store: LogStore
+    ) -> None:
+        told: list[str] = []
+        arrived = asyncio.Event()
+
+        def on_left(run_ids: list[str]) -> None:
+            told.extend(run_ids)
+            arrived.set()
+
+        ours, others = new_run("c-told"), [new_run("c-many") for _ in range(45)]
+        for run_id in (ours, *others):
+            await store.create_run(run_id, on_disconnect="cancel")
+        listening = await store.listen(lambda _: None, lambda: None, on_readers_left=on_left)
+        try:
+            await second_store.readers_heartbeat("a/1", [ours, *others])
+            await second_store.readers_heartbeat("b/1", [ours])
+            # Someone still reads `ours`: nobody is told of it yet.
+            assert sorted(await second_store.readers_left("a/1", [ours, *others], 30)) == sorted(
+                others
+            )
+            async with asyncio.timeout(DEADLINE):
+                while len(told) < len(others):  # more than one NOTIFY's worth
+                    await arrived.wait()
+                    arrived.clear()
+            assert sorted(told) == sorted(others)
+            assert await second_store.readers_left("b/1", [ours], 30) == [ours]
+            async with asyncio.timeout(DEADLINE):
+                while ours not in told:
+                    await arrived.wait()
+                    arrived.clear()
+            assert sorted(told) == sorted([*others, ours])
+        finally:
+            await listening.stop()
 
     async def test_readers_when_holder_stops_refreshing_then_its_last_beat_is_the_leave(
         self, store: LogStore

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from service.errors import Unavailable, Unstorable
 from service.log import EventLog
-from service.log.notifications import CHANNEL, Notice, decode, encode
+from service.log.notifications import CHANNEL, READERS_CHANNEL, Notice, decode, encode
 from service.log.sql import QUERIES, SOURCE, parse
 from tests.servers import free_port
 
@@ -83,6 +83,7 @@ def test_queries_file_when_parsed_then_statements_are_literal_and_named_once() -
         assert statement and not statement.endswith(";"), name
         assert "{" not in statement, f"{name} looks like a template"
     assert CHANNEL in QUERIES["append"] and CHANNEL in QUERIES["bump"]
+    assert READERS_CHANNEL in QUERIES["readers_left"]
 
 
 @pytest.mark.parametrize(

@@ -326,7 +326,7 @@ function progressOf(events, upto) {
 
 const FILTERS = [
   ["thread_id", "Thread", "text"], ["agent", "Agent", "text"], ["status", "Status", "select"],
-  ["tool", "Tool name", "text"], ["has_error", "Has error", "bool"],
+  ["tool", "Tool name", "text"], ["has_error", "Has error", "bool"], ["error_code", "Error code", "text"],
   ["created_after", "Created after", "datetime-local"], ["created_before", "Created before", "datetime-local"],
 ];
 
@@ -360,13 +360,16 @@ function filterForm(params) {
   return form;
 }
 
+// A run ended by a RUN_ERROR shows its code with its status: "cancelled (abandoned)".
+function statusText(run) { return run.error_code ? `${run.status} (${run.error_code})` : run.status; }
+
 function runRow(run) {
   const usage = run.usage && run.usage.totalTokens !== null && run.usage.totalTokens !== undefined ? run.usage.totalTokens : "—";
   return h("tr", { "data-run-id": run.run_id },
     h("td", {}, h("a", { href: runHref(run.run_id), class: "mono", text: run.run_id })),
     h("td", {}, run.thread_id ? h("a", { href: threadHref(run.thread_id), class: "mono", text: run.thread_id }) : "—"),
     h("td", { text: run.agent || "—" }),
-    h("td", { class: `status status-${run.status}`, text: run.status }),
+    h("td", { class: `status status-${run.status}`, text: statusText(run) }),
     h("td", { class: "events", text: String(run.event_count) }),
     h("td", { text: when(run.created_at) }),
     h("td", { class: "duration", text: seconds(run.duration_ms) }),
@@ -545,7 +548,7 @@ class RunView {
     const usage = run.usage ? Object.entries(run.usage).filter(([, v]) => v !== null).map(([k, v]) => `${k} ${v}`).join(", ") : "—";
     const dur = run.closed_at && run.created_at ? seconds(new Date(run.closed_at) - new Date(run.created_at)) : "—";
     const facts = [
-      ["Status", h("span", { class: `status status-${run.status}`, text: run.status })],
+      ["Status", h("span", { class: `status status-${run.status}`, text: statusText(run) })],
       ["Thread", run.thread_id ? h("a", { href: threadHref(run.thread_id), class: "mono", text: run.thread_id }) : "—"],
       ["Agent", run.agent || "—"],
       ["Seqs", this.cursor ? `1–${this.cursor}` : "none yet"],
@@ -776,7 +779,7 @@ async function threadPage(threadId) {
     root.append(h("h2", { text: `Runs, in order (${runs.length})` }),
       h("ol", { class: "runs" }, runs.map((run) => h("li", {},
         h("a", { href: runHref(run.run_id), class: "mono", text: run.run_id }), " ",
-        h("span", { class: `status status-${run.status}`, text: run.status }),
+        h("span", { class: `status status-${run.status}`, text: statusText(run) }),
         h("span", { class: "muted", text: ` · ${when(run.created_at)} · ${run.event_count} events` })))));
     const body = await api(`${path}/messages`);
     root.append(h("h2", { text: "Transcript" }), renderMessages(body.messages));
