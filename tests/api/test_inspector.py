@@ -150,6 +150,9 @@ async def test_inspector_list_when_filtered_then_rows_match_the_api_and_filters_
         assert "status=error" in status["url"]
         tool = await browser.step("tool")
         assert tool["rows"] == ["list-err"] and tool["tool"] == "search"
+        # By the code its RUN_ERROR gave, shown with the status.
+        code = await browser.step("code")
+        assert (code["rows"], code["code"], code["status"]) == (["list-err"], "e", "error (e)")
         assert (await browser.step("none"))["rows"] == []
         assert (await browser.step("live-list"))["before"] == "1"
         await _append(http, "list-live", _text("m", "more"), close=True)

@@ -50,6 +50,10 @@ try {
     await page.goto(`${base}/inspect?tool=search&has_error=true`);
     await page.waitForSelector("tbody tr", T);
     say("tool", { rows: await rows(), tool: await page.inputValue("#f-tool") });
+    await page.goto(`${base}/inspect?error_code=e`);
+    await page.waitForSelector("tbody tr", T);
+    say("code", { rows: await rows(), code: await page.inputValue("#f-error_code"),
+                  status: await page.$eval("tbody tr .status", (n) => n.textContent) });
     await page.goto(`${base}/inspect?thread_id=nobody`);
     await page.waitForFunction(() => document.body.innerText.includes("No runs match"), null, T);
     say("none", { rows: await rows() });
