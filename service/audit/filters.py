@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 import orjson
 
 from service.errors import InvalidCursor, InvalidRequest
-from service.log.chunks import storable
+from service.log.chunks import MAX_ERROR_CODE_CHARS, storable
 
 # `cancelled` and `interrupted` are set by hosted runs; listed so filters on
 # them are valid before any run has them.
@@ -47,7 +47,9 @@ class RunFilter:
             value = getattr(self, name)
             if value is not None:
                 object.__setattr__(self, name, storable(value))
-        object.__setattr__(self, "error_codes", tuple(storable(c) for c in self.error_codes))
+        # Cut as the column keeps them, so the whole code a RUN_ERROR gave still finds it.
+        codes = tuple(storable(c[:MAX_ERROR_CODE_CHARS]) for c in self.error_codes)
+        object.__setattr__(self, "error_codes", codes)
         unknown = [s for s in self.statuses if s not in STATUSES]
         if unknown:
             raise InvalidRequest(f"unknown status {unknown[0]!r}; use one of {', '.join(STATUSES)}")
