@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -159,6 +160,51 @@ class PooledConnection(asyncpg.Connection):
         return ""
 
 
+# How often the answer bound's timer looks at the appends waiting (while any
+# wait): it drops the answered ones, so it holds only this long's worth of them.
+_DEADLINE_GRAIN_SECONDS = 0.05
+
+
+class _Deadlines:
+    """Fails an append's future once its answer bound has passed, with one timer for all.
+
+    Appends arrive in order and share one bound, so their deadlines come in
+    order too: a queue, looked at by one timer, instead of a timer per append
+    (which on a loop of Python timers costs each append a heap push and a cancel).
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self._seconds = seconds
+        self._waiting: deque[tuple[float, asyncio.Future[AppendResult]]] = deque()
+        self._timer: asyncio.TimerHandle | None = None
+
+    def add(self, future: asyncio.Future[AppendResult]) -> None:
+        loop = future.get_loop()
+        self._waiting.append((loop.time() + self._seconds, future))
+        if self._timer is None:
+            self._timer = loop.call_later(
+                min(self._seconds, _DEADLINE_GRAIN_SECONDS), self._look, loop
+            )
+
+    def _look(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._timer = None
+        now = loop.time()
+        waiting = self._waiting
+        while waiting and (waiting[0][1].done() or waiting[0][0] <= now):
+            _, future = waiting.popleft()
+            if not future.done():
+                message = f"the database did not answer within {self._seconds:g}s"
+                future.set_exception(Unavailable(f"{message}; retry with the same expected_seq"))
+        if waiting:
+            wait = min(waiting[0][0] - now, _DEADLINE_GRAIN_SECONDS)
+            self._timer = loop.call_later(max(wait, 0.0), self._look, loop)
+
+    def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+
 class EventLog:
     """A pool, a group committer, the log's reads, leases and the LISTEN connection."""
 
@@ -184,6 +230,7 @@ class EventLog:
             statement_seconds=statement_seconds,
         )
         self._answer_seconds = answer_seconds
+        self._deadlines = _Deadlines(answer_seconds)
         # A hot standby for catch-up reads (see `read_page`), or None.
         self.read_pool = read_pool
 
@@ -256,6 +303,7 @@ class EventLog:
         self._committer._announce(run_id, last_seq, closed)
 
     async def close(self) -> None:
+        self._deadlines.close()
         await self._committer.close()
         await self.pool.close()
         if self.read_pool is not None:
@@ -300,13 +348,8 @@ class EventLog:
         future), so it is never stored; one already committing may yet commit,
         which is why a producer retries with the same `expected_seq`.
         """
-        try:
-            return await asyncio.wait_for(future, self._answer_seconds)
-        except TimeoutError:
-            raise Unavailable(
-                f"the database did not answer within {self._answer_seconds:g}s; "
-                "retry with the same expected_seq"
-            ) from None
+        self._deadlines.add(future)
+        return await future
 
     async def close_run(self, run_id: str) -> Run:
         """Close a run's log (idempotent). Goes through the committer, after pending appends."""
