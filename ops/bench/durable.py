@@ -1,7 +1,7 @@
 """Durable Streams workloads: this service against the reference server, in the same run.
 
-    python ops/bench/durable.py [--quick] [--only append,catch_up,live] [--baseline DIR]
-                                [--json FILE]
+    python ops/bench/durable.py [--quick] [--only append,catch_up,live]
+                                [--baseline DIR] [--repeat N] [--json FILE]
 
 Both servers take the same requests over loopback (raw keep-alive HTTP/1.1
 for appends, httpx for reads), each on its own streams:
@@ -24,16 +24,20 @@ indicative only.
 `--baseline DIR` also serves another checkout of this repository (an
 earlier commit: `git archive COMMIT | tar -x -C DIR`) on its own scratch
 database in the same run, and prints ours / baseline beside ours / peer:
-before-and-after figures taken under the same machine load.
+before-and-after figures taken under the same machine load. All servers are
+up at once and each workload runs on each in turn; `--repeat N` runs N such
+rounds, the order rotating, each printed with the load average it began at.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 import time
 import uuid
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -225,20 +229,21 @@ async def live_latency(port: int, mode: str, messages: int, rate: float) -> dict
 WORKLOADS = ("append", "catch_up", "live")
 
 
-async def run_all(port: int, quick: bool, only: tuple[str, ...] = WORKLOADS) -> dict[str, Any]:
+async def run_step(port: int, quick: bool, step: str) -> dict[str, Any]:
+    """One workload against one server; its figures, keyed as `report` reads them."""
     scale = 0.2 if quick else 1.0
-    totals = {1: int(10_000 * scale), 10: int(30_000 * scale), 100: int(100_000 * scale),
-              1000: int(200_000 * scale)}  # fmt: skip
-    out: dict[str, Any] = {"append": {}}
-    if "append" in only:
-        for size, total in totals.items():
-            out["append"][str(size)] = await append_phase(port, size, total)
-    if "catch_up" in only:
+    out: dict[str, Any] = {}
+    if step == "append":
+        totals = {1: int(10_000 * scale), 10: int(30_000 * scale), 100: int(100_000 * scale),
+                  1000: int(200_000 * scale)}  # fmt: skip
+        out["append"] = {str(size): await append_phase(port, size, total)
+                         for size, total in totals.items()}  # fmt: skip
+    elif step == "catch_up":
         catch = int(100_000 * scale)
         path = await fill(port, catch)
         out["catch_up_get"] = await catch_up_get(port, path, catch)
         out["catch_up_sse"] = await catch_up_sse(port, path, catch)
-    if "live" in only:
+    elif step == "live":
         live = int(500 * scale) or 50
         out["live_sse"] = await live_latency(port, "sse", live, 200)
         out["live_long_poll"] = await live_latency(port, "long-poll", live, 200)
@@ -253,7 +258,7 @@ def _ratio(ours: float, peer: float, higher_is_better: bool) -> float:
 
 def report(ours: dict[str, Any], peer: dict[str, Any], against: str = "peer") -> list[str]:
     lines = []
-    for size, mine in ours["append"].items():
+    for size, mine in ours.get("append", {}).items():
         theirs = peer["append"][size]
         lines.append(
             f"append {size:>4} msg/POST   ours {mine['messages_per_s']:>10,.0f} msg/s "
@@ -294,30 +299,53 @@ def main() -> None:
     parser.add_argument(
         "--baseline", type=Path, metavar="DIR", help="also measure this checkout's replay serve"
     )
+    parser.add_argument("--repeat", type=int, default=1, help="rounds of every workload")
     args = parser.parse_args()
     only = tuple(w.strip() for w in args.only.split(",") if w.strip())
     if unknown := set(only) - set(WORKLOADS):
         parser.error(f"unknown workloads: {', '.join(sorted(unknown))}")
-    with scratch_database() as url, server_process(url) as base:
-        ours = asyncio.run(run_all(int(base.rsplit(":", 1)[1]), args.quick, only))
-    baseline = None
-    if args.baseline is not None:
-        with scratch_database() as url, server_process(url, root=args.baseline) as base:
-            baseline = asyncio.run(run_all(int(base.rsplit(":", 1)[1]), args.quick, only))
-    with peer_process() as peer_port:
+    rounds: list[dict[str, Any]] = []
+    with ExitStack() as stack:
+        # Every server up at once, each workload run on each in turn (the order
+        # rotating by round), so the machine's load drifts between rounds, not
+        # between the figures a ratio compares.
+        url = stack.enter_context(scratch_database())
+        ports = {"ours": _port(stack.enter_context(server_process(url)))}
+        if args.baseline is not None:
+            url = stack.enter_context(scratch_database())
+            base = stack.enter_context(server_process(url, root=args.baseline))
+            ports["baseline"] = _port(base)
+        peer_port = stack.enter_context(peer_process())
         if peer_port is None:
             raise SystemExit("the peer needs Node.js (ops/bench/peer)")
-        peer = asyncio.run(run_all(peer_port, args.quick, only))
-    print("Durable Streams: replay serve vs the reference server (indicative: shared machine)")
-    for line in report(ours, peer):
-        print("  " + line)
-    if baseline is not None:
-        print(f"replay serve vs the baseline in {args.baseline} (same run)")
-        for line in report(ours, baseline, "base"):
+        ports["peer"] = peer_port
+        for r in range(args.repeat):
+            names = list(ports)
+            names = names[r % len(names) :] + names[: r % len(names)]
+            figures: dict[str, Any] = {name: {} for name in names}
+            figures["load_average"] = os.getloadavg()
+            for step in only:
+                for name in names:
+                    figures[name].update(asyncio.run(run_step(ports[name], args.quick, step)))
+            rounds.append(figures)
+    for r, figures in enumerate(rounds, 1):
+        load = ", ".join(f"{x:.1f}" for x in figures["load_average"])
+        print(
+            f"Durable Streams, round {r}/{len(rounds)}: replay serve vs the reference server "
+            f"(load average {load} at the start: indicative only)"
+        )
+        for line in report(figures["ours"], figures["peer"]):
             print("  " + line)
+        if "baseline" in figures:
+            print(f"  and vs the baseline in {args.baseline}:")
+            for line in report(figures["ours"], figures["baseline"], "base"):
+                print("  " + line)
     if args.json:
-        figures = {"ours": ours, "peer": peer, "baseline": baseline}
-        Path(args.json).write_text(orjson.dumps(figures, option=orjson.OPT_INDENT_2).decode())
+        Path(args.json).write_text(orjson.dumps(rounds, option=orjson.OPT_INDENT_2).decode())
+
+
+def _port(base_url: str) -> int:
+    return int(base_url.rsplit(":", 1)[1])
 
 
 if __name__ == "__main__":

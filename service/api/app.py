@@ -177,6 +177,8 @@ def create_app(
                     private=not gate.keys.open,
                 ),
             )
+            # Before the log's pool closes: pages still being read ahead.
+            stack.push_async_callback(streams.close)
             app.state.replay = AppState(
                 settings=settings,
                 log=event_log,

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from service.durable import bodies, headers, sse
 from service.durable.cursor import response_cursor
 from service.durable.offsets import NOW, format_offset, parse_offset
+from service.durable.readahead import ReadAhead
 from service.errors import (
     ContentTypeMismatch,
     EmptyBody,
@@ -110,6 +111,16 @@ class Streams:
         self.log = store.log
         self.hub = hub
         self.limits = limits
+        self.ahead = ReadAhead(self._read_json)
+
+    async def close(self) -> None:
+        await self.ahead.close()
+
+    async def _read_json(self, state: StreamState, after: int) -> tuple[int, int, str]:
+        limits = self.limits
+        return await self.store.read_json(
+            state, after, state.last_seq, limits.read_max_messages, limits.read_max_bytes
+        )
 
     async def _existing(self, name: str, *, touch: bool) -> StreamState:
         state = await self.store.lookup(name, touch=touch)
@@ -379,13 +390,7 @@ class Streams:
         if after >= state.last_seq:
             return after, b"[]" if _json_mode(state) else b""
         if _json_mode(state):
-            _, end, text = await self.store.read_json(
-                state,
-                after,
-                state.last_seq,
-                self.limits.read_max_messages,
-                self.limits.read_max_bytes,
-            )
+            end, text = await self.ahead.page(state, after)
             return end, b"[" + text.encode("utf-8", "surrogatepass") + b"]"
         rows = await self._rows(state, after)
         return (rows[-1][0] if rows else after), bodies.body_of(rows, False)
@@ -464,10 +469,7 @@ class Streams:
     async def _sse_catch_up(self, state: StreamState, after: int, binary: bool) -> tuple[str, int]:
         """A catch-up page from the log for one SSE data event: (payload, its last seq)."""
         if _json_mode(state):
-            limits = self.limits
-            _, end, text = await self.store.read_json(
-                state, after, state.last_seq, limits.read_max_messages, limits.read_max_bytes
-            )
+            end, text = await self.ahead.page(state, after)
             return "[" + text + "]", end
         rows = await self._rows(state, after)
         return self._payload(state, rows, binary), rows[-1][0]

@@ -430,7 +430,8 @@ SELECT (SELECT count(*) FROM gone) AS runs, (SELECT count(*) FROM evs) AS events
 -- as an application/json stream), $3 touch: a read or write slides a TTL
 -- stream's expiry (not a HEAD). A data-modifying CTE runs whether or not the
 -- query reads it, and the SELECT sees the row as it was: expiry is judged
--- before the touch.
+-- before the touch. The run's created_at tells one life of a name from the next
+-- (a name deleted and created again keeps its run id).
 WITH touch AS (
     UPDATE streams s SET touched_at = now()
     WHERE $3 AND s.name = $1 AND s.ttl_seconds IS NOT NULL AND NOT (
@@ -448,7 +449,8 @@ SELECT
     OR (s.ttl_seconds IS NOT NULL AND s.touched_at + s.ttl_seconds * interval '1 second' <= now())
 ), false) AS expired,
     EXISTS (SELECT 1 FROM run_forks f WHERE f.source_run_id = r.run_id) AS forked,
-    (SELECT f.fork_seq FROM run_forks f WHERE f.run_id = r.run_id) AS fork_seq
+    (SELECT f.fork_seq FROM run_forks f WHERE f.run_id = r.run_id) AS fork_seq,
+    r.created_at
  FROM streams s JOIN runs r ON r.run_id = s.run_id WHERE s.name = $1
 UNION ALL
 SELECT 
@@ -460,7 +462,8 @@ SELECT
     OR (s.ttl_seconds IS NOT NULL AND s.touched_at + s.ttl_seconds * interval '1 second' <= now())
 ), false) AS expired,
     EXISTS (SELECT 1 FROM run_forks f WHERE f.source_run_id = r.run_id) AS forked,
-    (SELECT f.fork_seq FROM run_forks f WHERE f.run_id = r.run_id) AS fork_seq
+    (SELECT f.fork_seq FROM run_forks f WHERE f.run_id = r.run_id) AS fork_seq,
+    r.created_at
 
 FROM runs r LEFT JOIN streams s ON false
 WHERE r.run_id = $2 AND NOT EXISTS (SELECT 1 FROM streams t WHERE t.run_id = $2 OR t.name = $1);
@@ -476,7 +479,8 @@ SELECT
     OR (s.ttl_seconds IS NOT NULL AND s.touched_at + s.ttl_seconds * interval '1 second' <= now())
 ), false) AS expired,
     EXISTS (SELECT 1 FROM run_forks f WHERE f.source_run_id = r.run_id) AS forked,
-    (SELECT f.fork_seq FROM run_forks f WHERE f.run_id = r.run_id) AS fork_seq
+    (SELECT f.fork_seq FROM run_forks f WHERE f.run_id = r.run_id) AS fork_seq,
+    r.created_at
  FROM streams s JOIN runs r ON r.run_id = s.run_id WHERE s.name = $1
 FOR UPDATE OF s, r;
 
@@ -491,7 +495,8 @@ SELECT
     OR (s.ttl_seconds IS NOT NULL AND s.touched_at + s.ttl_seconds * interval '1 second' <= now())
 ), false) AS expired,
     EXISTS (SELECT 1 FROM run_forks f WHERE f.source_run_id = r.run_id) AS forked,
-    (SELECT f.fork_seq FROM run_forks f WHERE f.run_id = r.run_id) AS fork_seq
+    (SELECT f.fork_seq FROM run_forks f WHERE f.run_id = r.run_id) AS fork_seq,
+    r.created_at
  FROM runs r LEFT JOIN streams s ON s.run_id = r.run_id WHERE r.run_id = $1
 FOR UPDATE OF r;
 

@@ -93,6 +93,9 @@ class StreamState:
     forked: bool
     # This run is a fork: its seqs up to fork_seq are its source's.
     fork_seq: int | None
+    # When the run was made: a name deleted and created again is another stream
+    # under the same run id, so what was read of the first must not serve the second.
+    created_at: datetime
 
     @classmethod
     def of(cls, name: str, row: asyncpg.Record) -> StreamState:
@@ -112,6 +115,7 @@ class StreamState:
             expired=row["expired"],
             forked=row["forked"],
             fork_seq=row["fork_seq"],
+            created_at=row["created_at"],
         )
 
 
