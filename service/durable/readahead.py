@@ -18,7 +18,6 @@ what it could have had. Bounded in entries and in bytes; the oldest go first.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -69,11 +68,18 @@ class ReadAhead:
         page: Page | None = None
         if task is not None:
             self._pages.move_to_end(key)
-            with contextlib.suppress(Exception):
+            try:
                 # Shielded: a reader that goes away must not cancel a page others wait for.
                 page = await asyncio.shield(task)
+            except asyncio.CancelledError:
+                current = asyncio.current_task()
+                if current is not None and current.cancelling():
+                    raise  # this request is being cancelled, not the page (evicted)
+            except Exception:  # the read failed: read again, now
+                page = None
             if page is None or not page.serves(state):
-                self._drop(key)
+                if self._pages.get(key) is task:
+                    self._drop(key)
                 page = None
         if page is None:
             page = await self._fetch(state, after)
@@ -97,7 +103,8 @@ class ReadAhead:
     def _settled(self, key: Key, task: asyncio.Task[Page]) -> None:
         if self._pages.get(key) is not task:
             return
-        if task.cancelled() or task.exception() is not None:
+        if task.cancelled() or task.exception() is not None or not task.result().text:
+            # A failed read, or an empty one (the stream went meanwhile): nothing to keep.
             del self._pages[key]
             return
         self._sizes[key] = len(task.result().text)

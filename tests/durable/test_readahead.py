@@ -14,6 +14,9 @@ import pytest
 from service.api.app import create_app
 from service.durable.offsets import format_offset
 from service.durable.readahead import ReadAhead
+from service.log import EventLog
+from service.log.chunks import stored
+from service.log.streams import NewStream, StreamState, StreamStore
 from tests.conftest import settings_for
 from tests.servers import serve_asgi
 
@@ -120,3 +123,38 @@ async def test_read_ahead_when_many_readers_page_through_then_each_gets_every_me
                 if len(seen) >= total - 5:
                     break
     assert seen == list(range(5, total))
+
+
+async def test_read_ahead_when_pages_evicted_while_awaited_then_readers_still_get_all_once(
+    database_url: str,
+) -> None:
+    """One page held at most: readers far apart evict each other's pages, some while
+    another reader awaits them; each reader still reads every message once."""
+    async with EventLog.connect(database_url, pool_size=6) as log:
+        store = StreamStore(log)
+        name = "ra-evicted"
+        chunks = [stored({"type": "M", "n": n}, n) for n in range(60)]
+        await store.create(NewStream(name, "application/json", None, None, True), chunks)
+
+        async def read_page(state: StreamState, after: int) -> tuple[int, int, str]:
+            return await store.read_json(state, after, state.last_seq, 2, 1 << 20)
+
+        ahead = ReadAhead(read_page, max_pages=1)
+
+        async def reader(after: int) -> list[int]:
+            state = await store.lookup(name, touch=False)
+            assert state is not None
+            got: list[int] = []
+            while after < state.last_seq:
+                after, text = await ahead.page(state, after)
+                got += [m["n"] for m in json.loads("[" + text + "]")]
+            return got
+
+        try:
+            starts = [0, 0, 10, 25, 40, 41]
+            results = await asyncio.gather(*(reader(s) for s in starts))
+        finally:
+            await ahead.close()
+        for start, got in zip(starts, results, strict=True):
+            assert got == list(range(start, 60)), start
+        assert len(ahead) == 0
