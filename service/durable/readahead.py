@@ -42,10 +42,21 @@ class Page:
 
 
 class ReadAhead:
-    def __init__(self, read: Read, *, max_pages: int = 32, max_bytes: int = 64 << 20) -> None:
+    def __init__(
+        self,
+        read: Read,
+        *,
+        max_pages: int = 32,
+        max_bytes: int = 64 << 20,
+        max_reading: int = 2,
+    ) -> None:
         self._read = read
         self._max_pages = max_pages
         self._max_bytes = max_bytes
+        # Reads ahead in flight at once: each holds a pool connection the appends'
+        # commits also need, so beyond this a reader reads its next page itself.
+        self._max_reading = max_reading
+        self._reading = 0
         self._pages: OrderedDict[Key, asyncio.Task[Page]] = OrderedDict()
         # Sizes of the pages read so far (a page in flight has none yet).
         self._sizes: dict[Key, int] = {}
@@ -56,7 +67,7 @@ class ReadAhead:
 
     def reading(self) -> bool:
         """Some page is still being read ahead."""
-        return any(not task.done() for task in self._pages.values())
+        return self._reading > 0
 
     async def page(self, state: StreamState, after: int) -> tuple[int, str]:
         """The page after `after` (end seq, text): read ahead if it was, else read now.
@@ -93,14 +104,16 @@ class ReadAhead:
 
     def _start(self, state: StreamState, after: int) -> None:
         key = (state.run_id, state.created_at, after)
-        if key in self._pages:
+        if key in self._pages or self._reading >= self._max_reading:
             return
+        self._reading += 1
         task = asyncio.create_task(self._fetch(state, after), name="durable-read-ahead")
         task.add_done_callback(lambda done: self._settled(key, done))
         self._pages[key] = task
         self._evict()
 
     def _settled(self, key: Key, task: asyncio.Task[Page]) -> None:
+        self._reading -= 1
         if self._pages.get(key) is not task:
             return
         if task.cancelled() or task.exception() is not None or not task.result().text:
