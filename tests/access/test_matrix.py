@@ -198,19 +198,79 @@ async def test_route_when_each_credential_then_expected_status_and_refusals_chan
     assert got == expected
 
 
-async def test_forbidden_when_run_exists_or_not_then_same_answer(keyed: Keyed) -> None:
+# Every way a request names a run; RUN is the run's id. (A start naming an unknown id is not
+# here: it creates that run.)
+BY_RUN: list[tuple[str, str, dict[str, Any]]] = [
+    ("GET", "/v1/runs/RUN", {}),
+    ("GET", "/v1/runs/RUN/events", {}),
+    ("GET", "/v1/runs/RUN/stream", {}),
+    ("GET", "/v1/runs/RUN/messages", {}),
+    ("GET", "/v1/runs/RUN/transcript", {}),
+    ("GET", "/v1/runs/RUN/export", {}),
+    ("POST", "/v1/runs/RUN/cancel", {}),
+    ("GET", "/v1/chat/demo?runId=RUN&offset=-1", {}),
+    ("POST", "/v1/chat/demo",
+     {"json": {"threadId": "th-a", **ASK}, "headers": {"X-Run-Id": "RUN", "Last-Event-ID": "1"}}),
+    ("POST", "/v1/agents/demo/ag-ui",
+     {"json": {"threadId": "th-a", "runId": "RUN", **AGUI}, "headers": {"Last-Event-ID": "1"}}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "options"), [pytest.param(*r, id=f"{r[0]} {r[1]}") for r in BY_RUN]
+)
+async def test_forbidden_when_run_exists_or_not_then_same_answer(
+    keyed: Keyed, method: str, path: str, options: dict[str, Any]
+) -> None:
     async with httpx.AsyncClient(base_url=keyed.base_url) as client:
         # Each credential against a run that exists but is not its own, and one that does not.
         for cred, existing in (("other", "ra-1"), ("run_token", "rb-1"), ("append", "ra-1"),
-                               ("run", "rb-1"), ("thread", "rb-h")):  # fmt: skip
-            headers = keyed.credentials[cred]
+                               ("run", "rb-1"), ("thread", "rb-h"), ("other", "ra-h")):  # fmt: skip
             answers = []
             for run_id in (existing, "nope-9"):
-                r = await client.get(f"/v1/runs/{run_id}/stream", headers=headers)
+                sent = json.loads(json.dumps(options).replace("RUN", run_id))
+                sent["headers"] = {**sent.get("headers", {}), **keyed.credentials[cred]}
+                r = await client.request(method, path.replace("RUN", run_id), **sent)
                 answers.append(
                     (r.status_code, r.text.replace(run_id, "RUN"), r.headers.get("content-type"))
                 )
             assert answers[0] == answers[1] and answers[0][0] == 403, (cred, answers)
+
+
+# A chat token of th-a, each way a request can name (or leave out) the thread.
+OTHER_THREAD: list[tuple[str, str, dict[str, Any]]] = [
+    ("POST", "/v1/chat/demo", {"json": {"threadId": "th-b", **ASK}}),
+    ("POST", "/v1/chat/demo",
+     {"json": {"threadId": "th-b", **ASK}, "headers": {"X-Run-Id": "x-1"}}),
+    ("POST", "/v1/chat/demo", {"json": ASK}),  # no thread named
+    ("GET", "/v1/chat/demo?threadId=th-b", {}),
+    ("GET", "/v1/chat/demo?runId=rb-h&threadId=th-a", {}),
+    ("POST", "/v1/ai-sdk/demo", {"json": {"id": "th-b", "messages": [UI_ASK]}}),
+    ("GET", "/v1/ai-sdk/demo/th-b/messages", {}),
+    ("GET", "/v1/ai-sdk/demo/th-b/stream", {}),
+    ("POST", "/v1/agents/demo/ag-ui", {"json": {"threadId": "th-b", "runId": "x-2", **AGUI}}),
+    ("GET", "/v1/threads/th-b/messages", {}),
+    ("GET", "/v1/threads/th-b/transcript", {}),
+    ("GET", "/v1/runs?thread_id=th-b", {}),
+    ("POST", "/v1/agents/demo/runs", {"json": {"threadId": "th-a", **ASK}}),  # not through chat
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "options"),
+    [pytest.param(*r, id=f"{r[0]} {r[1]} {i}") for i, r in enumerate(OTHER_THREAD)],
+)
+async def test_chat_token_when_request_names_another_thread_then_403_and_nothing_started(
+    keyed: Keyed, db: asyncpg.Connection, method: str, path: str, options: dict[str, Any]
+) -> None:
+    await wait_hosted_closed(db)
+    before = await log_digest(db)
+    sent = {**options, "headers": {**options.get("headers", {}), **keyed.credentials["thread"]}}
+    async with httpx.AsyncClient(base_url=keyed.base_url) as client:
+        r = await client.request(method, path, **sent)
+    assert r.status_code == 403 and r.json()["error"]["code"] == "forbidden", r.text
+    await wait_hosted_closed(db)
+    assert await log_digest(db) == before
 
 
 async def test_key_with_two_scopes_when_used_then_both_apply(keyed: Keyed) -> None:

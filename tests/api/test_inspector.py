@@ -255,29 +255,29 @@ async def test_inspector_when_chunks_carry_script_and_img_onerror_then_nothing_e
         await browser.close()
 
 
+@pytest.mark.parametrize("key", ["inspect-admin", "inspect-read"])
 async def test_inspector_when_keys_required_then_asks_once_and_keeps_it_for_the_tab(
-    database_url: str, node_harness: Path
+    database_url: str, node_harness: Path, key: str
 ) -> None:
-    settings = settings_for(database_url, api_keys="inspect-key")
+    # The inspector only reads: a `read` key is enough for every page of it.
+    settings = settings_for(database_url, api_keys="inspect-admin, inspect-read:read")
+    run = f"insp-{key}"
     async with (
         serve_in_process(settings) as locked,
         httpx.AsyncClient(
-            base_url=locked.base_url, headers={"Authorization": "Bearer inspect-key"}
+            base_url=locked.base_url, headers={"Authorization": "Bearer inspect-admin"}
         ) as http,
     ):
         await _append(
             http,
-            "insp-key",
-            [
-                {"type": "RUN_STARTED", "threadId": "t-k", "runId": "insp-key"},
-                *_text("m", "behind a key"),
-            ],
+            run,
+            [{"type": "RUN_STARTED", "threadId": "t-k", "runId": run}, *_text("m", "behind a key")],
             close=True,
         )
-        browser = await Browser.open(locked.base_url, "key", "inspect-key", "insp-key")
+        browser = await Browser.open(locked.base_url, "key", key, run)
         try:
             listed = await browser.step("listed")
-            assert "insp-key" in listed["rows"] and listed["stored"] is True
+            assert run in listed["rows"] and listed["stored"] is True
             shown = await browser.step("run")
             assert shown["asked"] is False and "behind a key" in shown["text"]
             await browser.finish()
