@@ -66,13 +66,18 @@ def _answers(port: int) -> bool:
 
 
 @contextmanager
-def nginx_in_front(upstreams: Sequence[str], *, read_timeout: str | None = None) -> Iterator[str]:
-    """nginx proxying to `upstreams` with replay.conf; yields its base URL."""
+def nginx_in_front(
+    upstreams: Sequence[str], *, read_timeout: str | None = None, home: Path | None = None
+) -> Iterator[str]:
+    """nginx proxying to `upstreams` with replay.conf; yields its base URL. Everything it
+    writes goes to `home` (else a temporary folder): replay.conf's access log to
+    `home/access.log`."""
     binary = nginx_binary()
     port = free_port()
-    with tempfile.TemporaryDirectory(prefix="replay-nginx-") as home:
-        prefix = Path(home)
-        (prefix / "replay.conf").write_text(render(upstreams, port, read_timeout=read_timeout))
+    with tempfile.TemporaryDirectory(prefix="replay-nginx-") as scratch:
+        prefix = home or Path(scratch)
+        conf = render(upstreams, port, read_timeout=read_timeout)
+        (prefix / "replay.conf").write_text(conf.replace("/var/log/nginx/", f"{prefix}/"))
         # As root, workers would otherwise run as nobody, who cannot enter this folder.
         user = "user root;\n" if os.geteuid() == 0 else ""
         temp = "\n".join(

@@ -97,9 +97,9 @@ async def test_demo_page_when_keys_set_and_token_expired_at_reconnect_then_fresh
         "REPLAY_DATABASE_URL": database_url,
         "REPLAY_API_KEYS": "k-demo-admin, k-demo-read:read",
         "REPLAY_TOKEN_SECRET": "demo-token-secret-0123456789abcdef-0123456789",
-        # Short enough to expire mid-answer; the answer streams for 13 s or more.
+        # Short enough to expire twice mid-answer; the answer streams for 18 s or more.
         "REPLAY_TOKEN_TTL_SECONDS": "2",
-        "REPLAY_DEMO_DELAY_SECONDS": "0.5",
+        "REPLAY_DEMO_DELAY_SECONDS": "0.7",
     }
     thread = "th-tokens"
     with serve_subprocess(env) as (base, _):
@@ -108,14 +108,15 @@ async def test_demo_page_when_keys_set_and_token_expired_at_reconnect_then_fresh
                 "node", "browser_tokens.mjs", relay.url, thread, "k-demo-admin",
                 cwd=NODE, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             )  # fmt: skip
-            assert proc.stdout is not None and proc.stdin is not None
+            assert proc.stdout is not None and proc.stdin is not None and proc.stderr is not None
             try:
-                line = await asyncio.wait_for(proc.stdout.readline(), 90)
-                said = line + (await proc.stderr.read() if line != b"EXPIRED\n" else b"")
-                assert line == b"EXPIRED\n", said
-                assert relay.cut() >= 1  # the page's stream, mid-answer, its token expired
-                proc.stdin.write(b"cut\n")
-                await proc.stdin.drain()
+                for _ in range(2):
+                    line = await asyncio.wait_for(proc.stdout.readline(), 90)
+                    said = line + (await proc.stderr.read() if line != b"EXPIRED\n" else b"")
+                    assert line == b"EXPIRED\n", said
+                    assert relay.cut() >= 1  # the page's stream, mid-answer, its token expired
+                    proc.stdin.write(b"cut\n")
+                    await proc.stdin.drain()
                 out, err = await asyncio.wait_for(proc.communicate(), 120)
             finally:
                 if proc.returncode is None:
@@ -128,39 +129,48 @@ async def test_demo_page_when_keys_set_and_token_expired_at_reconnect_then_fresh
             )
     result = json.loads(out.decode().strip().splitlines()[-1])
     requests = result["requests"]
-    first = result["firstToken"]
+    tokens = result["tokens"]  # the page's token before each cut
     # Asked once, and what the tab keeps is the token for its thread, never the key.
     assert result["asked"] == 1 and result["keyFormShown"] == 0
     assert "k-demo-admin" not in json.dumps(result["storage"])
     assert result["storage"]["local"] == {}
-    kept = result["storage"]["session"]
     newest = [r["token"] for r in requests if r["token"]][-1]
-    assert kept == {f"agent-replay-demo-token:{thread}": newest}
-    assert first.count(".") == 2
-    # Before the cut: the run streamed to the page with the token, on past its expiry.
+    assert result["storage"]["session"] == {f"agent-replay-demo-token:{thread}": newest}
+    assert len(set(tokens)) == 2 and all(t.count(".") == 2 for t in tokens)
+    # Before the first cut: the run streamed to the page with its first token, on past its
+    # expiry (the page saw events after the service refused that token).
     before = [r for r in requests if r["phase"] == "before"]
     assert [r["status"] for r in before if r["kind"] == "mint"] == [201]
     streams = [r for r in before if r["kind"] == "stream"]
-    assert [(r["method"], r["status"], r["token"]) for r in streams] == [("POST", 200, first)]
-    assert result["streamedPastExpiry"] is True
-    # After: the reconnect's expired token is refused (401 token_expired), one fresh token is
-    # minted, and one stream resumes with it, to the answer's end. (That token too expires
-    # before the page re-reads the thread at the end: another 401, another token.)
-    after = [r for r in requests if r["phase"] == "after"]
-    resumed = [r for r in after if r["kind"] == "stream" and r["status"] == 200]
-    assert len(resumed) == 1, after
-    assert all(r["status"] in (200, 401) for r in after if r["kind"] == "stream"), after
-    upto = after[: after.index(resumed[0])]
-    assert [r["status"] for r in upto if r["kind"] == "mint"] == [201], after
-    refused = [r for r in upto if r["status"] == 401]
-    assert refused and all(r["token"] == first for r in refused), after
-    assert "token_expired" in {r["code"] for r in refused}, after
-    assert all(r["code"] in (None, "token_expired") for r in after), after
-    fresh = resumed[0]["token"]
-    assert fresh and fresh != first and fresh.count(".") == 2
-    mint_at = next(i for i, r in enumerate(after) if r["kind"] == "mint")
-    assert all(r["token"] != first for r in after[mint_at + 1 :]), after
-    # The answer as it streamed across the cut, each piece once; the thread as stored agrees.
+    assert [(r["method"], r["status"], r["token"]) for r in streams] == [("POST", 200, tokens[0])]
+    # After each cut: the reconnect's expired token is refused (401 token_expired), one fresh
+    # token is minted, and one stream resumes with it; the first cut's with an EventSource
+    # carrying the fresh token in ?token=, the second's after that EventSource's own
+    # reconnect was refused. (The last token expires too before the page re-reads the
+    # thread at the end: another 401, another token.)
+    cases = (("after", tokens[0], tokens[1]), ("after2", tokens[1], None))
+    for phase, expired, resumed_by in cases:
+        after = [r for r in requests if r["phase"] == phase]
+        resumed = [r for r in after if r["kind"] == "stream" and r["status"] == 200]
+        assert len(resumed) == 1, after
+        assert resumed[0]["method"] == "GET", after
+        assert all(r["status"] in (200, 401) for r in after if r["kind"] == "stream"), after
+        upto = after[: after.index(resumed[0])]
+        assert [r["status"] for r in upto if r["kind"] == "mint"] == [201], after
+        refused = [r for r in upto if r["status"] == 401]
+        assert refused and all(r["token"] == expired for r in refused), after
+        assert all(r["code"] in (None, "token_expired") for r in after), after
+        fresh = resumed[0]["token"]
+        assert fresh not in tokens[: tokens.index(expired) + 1], after
+        if resumed_by is not None:
+            assert fresh == resumed_by
+            assert "token_expired" in {r["code"] for r in refused}, after
+        else:
+            # The EventSource came back by itself with its URL's token and was refused.
+            assert any(r["kind"] == "stream" for r in refused), after
+        mint_at = next(i for i, r in enumerate(after) if r["kind"] == "mint")
+        assert all(r["token"] != expired for r in after[mint_at + 1 :]), after
+    # The answer as it streamed across the cuts, each piece once; the thread as stored agrees.
     live = result["live"]
     for whole in (
         "You said “Is it cold in Oslo?”. Let me look up the weather in Oslo. ",

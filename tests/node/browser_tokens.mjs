@@ -1,15 +1,15 @@
 // The demo page in headless Chromium against a service that requires keys: it asks for a key
-// once, keeps only a chat token for its thread, streams with it past its expiry, and after
-// the connection is cut (by a relay the test controls) with the token expired, gets a fresh
-// token and resumes once.
+// once, keeps only a chat token for its thread, streams with it past its expiry, and each
+// time the connection is cut (by a relay the test controls) with the token expired, gets a
+// fresh token and resumes once.
 //
 //   node browser_tokens.mjs BASE_URL THREAD ADMIN_KEY
 //
 // Prints "EXPIRED" once the page's token is refused as expired by the service while the
 // answer still streams to the page, then waits for a line on stdin (the test cuts the
-// connection before sending it). Prints one JSON object at the end: what the page asked, kept
-// and requested before and after the cut, the answer as streamed, and the thread as the
-// service has it.
+// connection before sending it); twice. Prints one JSON object at the end: what the page
+// asked, kept and requested before and after each cut, the answer as streamed, and the
+// thread as the service has it.
 import { createInterface } from "node:readline";
 import { chromium } from "playwright-core";
 
@@ -67,24 +67,35 @@ try {
   await page.click("#send");
   await page.waitForFunction(() => document.body.innerText.includes("You said"), null, { timeout: 30000 });
 
-  // Wait until the service itself refuses the page's token as expired...
-  const token = await page.evaluate((key) => sessionStorage.getItem(key), tokenKey);
-  const deadline = Date.now() + 30000;
-  for (;;) {
-    const r = await fetch(`${base}/v1/chat/demo?threadId=${encodeURIComponent(thread)}`,
-                          { headers: { Authorization: `Bearer ${token}` } });  // fmt: skip
-    const body = await r.json();
-    if (r.status === 401 && body.error.code === "token_expired") break;
-    if (Date.now() > deadline) throw new Error(`the token never expired: ${r.status}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
+  // Twice: wait until the service itself refuses the page's current token as expired while
+  // its open stream still brings events, then let the test cut the connection. The first
+  // cut drops the fetch that started the run, the second the EventSource that resumed it.
+  const tokens = [];
+  for (const next of ["after", "after2"]) {
+    // (After a cut, the token the page renewed for its resume.)
+    const previous = tokens[tokens.length - 1] ?? null;
+    await page.waitForFunction(([key, prev]) => sessionStorage.getItem(key) && sessionStorage.getItem(key) !== prev,
+                               [tokenKey, previous], { timeout: 30000 });  // fmt: skip
+    const token = await page.evaluate((key) => sessionStorage.getItem(key), tokenKey);
+    tokens.push(token);
+    const deadline = Date.now() + 30000;
+    for (;;) {
+      const r = await fetch(`${base}/v1/chat/demo?threadId=${encodeURIComponent(thread)}`,
+                            { headers: { Authorization: `Bearer ${token}` } });  // fmt: skip
+      const body = await r.json();
+      if (r.status === 401 && body.error.code === "token_expired") break;
+      if (Date.now() > deadline) throw new Error(`the token never expired: ${r.status}`);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    const rendered = await page.evaluate(() => window.seen.renders.length);
+    await page.waitForFunction((n) => window.seen.renders.length > n, rendered, { timeout: 30000 });
+    if (await page.evaluate(() => document.body.innerText.includes("Dress warmly"))) {
+      throw new Error("the answer ended before the cut");
+    }
+    process.stdout.write("EXPIRED\n");
+    await lines.next();  // the test has cut the connection
+    phase = next;
   }
-  // ...and the page's open stream still brings events after that.
-  const rendered = await page.evaluate(() => window.seen.renders.length);
-  await page.waitForFunction((n) => window.seen.renders.length > n, rendered, { timeout: 30000 });
-  const streamedPastExpiry = !(await page.evaluate(() => document.body.innerText.includes("Dress warmly")));
-  process.stdout.write("EXPIRED\n");
-  await lines.next();  // the test has cut the connection
-  phase = "after";
   await page.waitForFunction(() => document.body.innerText.includes("Dress warmly")
     && !document.querySelector("#send").disabled, null, { timeout: 60000 });
   const seen = await page.evaluate(() => window.seen);
@@ -95,7 +106,7 @@ try {
   const keyFormShown = await page.$$eval("#key-form:not([hidden])", (nodes) => nodes.length);
   const final = await page.$$eval(".turn", (nodes) => nodes.map((n) => n.textContent));
   process.stdout.write(JSON.stringify({
-    asked, keyFormShown, firstToken: token, streamedPastExpiry, storage, requests,
+    asked, keyFormShown, tokens, storage, requests,
     live: seen.renders[seen.renders.length - 2], final,
   }) + "\n");
 } finally {

@@ -14,14 +14,16 @@ import signal
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from tests.conftest import settings_for
 from tests.ops.scrape import scrape, value
 from tests.proxy import nginx_in_front
-from tests.servers import serve_subprocess
+from tests.servers import serve_in_process, serve_subprocess
 from tests.stream.wire import SseReader
 
 READ_TIMEOUT_SECONDS = 2
@@ -209,3 +211,28 @@ async def _kill_the_serving_one(proxied: Proxied) -> Replica:
             replica.process.wait(10)
             return replica
     raise AssertionError("no replica reports the follower")
+
+
+async def test_nginx_when_a_token_rides_in_the_url_then_its_access_log_blanks_it(
+    database_url: str, tmp_path: Path
+) -> None:
+    secret = "nginx-token-secret-0123456789abcdef-0123456789"
+    settings = settings_for(database_url, api_keys="k-nginx-admin", token_secret=secret)
+    async with serve_in_process(settings) as running:
+        upstream = running.base_url.removeprefix("http://")
+        with nginx_in_front([upstream], home=tmp_path) as proxy:
+            async with httpx.AsyncClient(base_url=proxy) as client:
+                minted = await client.post(
+                    "/v1/tokens", json={"thread_id": "t-ng"},
+                    headers={"Authorization": "Bearer k-nginx-admin"},
+                )  # fmt: skip
+                token = minted.json()["token"]
+                ok = await client.get("/v1/runs", params={"thread_id": "t-ng", "token": token})
+                # The token between other parameters, and a refused one.
+                mid = await client.get(f"/v1/runs?limit=5&token={token}&thread_id=t-ng")
+                bad = await client.get("/v1/runs", params={"token": token[:-3] + "xyz"})
+            log = (tmp_path / "access.log").read_text()
+    assert (ok.status_code, mid.status_code, bad.status_code) == (200, 200, 401)
+    assert log.count("token=REDACTED") == 3, log
+    assert "limit=5&token=REDACTED&thread_id=t-ng" in log, log
+    assert token not in log and token[:40] not in log and token[-20:] not in log
