@@ -9,9 +9,10 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy.ext.asyncio import create_async_engine
+from sqlalchemy.pool import NullPool
 
 from service.config import sqlalchemy_url
+from service.log.engine import plain_engine
 
 # Shipped inside the package, so an installed `replay` finds its revisions.
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
@@ -57,7 +58,7 @@ def head_revision() -> str | None:
 
 
 async def current_revision(database_url: str) -> str | None:
-    engine = create_async_engine(sqlalchemy_url(database_url))
+    engine = plain_engine(database_url, poolclass=NullPool)
     try:
         async with engine.connect() as conn:
             return await conn.run_sync(

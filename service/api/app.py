@@ -104,7 +104,13 @@ def create_app(
             stack.push_async_callback(event_log.close)
             # SQLAlchemy Core for the audit's dynamic queries; connects lazily.
             audit_pool_size = max(2, settings.pool_size // 2)
-            engine = open_engine(url, pool_size=audit_pool_size, max_overflow=_AUDIT_OVERFLOW)
+            bounds = {
+                "connect_seconds": settings.db_connect_timeout_seconds,
+                "statement_seconds": settings.db_statement_timeout_seconds,
+            }
+            engine = open_engine(
+                url, pool_size=audit_pool_size, max_overflow=_AUDIT_OVERFLOW, **bounds
+            )
             stack.push_async_callback(engine.dispose)
             # Run listings and exports' events may come from a hot standby.
             read_engine = None
@@ -113,6 +119,7 @@ def create_app(
                     settings.read_database_url,
                     pool_size=audit_pool_size,
                     max_overflow=_AUDIT_OVERFLOW,
+                    **bounds,
                 )
                 stack.push_async_callback(read_engine.dispose)
             hub = Hub(

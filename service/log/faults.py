@@ -15,6 +15,13 @@ own text for a failure that is not theirs (it goes to the log instead).
       server shutting down, out of connections
     any other PostgresError (a statement bug)     Unavailable  503 unavailable (logged)
 
+The audit's SQLAlchemy engine (`engine.py`) goes through the same table:
+SQLAlchemy wraps the driver's exception (`DBAPIError.orig`, itself chained to
+asyncpg's), so the driver's own exception is found under the wrappers and
+translated as if asyncpg had raised it directly; a pool that cannot hand out
+a connection in time (`sqlalchemy.exc.TimeoutError`) is the database being
+unreachable.
+
 `translate` is also what a task that must outlive one failure (a commit
 lane) uses for whatever it caught: a bug there is logged, and its callers
 get a 503 rather than the exception's text.
@@ -28,6 +35,7 @@ from contextlib import asynccontextmanager
 from types import TracebackType
 
 import asyncpg
+import sqlalchemy.exc
 
 from service.errors import Contended, ReplayError, Unavailable, Unstorable
 
@@ -47,10 +55,28 @@ UNREACHABLE: tuple[type[BaseException], ...] = (
 )
 
 
+def driver_cause(exc: BaseException) -> BaseException:
+    """The driver's own exception under SQLAlchemy's wrappers (`exc` itself when unwrapped)."""
+    if isinstance(exc, sqlalchemy.exc.DBAPIError) and exc.orig is not None:
+        exc = exc.orig
+        # SQLAlchemy's asyncpg adapter re-raises asyncpg's exception as a DBAPI one.
+        cause = exc.__cause__
+        if isinstance(cause, (asyncpg.PostgresError, asyncpg.InterfaceError, OSError)):
+            return cause
+    return exc
+
+
 def translate(action: str, exc: BaseException, *, refused: str | None = None) -> ReplayError:
     """The service error for driver failure `exc` while doing `action`."""
     if isinstance(exc, ReplayError):
         return exc
+    wrapped, exc = exc, driver_cause(exc)
+    if isinstance(exc, sqlalchemy.exc.TimeoutError) or (
+        # SQLAlchemy recognised a lost connection (and dropped it from its pool).
+        isinstance(wrapped, sqlalchemy.exc.DBAPIError) and wrapped.connection_invalidated
+    ):
+        log.warning("%s: %s: %s", action, type(exc).__name__, exc)
+        return Unavailable(f"{action}: the database is unreachable")
     if isinstance(exc, asyncpg.DataError):
         # The caller's data: its own text is what they need to fix it.
         return Unstorable(f"{refused or action}: {exc}")
@@ -91,16 +117,19 @@ class translated:
     ) -> None:
         if ev is None or isinstance(ev, ReplayError) or not isinstance(ev, Exception):
             return  # success, ours already, or CancelledError / KeyboardInterrupt
-        if isinstance(ev, _DRIVER):
+        if isinstance(ev, DRIVER_ERRORS):
             raise translate(self.action, ev, refused=self.refused) from ev
 
 
-_DRIVER = (
+DRIVER_ERRORS: tuple[type[BaseException], ...] = (
     asyncpg.PostgresError,
     asyncpg.InterfaceError,
     asyncpg.InternalClientError,
     OSError,
     TimeoutError,
+    # The audit engine's: the driver's failures wrapped, and a pool checkout timed out.
+    sqlalchemy.exc.DBAPIError,
+    sqlalchemy.exc.TimeoutError,
 )
 
 

@@ -7,8 +7,8 @@ import asyncio
 from alembic import context
 from sqlalchemy import pool
 from sqlalchemy.engine import Connection
-from sqlalchemy.ext.asyncio import create_async_engine
 
+from service.log.engine import plain_engine
 from service.log.schema import metadata
 
 config = context.config
@@ -21,9 +21,8 @@ def _configure(connection: Connection) -> None:
 
 
 async def _run_online() -> None:
-    engine = create_async_engine(
-        config.get_main_option("sqlalchemy.url") or "", poolclass=pool.NullPool
-    )
+    # asyncpg opens the connection: a URL naming several hosts works as it does for the log.
+    engine = plain_engine(config.get_main_option("sqlalchemy.url") or "", poolclass=pool.NullPool)
     async with engine.connect() as connection:
         await connection.run_sync(_configure)
     await engine.dispose()
