@@ -9,6 +9,7 @@ import contextlib
 import json
 import subprocess
 import tempfile
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
@@ -23,6 +24,8 @@ from tests.servers import serve_subprocess
 from tests.stream.wire import NdjsonReader, SseReader
 
 DATABASE = "replay"
+# The service promises an answer within this long while the database is away.
+ANSWER_BOUND = 5.0
 
 
 def prepare(pg: Cluster) -> str:
@@ -191,3 +194,34 @@ async def until(condition: Callable[[], Awaitable[bool]], seconds: float = 30.0)
     async with asyncio.timeout(seconds):
         while not await condition():  # noqa: ASYNC110 (no event crosses processes)
             await asyncio.sleep(0.05)
+
+
+async def probe_appends(
+    http: httpx.AsyncClient, base: str, results: list[dict[str, Any]], stop: asyncio.Event
+) -> None:
+    """An append (with expected_seq) and /readyz, /healthz, every 100 ms; each answer kept."""
+    seq = 1
+    while not stop.is_set():
+        started = time.monotonic()
+        entry: dict[str, Any] = {"at": started}
+        try:
+            r = await http.post(
+                f"{base}/v1/runs/probe/events",
+                json={"events": [chunk("probe", seq)], "expected_seq": seq},
+                timeout=ANSWER_BOUND,
+            )
+            entry.update(
+                status=r.status_code,
+                body=r.json(),
+                retry_after=r.headers.get("Retry-After"),
+                took=time.monotonic() - started,
+            )
+            if r.status_code == 200:
+                seq += 1
+            ready = await http.get(f"{base}/readyz", timeout=ANSWER_BOUND)
+            health = await http.get(f"{base}/healthz", timeout=ANSWER_BOUND)
+            entry.update(ready=ready.status_code, health=health.status_code, end=time.monotonic())
+        except httpx.TimeoutException as exc:
+            entry.update(status="timeout", error=repr(exc))
+        results.append(entry)
+        await asyncio.sleep(0.1)

@@ -12,13 +12,19 @@ import httpx
 
 from service.client import Producer, RetryPolicy
 from tests.cluster import Cluster
-from tests.faults.conftest import Follower, chunk, closing, following, replica, stored
+from tests.faults.conftest import (
+    Follower,
+    chunk,
+    closing,
+    following,
+    probe_appends,
+    replica,
+    stored,
+)
 
 RUNS = 4
 FOLLOWERS_PER_RUN = 2
 OUTAGE_SECONDS = 6.0
-# The service promises an answer within this long while the database is away.
-ANSWER_BOUND = 5.0
 
 
 async def _produce(producer: Producer, run_id: str, stop: asyncio.Event) -> list[Any]:
@@ -31,37 +37,6 @@ async def _produce(producer: Producer, run_id: str, stop: asyncio.Event) -> list
         await asyncio.sleep(0.01)
     await producer.close_run()
     return sent
-
-
-async def _probe(
-    http: httpx.AsyncClient, base: str, results: list[dict[str, Any]], stop: asyncio.Event
-) -> None:
-    """An append (with expected_seq) and /readyz, /healthz, every 100 ms; each answer kept."""
-    seq = 1
-    while not stop.is_set():
-        started = time.monotonic()
-        entry: dict[str, Any] = {"at": started}
-        try:
-            r = await http.post(
-                f"{base}/v1/runs/probe/events",
-                json={"events": [chunk("probe", seq)], "expected_seq": seq},
-                timeout=ANSWER_BOUND,
-            )
-            entry.update(
-                status=r.status_code,
-                body=r.json(),
-                retry_after=r.headers.get("Retry-After"),
-                took=time.monotonic() - started,
-            )
-            if r.status_code == 200:
-                seq += 1
-            ready = await http.get(f"{base}/readyz", timeout=ANSWER_BOUND)
-            health = await http.get(f"{base}/healthz", timeout=ANSWER_BOUND)
-            entry.update(ready=ready.status_code, health=health.status_code, end=time.monotonic())
-        except httpx.TimeoutException as exc:
-            entry.update(status="timeout", error=repr(exc))
-        results.append(entry)
-        await asyncio.sleep(0.1)
 
 
 async def test_database_stopped_under_load_then_log_holds_every_acknowledged_event_once(
@@ -82,7 +57,7 @@ async def test_database_stopped_under_load_then_log_holds_every_acknowledged_eve
             probes: list[dict[str, Any]] = []
             producers = [Producer(base, r, policy=RetryPolicy(give_up_after=60)) for r in run_ids]
             async with closing(producers), following(http, followers) as follow_tasks:
-                probe = asyncio.create_task(_probe(http, base, probes, stop_probe))
+                probe = asyncio.create_task(probe_appends(http, base, probes, stop_probe))
                 produce = [
                     asyncio.create_task(_produce(p, r, stop))
                     for p, r in zip(producers, run_ids, strict=True)
