@@ -27,6 +27,7 @@ from tests.servers import serve_in_process, serve_subprocess
 from tests.stream.wire import SseReader
 
 READ_TIMEOUT_SECONDS = 2
+HEARTBEAT_SECONDS = 0.3
 
 
 @dataclass
@@ -45,7 +46,7 @@ class Proxied:
 def _proxied(database_url: str) -> Iterator[Proxied]:
     env = {
         "REPLAY_DATABASE_URL": database_url,
-        "REPLAY_HEARTBEAT_SECONDS": "0.3",
+        "REPLAY_HEARTBEAT_SECONDS": str(HEARTBEAT_SECONDS),
         "REPLAY_METRICS_PUBLIC": "true",
     }
     with (
@@ -124,15 +125,23 @@ async def test_nginx_when_a_stream_idles_past_the_read_timeout_then_heartbeats_k
         chunks = response.aiter_bytes()
         await _read_until(chunks, reader, lambda: len(reader.events) == 1)
         idle_from = time.monotonic()
-        # Idle for twice nginx's read timeout, counting heartbeats as they cross it.
+        heartbeats = 2 * READ_TIMEOUT_SECONDS / HEARTBEAT_SECONDS - 2
+        # Idle for twice nginx's read timeout and as many heartbeats as that takes
+        # unloaded, counting them as they cross it. On a loaded machine heartbeats come
+        # late (each is due a heartbeat's time after the one before, and a late wake-up
+        # delays every one after it), so the wait is for both, not for a time alone;
+        # nginx ending the stream (a gap past its read timeout) fails the test.
         await _read_until(
             chunks,
             reader,
-            lambda: time.monotonic() - idle_from > 2 * READ_TIMEOUT_SECONDS,
+            lambda: (
+                time.monotonic() - idle_from > 2 * READ_TIMEOUT_SECONDS
+                and reader.comments >= heartbeats
+            ),
             seconds=30,
         )
         assert len(reader.events) == 1
-        assert reader.comments >= 2 * READ_TIMEOUT_SECONDS / 0.3 - 2
+        assert reader.comments >= 2 * READ_TIMEOUT_SECONDS / HEARTBEAT_SECONDS - 2
         # The same response still delivers, live.
         await http.post(f"{run}/events", json={"events": [_delta(2)], "close": True})
         async for data in chunks:
