@@ -20,6 +20,7 @@ from typing import IO, Any
 
 import httpx
 
+from service import migrate
 from service.client import Producer, RetryPolicy
 from tests.cluster import Cluster
 from tests.faults.conftest import (
@@ -145,6 +146,9 @@ async def test_primary_killed_and_sync_standby_promoted_then_log_and_readers_hol
             logs = {r: await stored(http, b, r) for r in run_ids}
         # The service now writes to the promoted standby.
         assert await asyncio.to_thread(psql, standby, "SELECT pg_is_in_recovery()") == "f"
+        # Migrations take the same URL (an upgrade at head is a no-op, still connecting).
+        await asyncio.to_thread(migrate.upgrade, dsn)
+        assert await migrate.current_revision(dsn) == migrate.head_revision()
 
     for run_id, chunks in zip(run_ids, sent, strict=True):
         log = logs[run_id]
