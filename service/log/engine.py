@@ -58,7 +58,7 @@ class _TranslatedEngine(AsyncEngine):
 def plain_engine(
     url: str,
     *,
-    connect_seconds: float = 3.0,
+    connect_seconds: float = 60.0,  # asyncpg's own default: a migration is not in a hurry
     statement_seconds: float | None = None,
     **options: Any,
 ) -> AsyncEngine:
