@@ -27,7 +27,7 @@ from tests.servers import serve_asgi, serve_subprocess
 
 @pytest.fixture(scope="module")
 async def upstream() -> AsyncIterator[str]:
-    async with serve_asgi(upstream_app()) as base:
+    async with serve_asgi(upstream_app(held=frozenset({"agui-demo-http"}))) as base:
         yield base
 
 
@@ -73,6 +73,7 @@ async def test_http_agent_when_run_through_endpoint_then_same_messages_as_upstre
         result = await run_node(
             node_harness, "ag_ui.mjs", f"{upstream}/{agent.removesuffix('-http')}",
             agui_replicas.a, f"http://127.0.0.1:{proxy_port}", agui_replicas.b, agent, run_id,
+            f"{upstream}/release/{run_id}",
         )  # fmt: skip
     direct = result["direct"]
     assert direct["error"] is None and result["through"]["error"] is None, result
