@@ -26,7 +26,6 @@ import argparse
 import asyncio
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -45,12 +44,7 @@ DATABASE = "replay"
 
 
 def _database(pg: Cluster) -> str:
-    subprocess.run(
-        [str(pg.bin / "psql"), "-X", "-q", "-h", "127.0.0.1", "-p", str(pg.port), "-U",
-         "postgres", "-d", "postgres", "-c", f"CREATE DATABASE {DATABASE}"],
-        check=True, capture_output=True, timeout=60,
-    )  # fmt: skip
-    url = pg.url(DATABASE)
+    url = pg.create_database(DATABASE)
     migrate.upgrade(url)
     return url
 

@@ -28,14 +28,21 @@ DATABASE = "replay"
 ANSWER_BOUND = 5.0
 
 
+async def produce_until(producer: Producer, run_id: str, stop: asyncio.Event) -> list[Any]:
+    """Chunks at a steady pace until told to stop, then the run closed; every one it sent."""
+    sent: list[Any] = []
+    while not stop.is_set():
+        c = chunk(run_id, len(sent) + 1)
+        producer.submit(c)
+        sent.append(c)
+        await asyncio.sleep(0.01)
+    await producer.close_run()
+    return sent
+
+
 def prepare(pg: Cluster) -> str:
     """The service's database on `pg`, migrated; its URL."""
-    subprocess.run(
-        [str(pg.bin / "psql"), "-X", "-q", "-h", "127.0.0.1", "-p", str(pg.port), "-U",
-         "postgres", "-d", "postgres", "-c", f"CREATE DATABASE {DATABASE}"],
-        check=True, capture_output=True, timeout=60,
-    )  # fmt: skip
-    url = pg.url(DATABASE)
+    url = pg.create_database(DATABASE)
     migrate.upgrade(url)
     return url
 

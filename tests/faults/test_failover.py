@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import time
-from typing import IO, Any
+from typing import IO
 
 import httpx
 
@@ -29,6 +29,7 @@ from tests.faults.conftest import (
     chunk,
     closing,
     following,
+    produce_until,
     replica,
     stored,
     until,
@@ -54,17 +55,6 @@ def failover_dsn(primary: Cluster, standby: Cluster) -> str:
         f"postgresql://postgres@127.0.0.1:{primary.port},127.0.0.1:{standby.port}/{DATABASE}"
         "?target_session_attrs=read-write"
     )
-
-
-async def _produce(producer: Producer, run_id: str, stop: asyncio.Event) -> list[Any]:
-    sent: list[Any] = []
-    while not stop.is_set():
-        c = chunk(run_id, len(sent) + 1)
-        producer.submit(c)
-        sent.append(c)
-        await asyncio.sleep(0.01)
-    await producer.close_run()
-    return sent
 
 
 async def test_primary_killed_and_sync_standby_promoted_then_log_and_readers_hold_acked_once(
@@ -102,7 +92,7 @@ async def test_primary_killed_and_sync_standby_promoted_then_log_and_readers_hol
             producers = [Producer(a, r, policy=RetryPolicy(give_up_after=90)) for r in run_ids]
             async with closing(producers), following(http, followers) as follow_tasks:
                 produce = [
-                    asyncio.create_task(_produce(p, r, stop))
+                    asyncio.create_task(produce_until(p, r, stop))
                     for p, r in zip(producers, run_ids, strict=True)
                 ]
 

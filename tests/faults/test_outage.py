@@ -18,6 +18,7 @@ from tests.faults.conftest import (
     closing,
     following,
     probe_appends,
+    produce_until,
     replica,
     stored,
 )
@@ -25,18 +26,6 @@ from tests.faults.conftest import (
 RUNS = 4
 FOLLOWERS_PER_RUN = 2
 OUTAGE_SECONDS = 6.0
-
-
-async def _produce(producer: Producer, run_id: str, stop: asyncio.Event) -> list[Any]:
-    """Chunks at a steady pace until told to stop; returns every one it sent."""
-    sent: list[Any] = []
-    while not stop.is_set():
-        c = chunk(run_id, len(sent) + 1)
-        producer.submit(c)
-        sent.append(c)
-        await asyncio.sleep(0.01)
-    await producer.close_run()
-    return sent
 
 
 async def test_database_stopped_under_load_then_log_holds_every_acknowledged_event_once(
@@ -59,7 +48,7 @@ async def test_database_stopped_under_load_then_log_holds_every_acknowledged_eve
             async with closing(producers), following(http, followers) as follow_tasks:
                 probe = asyncio.create_task(probe_appends(http, base, probes, stop_probe))
                 produce = [
-                    asyncio.create_task(_produce(p, r, stop))
+                    asyncio.create_task(produce_until(p, r, stop))
                     for p, r in zip(producers, run_ids, strict=True)
                 ]
                 await asyncio.sleep(1.0)
