@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from tests.conftest import settings_for
+from tests.nodejs import cut_on_cue
 from tests.relay import relay_to
 from tests.servers import Running, serve_in_process
 
@@ -79,8 +80,6 @@ async def _run_node(base_url: str) -> dict[str, Any]:
 async def test_chat_client_when_token_expired_at_reconnect_then_fetch_wrapper_resumes_once(
     database_url: str, node_harness: Path
 ) -> None:
-    import asyncio
-
     settings = settings_for(
         database_url,
         api_keys="k-chat-admin",
@@ -91,25 +90,12 @@ async def test_chat_client_when_token_expired_at_reconnect_then_fetch_wrapper_re
     )
     thread = "th-chat-token"
     async with serve_in_process(settings) as running, relay_to(running.base_url) as relay:
-        proc = await asyncio.create_subprocess_exec(
-            "node", "chat_tokens.mjs", relay.url, thread, "k-chat-admin",
-            cwd=NODE, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        # The cue: the client's stream is mid-answer and its token has expired.
+        out, _ = await cut_on_cue(
+            NODE, "chat_tokens.mjs", relay.url, thread, "k-chat-admin",
+            relay=relay, cue=b"EXPIRED\n",
         )  # fmt: skip
-        assert proc.stdout is not None and proc.stdin is not None and proc.stderr is not None
-        try:
-            line = await asyncio.wait_for(proc.stdout.readline(), 90)
-            said = line + (await proc.stderr.read() if line != b"EXPIRED\n" else b"")
-            assert line == b"EXPIRED\n", said
-            assert relay.cut() >= 1  # the client's stream, mid-answer, its token expired
-            proc.stdin.write(b"cut\n")
-            await proc.stdin.drain()
-            out, err = await asyncio.wait_for(proc.communicate(), 120)
-        finally:
-            if proc.returncode is None:
-                proc.kill()
-                await proc.wait()
-        assert proc.returncode == 0, err.decode()[-3000:]
-        result = json.loads(out.decode().strip().splitlines()[-1])
+        result = json.loads(out.strip().splitlines()[-1])
         run_id = next(c["runId"] for c in result["chunks"] if c["type"] == "RUN_STARTED")
         admin = {"Authorization": "Bearer k-chat-admin"}
         async with httpx.AsyncClient(base_url=running.base_url, headers=admin) as http:

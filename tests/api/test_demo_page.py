@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from tests.conftest import settings_for
+from tests.nodejs import cut_on_cue
 from tests.relay import relay_to
 from tests.servers import Running, serve_in_process, serve_subprocess
 
@@ -54,25 +55,12 @@ async def test_demo_page_when_connection_cut_mid_answer_then_says_so_resumes_and
     assert shutil.which("chromium"), "the browser test needs Chromium (.ci/run installs it)"
     settings = settings_for(database_url, demo_delay_seconds=0.1)
     async with serve_in_process(settings) as running, relay_to(running.base_url) as relay:
-        proc = await asyncio.create_subprocess_exec(
-            "node", "browser_resume.mjs", relay.url, "th-resume",
-            cwd=NODE, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        out, _ = await cut_on_cue(
+            NODE, "browser_resume.mjs", relay.url, "th-resume", relay=relay, cue=b"MID\n",
+            wait_cue=60,
         )  # fmt: skip
-        assert proc.stdout is not None and proc.stdin is not None
-        try:
-            line = await asyncio.wait_for(proc.stdout.readline(), 60)
-            assert line == b"MID\n", line + (await proc.stderr.read() if proc.stderr else b"")
-            assert relay.cut() >= 1  # the page's stream, mid-answer
-            proc.stdin.write(b"cut\n")
-            await proc.stdin.drain()
-            out, err = await asyncio.wait_for(proc.communicate(), 120)
-        finally:
-            if proc.returncode is None:
-                proc.kill()
-                await proc.wait()
-        assert proc.returncode == 0, err.decode()[-3000:]
         assert relay.accepted >= 2  # it came back by itself
-    result = json.loads(out.decode().strip().splitlines()[-1])
+    result = json.loads(out.strip().splitlines()[-1])
     assert any("resuming after event" in b for b in result["banners"]), result["banners"]
     # The answer as it streamed, across the cut: each piece once, none missing.
     live = result["live"]
@@ -104,30 +92,16 @@ async def test_demo_page_when_keys_set_and_token_expired_at_reconnect_then_fresh
     thread = "th-tokens"
     with serve_subprocess(env) as (base, _):
         async with relay_to(base) as relay:
-            proc = await asyncio.create_subprocess_exec(
-                "node", "browser_tokens.mjs", relay.url, thread, "k-demo-admin",
-                cwd=NODE, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            # Each cue: the page's stream is mid-answer and its token has expired.
+            out, _ = await cut_on_cue(
+                NODE, "browser_tokens.mjs", relay.url, thread, "k-demo-admin",
+                relay=relay, cue=b"EXPIRED\n", cuts=2,
             )  # fmt: skip
-            assert proc.stdout is not None and proc.stdin is not None and proc.stderr is not None
-            try:
-                for _ in range(2):
-                    line = await asyncio.wait_for(proc.stdout.readline(), 90)
-                    said = line + (await proc.stderr.read() if line != b"EXPIRED\n" else b"")
-                    assert line == b"EXPIRED\n", said
-                    assert relay.cut() >= 1  # the page's stream, mid-answer, its token expired
-                    proc.stdin.write(b"cut\n")
-                    await proc.stdin.drain()
-                out, err = await asyncio.wait_for(proc.communicate(), 120)
-            finally:
-                if proc.returncode is None:
-                    proc.kill()
-                    await proc.wait()
-            assert proc.returncode == 0, err.decode()[-3000:]
         async with httpx.AsyncClient(base_url=base) as http:
             stored = await http.get(
                 f"/v1/threads/{thread}/messages", headers={"Authorization": "Bearer k-demo-read"}
             )
-    result = json.loads(out.decode().strip().splitlines()[-1])
+    result = json.loads(out.strip().splitlines()[-1])
     requests = result["requests"]
     tokens = result["tokens"]  # the page's token before each cut
     # Asked once, and what the tab keeps is the token for its thread, never the key.
