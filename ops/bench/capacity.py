@@ -67,7 +67,7 @@ import httpx
 import orjson
 from capacity_follow import BUCKET_MS
 from capacity_upstream import plan
-from common import ROOT, free_port, scratch_database
+from common import ROOT, free_port, healthy, scratch_database
 
 HERE = Path(__file__).resolve().parent
 PEER_DIR = HERE / "peer"
@@ -321,16 +321,8 @@ def replay_target(upstream: str) -> Iterator[Target]:
         )  # fmt: skip
         base = f"http://127.0.0.1:{port}"
         try:
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    if httpx.get(base + "/healthz", timeout=1).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("replay serve did not start: " + _tail(log.name))
-                time.sleep(0.05)
+            if not healthy(proc, base):
+                raise RuntimeError("replay serve did not start: " + _tail(log.name))
             yield Target(
                 "replay",
                 f"{base}/v1/agents/capacity/runs",

@@ -53,6 +53,20 @@ def scratch_database() -> Iterator[str]:
         asyncio.run(admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
+def healthy(proc: subprocess.Popen[bytes], base: str, seconds: float = 30) -> bool:
+    """Whether the server `proc` at `base` answered /healthz 200 before it exited or timed out."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            if httpx.get(base + "/healthz", timeout=1).status_code == 200:
+                return True
+        except httpx.TransportError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+
+
 @contextmanager
 def server_process(
     url: str, port: int | None = None, root: Path | None = None, **env: str
@@ -74,17 +88,9 @@ def server_process(
         cwd=root or ROOT,
     )
     base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            if httpx.get(base + "/healthz", timeout=1).status_code == 200:
-                break
-        except httpx.TransportError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise RuntimeError("server did not start")
-        time.sleep(0.05)
+    if not healthy(proc, base):
+        proc.kill()
+        raise RuntimeError("server did not start")
     try:
         yield base
     finally:
