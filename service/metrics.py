@@ -54,6 +54,13 @@ EVENTS_APPENDED = Counter(
     "Events committed by this process's append path (HTTP, hosted runs, in-process writers).",
     registry=REGISTRY,
 )
+STREAM_BUFFERED = Counter(
+    "replay_stream_buffered_events",
+    "Events a followed run's channel buffered, by source: commit (rows this process"
+    " committed, handed over without a read) or read (read back from the log).",
+    ["source"],
+    registry=REGISTRY,
+)
 GROUP_COMMIT_EVENTS = Histogram(
     "replay_group_commit_events",
     "Events per group commit (one transaction, one fsync).",
@@ -102,6 +109,11 @@ class _Gauge:
 GAUGES: dict[str, _Gauge] = {
     "replay_stream_followers": _Gauge("Stream followers (open SSE / NDJSON responses)."),
     "replay_stream_runs_followed": _Gauge("Runs with at least one follower in this process."),
+    "replay_stream_reads": _Gauge(
+        "Reads of the log for followers so far, by who read: channel (one per wake-up,"
+        " shared by a run's followers) or follower (catch-up, or fallen behind the buffer).",
+        ("by",),
+    ),
     "replay_hosted_runs": _Gauge("Hosted runs this process is driving."),
     "replay_listen_connected": _Gauge("1 while the LISTEN connection is up, else 0."),
     "replay_db_pool_in_use": _Gauge("Database connections checked out.", ("pool",)),

@@ -1,6 +1,7 @@
 """Capacity: how many concurrent hosted runs one process serves, against the peers.
 
     python ops/bench/capacity.py [--quick] [--json FILE] [--systems replay,...]
+                                 [--baseline DIR] [--at K,K,... [--repeat N]]
 
 The workload, the same for every system, in one run on the same cores:
 - K runs at once, each an upstream that streams like a model (one process,
@@ -32,6 +33,14 @@ The systems:
   `@durable-streams/server`, file store, `peer/server.mjs`), a Node
   process (`peer/capacity/durable-reader.mjs`) appending each upstream
   event with the protocol's IdempotentProducer, followers on `live=sse`.
+
+`--baseline DIR` adds a system "baseline": `replay serve` from another
+checkout (a commit to compare against, this venv). `--at K,K,...` replaces the
+search by trials at exactly those K, interleaved: for each K, one trial on
+each system in turn (the order reversed every other round, `--repeat N`
+rounds), all the systems' servers up at once, so a change and its baseline
+meet the same machine load within minutes of each other; it prints each K's
+p99 side by side and, with a baseline, ours / baseline per K and round.
 
 Memory is the RSS of the serving processes (replay serve; the Node server,
 plus Redis's used memory apart; the Durable Streams server plus its reader),
@@ -73,6 +82,8 @@ HERE = Path(__file__).resolve().parent
 PEER_DIR = HERE / "peer"
 NODE_DIR = PEER_DIR / "capacity"
 SYSTEMS = ("replay", "resumable-stream", "durable-streams")
+# `--baseline DIR`: replay serve from another checkout, beside ours.
+BASELINE = "baseline"
 
 
 @dataclass(frozen=True)
@@ -111,6 +122,7 @@ class Target:
     log_path: str | None = None  # the server's log: warnings and errors, counted per trial
     metrics_url: str | None = None  # replay's /metrics (its hosted runs gauge)
     end_url: str | None = None  # abandons what a peer still reads or flushes
+    database: str | None = None  # replay's scratch database: its backends' CPU counts apart
     _log_offset: int = 0
 
     def new_log_lines(self) -> list[str]:
@@ -125,6 +137,12 @@ class Target:
 
     def rss_kb(self) -> int:
         return sum(_rss_kb(pid) for pid in self.pids)
+
+    def cpu_seconds(self) -> tuple[float, float]:
+        """CPU time so far (user + system) of the serving processes, and of the
+        PostgreSQL backends serving its database (replay only; others 0)."""
+        backends = _backends(self.database) if self.database else []
+        return _cpu_seconds(self.pids), _cpu_seconds(backends)
 
     def active(self) -> int:
         """Runs the system still drives (reads, appends, publishes)."""
@@ -175,7 +193,9 @@ class Trial:
             f"failed runs {self.failed_runs}  {self.seconds:5.0f} s{early}  "
             f"[upstream late p99 {self.harness['upstream_late_p99_ms']:.0f} ms, client loop "
             f"lag p99 {self.harness['client_lag_p99_ms']:.0f} ms, server warnings "
-            f"{self.harness['server_warnings']:.0f}, load {self.load:.1f}]"
+            f"{self.harness['server_warnings']:.0f}, CPU per 1k events: server "
+            f"{self.harness['server_cpu_ms_per_kev']:.0f} ms, db "
+            f"{self.harness['db_cpu_ms_per_kev']:.0f} ms, load {self.load:.1f}]"
         )
 
 
@@ -202,6 +222,35 @@ def _rss_kb(pid: int) -> int:
     except OSError:
         pass
     return 0
+
+
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_seconds(pids: list[int]) -> float:
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / _TICKS
+
+
+def _backends(database: str) -> list[int]:
+    """The PostgreSQL backends connected to `database` (their process title names it)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            title = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if title.startswith(b"postgres: ") and f" {database} ".encode() in title:
+            pids.append(int(entry.name))
+    return pids
 
 
 def _load() -> float:
@@ -309,27 +358,29 @@ def _redis(url: str) -> Iterator[str]:
 
 
 @contextmanager
-def replay_target(upstream: str) -> Iterator[Target]:
-    """`replay serve` with its defaults; its log goes to a file read after each trial."""
+def replay_target(upstream: str, root: Path = ROOT, name: str = "replay") -> Iterator[Target]:
+    """`replay serve` with its defaults (from checkout `root`); its log goes to a file
+    read after each trial."""
     port = free_port()
     env = {**os.environ, "REPLAY_AGENTS": json.dumps({"capacity": upstream})}
     with scratch_database() as db, tempfile.NamedTemporaryFile("w+b", suffix=".log") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "service.cli", "serve", "--port", str(port),
              "--log-level", "warning"],
-            env={**env, "REPLAY_DATABASE_URL": db}, cwd=ROOT, stderr=log,
+            env={**env, "REPLAY_DATABASE_URL": db}, cwd=root, stderr=log,
         )  # fmt: skip
         base = f"http://127.0.0.1:{port}"
         try:
             if not healthy(proc, base):
                 raise RuntimeError("replay serve did not start: " + _tail(log.name))
             yield Target(
-                "replay",
+                name,
                 f"{base}/v1/agents/capacity/runs",
                 f"{base}/v1/runs/{{run}}/stream",
                 [proc.pid],
                 log_path=log.name,
                 metrics_url=f"{base}/metrics",
+                database=db.rsplit("/", 1)[1].split("?")[0],
             )
         finally:
             proc.terminate()
@@ -439,6 +490,7 @@ async def run_trial(
     await asyncio.to_thread(httpx.get, upstream_stats + "?reset", timeout=10)
     began = time.monotonic()
     memory = {"idle_kb": float(target.rss_kb())}
+    cpu_before = target.cpu_seconds()
     before = await asyncio.to_thread(target.stats)
     redis_idle = before.get("redisUsedMemory")
     target.new_log_lines()  # what it logged before this trial is not this trial's
@@ -495,6 +547,9 @@ async def run_trial(
     for client in procs:
         await client.proc.wait()
     memory["peak_kb"] = float(peak[0])
+    cpu_after = target.cpu_seconds()
+    memory["server_cpu_s"] = cpu_after[0] - cpu_before[0]
+    memory["db_cpu_s"] = cpu_after[1] - cpu_before[1]
     if redis_idle is not None:
         memory["redis_peak_delta_kb"] = max(0, redis_peak[0] - redis_idle) / 1024
     result = _judge(target, k, runs, procs, upstream_stats, memory, stopped_early,
@@ -577,6 +632,10 @@ def _judge(
         "upstream_late_max_ms": float(upstream["late_max_ms"]),
         "client_lag_p99_ms": _lag_p99(lags),
         "server_warnings": float(len(warnings)),
+        # CPU per 1,000 events delivered: a machine's load slows a trial but
+        # changes this little, so it compares a change with its baseline.
+        "server_cpu_ms_per_kev": 1e6 * memory["server_cpu_s"] / max(events, 1),
+        "db_cpu_ms_per_kev": 1e6 * memory["db_cpu_s"] / max(events, 1),
     }
     return Trial(k, passed, p99, _pct(hist, latencies, 50), lost, dups, disorder, failed,
                  errors, latencies, events, stopped_early, seconds, memory, harness,
@@ -664,11 +723,25 @@ def main() -> None:
         "--p99-limit", type=float, default=100.0, metavar="MS",
         help="a trial passes below this p99 (a huge one checks only that nothing is lost)",
     )  # fmt: skip
+    parser.add_argument(
+        "--baseline", type=Path, metavar="DIR",
+        help="also measure replay serve from this checkout (system 'baseline')",
+    )  # fmt: skip
+    parser.add_argument(
+        "--at", metavar="K,K,...",
+        help="no search: trials at these K, interleaved across the systems",
+    )  # fmt: skip
+    parser.add_argument("--repeat", type=int, default=1, help="rounds of --at")
     args = parser.parse_args()
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
     unknown = set(systems) - set(SYSTEMS)
     if unknown:
         parser.error(f"unknown systems {sorted(unknown)}; known: {', '.join(SYSTEMS)}")
+    if args.baseline is not None:
+        if not (args.baseline / "service" / "cli.py").exists():
+            parser.error(f"--baseline {args.baseline} is not a checkout of this repository")
+        systems.append(BASELINE)
+    at = [int(k) for k in args.at.split(",")] if args.at else []
     if args.quick:
         workload = Workload(3.0, 6.0, 0.03, 1.0, args.seed)
     else:
@@ -696,16 +769,30 @@ def main() -> None:
         )
         upstream = f"http://127.0.0.1:{port}/agent"
         upstream_stats = f"http://127.0.0.1:{port}/stats"
-        for name in systems:
+
+        def open_target(name: str, stack: ExitStack) -> Target:
+            if name == "replay":
+                return stack.enter_context(replay_target(upstream))
+            if name == BASELINE:
+                return stack.enter_context(replay_target(upstream, args.baseline, BASELINE))
+            if name == "resumable-stream":
+                return stack.enter_context(resumable_target(upstream, args.redis))
+            return stack.enter_context(durable_target(upstream))
+
+        if at:
+            outcomes = interleaved(
+                [open_target(name, stack) for name in systems], at, args.repeat,
+                lambda target, k, tag: asyncio.run(
+                    run_trial(target, k, workload, upstream_stats, args.clients, tag,
+                              args.p99_limit)
+                ),
+                say,
+            )  # fmt: skip
+        for name in [] if at else systems:
             say(f"  {name}:")
             outcome = Outcome(name)
             with ExitStack() as per_system:
-                if name == "replay":
-                    target = per_system.enter_context(replay_target(upstream))
-                elif name == "resumable-stream":
-                    target = per_system.enter_context(resumable_target(upstream, args.redis))
-                else:
-                    target = per_system.enter_context(durable_target(upstream))
+                target = open_target(name, per_system)
                 tag = uuid.uuid4().hex[:6]
 
                 def trial(k: int, target: Target = target, tag: str = tag) -> Trial:
@@ -722,12 +809,72 @@ def main() -> None:
                 )
             outcomes.append(outcome)
     load_after = _uptime()
-    report(outcomes, workload, load_before, load_after, args.json, say, args.p99_limit)
+    report(outcomes, workload, load_before, load_after, args.json, say, args.p99_limit, bool(at))
+
+
+def interleaved(
+    targets: list[Target], ks: list[int], rounds: int,
+    trial: Callable[[Target, int, str], Trial], say: Callable[[str], None],
+) -> list[Outcome]:  # fmt: skip
+    """Trials at each K on every system in turn (reversed every other round)."""
+    outcomes = {t.name: Outcome(t.name) for t in targets}
+    tag = uuid.uuid4().hex[:6]
+    for round_ in range(rounds):
+        order = targets if round_ % 2 == 0 else targets[::-1]
+        for k in ks:
+            for target in order:
+                result = trial(target, k, f"{tag}r{round_}")
+                outcomes[target.name].trials.append(result)
+                say(f"    {target.name:<17}" + result.brief())
+                for error in result.errors[:3]:
+                    say("      " + error)
+    return list(outcomes.values())
+
+
+def _side_by_side(outcomes: list[Outcome], say: Callable[[str], None]) -> dict[str, Any]:
+    """Each K's trials per system (`--at`), and with a baseline ours / baseline per trial."""
+    ks = sorted({t.k for o in outcomes for t in o.trials})
+    by = {o.system: o for o in outcomes}
+    say("  at each K (p99 ms, ✗ failed; server and db CPU ms per 1,000 events; load):")
+    table: dict[str, Any] = {}
+    for k in ks:
+        row: dict[str, Any] = {}
+        cells = []
+        for o in outcomes:
+            trials = [t for t in o.trials if t.k == k]
+            row[o.system] = [
+                {"p99_ms": t.p99_ms, "passed": t.passed, "load": t.load,
+                 "server_cpu_ms_per_kev": t.harness["server_cpu_ms_per_kev"],
+                 "db_cpu_ms_per_kev": t.harness["db_cpu_ms_per_kev"]}
+                for t in trials
+            ]  # fmt: skip
+            cells.append(f"{o.system} " + " ".join(
+                f"{t.p99_ms:.0f}{'' if t.passed else '✗'}"
+                f"/{t.harness['server_cpu_ms_per_kev']:.0f}+{t.harness['db_cpu_ms_per_kev']:.0f}"
+                f"@{t.load:.1f}" for t in trials
+            ))  # fmt: skip
+        if "replay" in by and BASELINE in by:
+            ours = [t for t in by["replay"].trials if t.k == k]
+            base = [t for t in by[BASELINE].trials if t.k == k]
+            pairs = list(zip(ours, base, strict=False))
+            row["cpu_vs_baseline"] = [
+                (a.harness["server_cpu_ms_per_kev"] + a.harness["db_cpu_ms_per_kev"])
+                / max(b.harness["server_cpu_ms_per_kev"] + b.harness["db_cpu_ms_per_kev"], 1e-9)
+                for a, b in pairs
+            ]
+            row["p99_vs_baseline"] = [a.p99_ms / max(b.p99_ms, 1e-9) for a, b in pairs]
+            cells.append("ours/baseline CPU " + " ".join(
+                f"{r:.2f}" for r in row["cpu_vs_baseline"]
+            ) + ", p99 " + " ".join(f"{r:.2f}" for r in row["p99_vs_baseline"]))  # fmt: skip
+        table[str(k)] = row
+        say(f"    K={k:<5} " + "; ".join(cells))
+    return table
 
 
 def report(
     outcomes: list[Outcome], workload: Workload, load_before: str, load_after: str,
     json_path: str | None, say: Callable[[str], None], limit_ms: float,
+    side_by_side: bool = False,
 ) -> None:  # fmt: skip
     say("")
     say(f"capacity (p99 < {limit_ms:g} ms, nothing lost): one process each, same cores")
@@ -761,6 +908,8 @@ def report(
         say(f"  {o.system:<18}{o.capacity:>6}{shown.p99_ms:>9.1f}{shown.lost:>7}"
             f"{memory['per_run_kb']:>8.0f} KB{memory['per_follower_kb']:>11.0f} KB"
             f"{memory['peak_per_run_kb']:>8.0f} KB  {history}")  # fmt: skip
+    if side_by_side:
+        out["at"] = _side_by_side(outcomes, say)
     ours = out["runs"].get("replay")
     ratios = {}
     for o in outcomes:

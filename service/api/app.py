@@ -135,9 +135,10 @@ def create_app(
                 presence=Presence(event_log, fresh_seconds=settings.lease_seconds),
             )
             await hub.start()
-            # Appends committed by this process wake its followers directly;
-            # NOTIFY still covers every other process (and this one, redundantly).
-            stack.callback(event_log.on_commit(hub.announce))
+            # Appends committed by this process reach its followers directly, rows
+            # and all (no read back); NOTIFY still covers every other process (and
+            # this one, redundantly: a hint for what the channel already holds).
+            stack.callback(event_log.on_commit_rows(hub.committed))
             # Pushed after the log, so it stops first: readers before their pool.
             stack.push_async_callback(hub.stop)
             drivers = Drivers(
@@ -275,6 +276,8 @@ def _gauges(
     return [
         metrics.sample("replay_stream_followers", lambda: hub.stats().subscribers),
         metrics.sample("replay_stream_runs_followed", lambda: hub.stats().channels),
+        metrics.sample("replay_stream_reads", lambda: hub.stats().reads, by="channel"),
+        metrics.sample("replay_stream_reads", lambda: hub.stats().follower_reads, by="follower"),
         metrics.sample("replay_hosted_runs", lambda: len(drivers.active)),
         metrics.sample("replay_listen_connected", lambda: float(hub.listening)),
         metrics.sample("replay_db_pool_in_use", lambda: event_log.pool_stats().in_use, pool="log"),

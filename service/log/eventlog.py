@@ -32,7 +32,7 @@ from service.log.listener import Listener
 from service.log.notifications import Notice
 from service.log.request import AppendResult
 from service.log.sql import QUERIES
-from service.log.store import CommitHook, Page, PoolStats, RunState
+from service.log.store import CommitHook, CommitRowsHook, Page, PoolStats, RunState
 from service.log.summary import BIGINT_MAX
 from service.log.writer import GroupCommitter
 
@@ -297,10 +297,25 @@ class EventLog:
         """
         return self._committer.on_commit(hook)
 
+    def on_commit_rows(self, hook: CommitRowsHook) -> Callable[[], None]:
+        """Call `hook(run_id, rows, last_seq, closed)` after each group this process commits,
+        with the rows it added to the run: not a hint but the committed events, exactly
+        as stored, in commit order per run (the committer never has two groups of a run
+        in flight). On the committer's task, before the appends are acknowledged: it must
+        be quick. A commit made outside the committer (`announce`) gives `rows=None`.
+        Returns a function that removes the hook.
+        """
+        return self._committer.on_commit_rows(hook)
+
+    async def settled(self, run_id: str) -> None:
+        """Returns once this process has no commit of `run_id` under way: any it had
+        has been told to the `on_commit_rows` hooks (or failed)."""
+        await self._committer.settled(run_id)
+
     def announce(self, run_id: str, last_seq: int, closed: bool) -> None:
         """Tell the `on_commit` hooks about a commit made outside the group committer
         (a transaction of `service.log.streams`); its NOTIFY covers other processes."""
-        self._committer._announce(run_id, last_seq, closed)
+        self._committer.announce(run_id, last_seq, closed)
 
     async def close(self) -> None:
         self._deadlines.close()

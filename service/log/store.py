@@ -15,7 +15,9 @@ The guarantees every implementation keeps (the suite checks each):
 * Commit order equals seq order within a run: a reader that saw `last_seq = N`
   never later finds a new event at a seq <= N (no interleaving).
 * A hint (`on_commit`, a notification) may be late, lost or repeated; only
-  reads are the truth.
+  reads are the truth. `on_commit_rows` is not a hint: it hands over the
+  events this process committed, exactly as stored, once they are committed
+  and in commit order per run (so a follower here can be served without a read).
 * A read a replica may serve (`catch_up`, `through`) answers exactly what the
   primary would: what the replica has not replayed is read from the primary.
 * Failures are `service.errors.ReplayError`s (the driver's are translated
@@ -43,6 +45,13 @@ Row = tuple[int, str]
 
 # (run_id, last_seq, closed), called on the committer's task: must not block.
 CommitHook = Callable[[str, int, bool], None]
+
+# (run_id, rows, last_seq, closed): the rows one commit added to the run (seqs up
+# to last_seq, as stored; empty for a bare close), called after that commit, in
+# commit order per run, on the committer's task: must not block. rows is None
+# for a commit whose rows are not at hand (one made outside the group
+# committer): that call is only a hint, as `on_commit`'s.
+CommitRowsHook = Callable[[str, list[Row] | None, int, bool], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +132,15 @@ class LogStore(Protocol):
     ) -> tuple[Run, bool]: ...
 
     def on_commit(self, hook: CommitHook) -> Callable[[], None]: ...
+
+    def on_commit_rows(self, hook: CommitRowsHook) -> Callable[[], None]:
+        """Call `hook` with the rows of every commit this store makes for this process."""
+        ...
+
+    async def settled(self, run_id: str) -> None:
+        """Returns once no commit of `run_id` by this store is under way: each has been
+        told to the `on_commit_rows` hooks, or failed. (A notification of a commit can
+        come before its hook is called.)"""
 
     # -- reads --------------------------------------------------------------
 

@@ -14,7 +14,10 @@ because whether it fits depends on everything before it.
 After a group commits, and before its producers are acknowledged, every
 `on_commit` callback is called with `(run_id, last_seq, closed)` per run the
 group changed: an in-process hint (like the NOTIFY the statement queues, it
-says the log *may* be at `last_seq`; readers still read the table).
+says the log *may* be at `last_seq`; readers still read the table), and every
+`on_commit_rows` callback with the rows themselves: the events as stored,
+numbered, committed (what the stream's hub serves this process's followers
+from without reading them back).
 
 What a group sends and what each append gets back are `service.log.request`'s
 (typed, and settled by pure functions); this module runs the statements.
@@ -37,7 +40,7 @@ from service.log import sql
 from service.log.chunks import StoredChunk, loads
 from service.log.faults import acquire, translate
 from service.log.request import AppendResult, Group, Outcomes, Pending, explain, settle
-from service.log.store import CommitHook, RunState
+from service.log.store import CommitHook, CommitRowsHook, Row, RunState
 
 log = logging.getLogger("replay.log")
 
@@ -83,9 +86,12 @@ class GroupCommitter:
         self._statement_seconds = statement_seconds
         self._queue: deque[Pending] = deque()
         self._inflight: set[str] = set()
+        # Set (and replaced) each time a lane finishes a group: what `settled` waits on.
+        self._group_done = asyncio.Event()
         self._wake = asyncio.Event()
         self._max_events = max_events
         self._hooks: list[CommitHook] = []
+        self._row_hooks: list[CommitRowsHook] = []
         self._lanes = [
             asyncio.create_task(self._lane(), name=f"commit-lane-{i}") for i in range(lanes)
         ]
@@ -106,12 +112,43 @@ class GroupCommitter:
         self._hooks.append(hook)
         return lambda: self._hooks.remove(hook)
 
+    def on_commit_rows(self, hook: CommitRowsHook) -> Callable[[], None]:
+        """Call `hook(run_id, rows, last_seq, closed)` after each commit; returns the remover."""
+        self._row_hooks.append(hook)
+        return lambda: self._row_hooks.remove(hook)
+
+    async def settled(self, run_id: str) -> None:
+        """Returns once no lane holds `run_id`: whatever of it was committing here has
+        been told to the hooks (or failed). A notification of this process's own commit
+        can arrive before its lane hands the hooks the rows; this waits for them."""
+        while run_id in self._inflight:
+            await self._group_done.wait()
+
+    def announce(self, run_id: str, last_seq: int, closed: bool) -> None:
+        """A commit made outside the committer: a hint to every hook (no rows at hand)."""
+        self._announce(run_id, last_seq, closed)
+        self._tell_rows(run_id, None, last_seq, closed)
+
     def _announce(self, run_id: str, last_seq: int, closed: bool) -> None:
         for hook in self._hooks:
             try:
                 hook(run_id, last_seq, closed)
             except Exception:  # a hint's failure must not fail a committed append
                 log.exception("on_commit hook failed for run %s", run_id)
+
+    def _tell_rows(self, run_id: str, rows: list[Row] | None, last_seq: int, closed: bool) -> None:
+        for hook in self._row_hooks:
+            try:
+                hook(run_id, rows, last_seq, closed)
+            except Exception:  # nor may a follower's
+                log.exception("on_commit_rows hook failed for run %s", run_id)
+
+    def _committed_rows(self, appends: dict[str, list[Pending]], outcomes: Outcomes) -> None:
+        """The rows each applied run's share added, numbered back from its new last_seq."""
+        for run, last_seq, closed in outcomes.hints:
+            texts = [chunk.text for item in appends[run] for chunk in item.chunks]
+            rows = list(zip(range(last_seq - len(texts) + 1, last_seq + 1), texts, strict=True))
+            self._tell_rows(run, rows, last_seq, closed)
 
     def submit(
         self,
@@ -175,6 +212,8 @@ class GroupCommitter:
                 self._inflight.difference_update(group)
                 # Whatever waited on these runs may go now.
                 self._wake.set()
+                done, self._group_done = self._group_done, asyncio.Event()
+                done.set()
 
     async def _commit(self, appends: dict[str, list[Pending]]) -> None:
         group = Group.of(appends)
@@ -183,6 +222,8 @@ class GroupCommitter:
         else:
             rows = await self._retrying(self._append_statement, group)
         outcomes, refused = settle(appends, {row["run_id"]: row["base"] for row in rows})
+        if self._row_hooks:
+            self._committed_rows(appends, outcomes)
         self._apply(outcomes)
         if outcomes.committed:
             metrics.EVENTS_APPENDED.inc(outcomes.committed)

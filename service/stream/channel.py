@@ -4,6 +4,12 @@ All of a run's followers in this process share it (see `service.stream.hub`
 for what wakes it, `service.stream.tail` for how a follower uses it). The
 buffer is bounded in events and bytes; a follower whose next event was evicted
 reads the log itself.
+
+What this process commits reaches the buffer without a read: the committer
+hands the channel the committed rows (`offer`), which it takes when they
+continue its buffer exactly (the next seq after its head); anything else
+(another process's commit in between, rows the reader already read) is only a
+hint, and the reader reads the log as before.
 """
 
 from __future__ import annotations
@@ -14,11 +20,15 @@ import logging
 from collections import deque
 from dataclasses import dataclass, field
 
+from service import metrics
 from service.errors import Unavailable
 from service.log.store import LogStore, Page, Row, RunState
 from service.stream.framing import Framer
 
 log = logging.getLogger("replay.stream")
+
+_FROM_COMMIT = metrics.STREAM_BUFFERED.labels("commit")
+_FROM_READ = metrics.STREAM_BUFFERED.labels("read")
 
 
 @dataclass(slots=True)
@@ -103,6 +113,29 @@ class Channel:
         if self._behind():
             self._wake.set()
 
+    def offer(self, rows: list[Row] | None, last_seq: int, closed: bool) -> None:
+        """Rows this process committed (seqs up to `last_seq`, `closed` if that commit
+        closed the run): buffered at once when they continue the buffer, else a hint."""
+        head = self.head
+        if rows is not None and not self.complete and head is not None:
+            if rows and rows[0][0] <= head:
+                # Some were read already (the reader's read began after this commit).
+                rows = [row for row in rows if row[0] > head]
+            if (rows and rows[0][0] == head + 1 and rows[-1][0] == last_seq) or (
+                not rows and last_seq == head
+            ):
+                self._hint = max(self._hint, last_seq)
+                self._hint_closed = self._hint_closed or closed
+                if rows:
+                    self._buffer(rows)
+                    _FROM_COMMIT.inc(len(rows))
+                if closed:
+                    self.complete = True
+                if rows or closed:
+                    self._advance()
+                return
+        self.announce(last_seq, closed)
+
     def _behind(self) -> bool:
         return (
             self.head is not None
@@ -161,6 +194,11 @@ class Channel:
                 # already covered it (the in-process commit hook and the NOTIFY
                 # announce the same append): one read per append, not two.
                 continue
+            # The NOTIFY of this process's own commit often comes before the
+            # committer hands over its rows: once it has, look again.
+            await self._store.settled(self.run_id)
+            if not self._behind():
+                continue
             try:
                 await self._read_ahead()
             except Unavailable as exc:
@@ -180,25 +218,35 @@ class Channel:
                 return
 
     def _take(self, page: Page) -> bool:
+        """Buffer a page the reader read after the head it started from; whether to read on."""
         assert self.head is not None
         rows = page.rows
+        if rows and rows[0][0] <= self.head:
+            # The commit hook buffered some of these while the read was under way.
+            rows = [row for row in rows if row[0] > self.head]
         if not contiguous(rows, self.head):
             # Cannot happen while seqs are gap-free and committed in order;
             # followers then read the log themselves rather than trust this.
             log.error("stream: run %s read out of order after %s", self.run_id, self.head)
             return False
         if rows:
-            size = sum(len(chunk) for _, chunk in rows)
-            self._batches.append(Batch(rows[0][0], rows[-1][0], rows, size))
-            self._buffered_events += len(rows)
-            self._buffered_bytes += size
-            self.head = rows[-1][0]
-            self._evict()
-        if page.complete and self.head >= page.state.last_seq:
+            self._buffer(rows)
+            _FROM_READ.inc(len(rows))
+        complete = page.complete and self.head >= page.state.last_seq and not self.complete
+        if complete:
             self.complete = True
-        if rows or self.complete:
+        if rows or complete:
             self._advance()
-        return bool(rows)
+        return bool(page.rows)
+
+    def _buffer(self, rows: list[Row]) -> None:
+        """Rows right after the head (contiguous), as one batch."""
+        size = sum(len(chunk) for _, chunk in rows)
+        self._batches.append(Batch(rows[0][0], rows[-1][0], rows, size))
+        self._buffered_events += len(rows)
+        self._buffered_bytes += size
+        self.head = rows[-1][0]
+        self._evict()
 
     def _evict(self) -> None:
         limits = self._limits

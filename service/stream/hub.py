@@ -1,7 +1,8 @@
 """The per-process hub: one LISTEN connection, one reader per run, fan-out in memory.
 
     the log ──notices (run, last_seq, closed)──► Hub (the store's one LISTEN connection)
-                                               │ hint: wake that run's channel, if anyone follows it
+    this process's commits ──committed rows──►   │ hint: wake that run's channel if followed
+                                               │ rows: buffered (no read) if they continue it
                                                ▼
                                   Channel(run): one reader task, one read per wake-up,
                                   a bounded buffer of recent pages ──► every Tail of the run
@@ -30,7 +31,7 @@ from types import TracebackType
 
 from service.errors import Unavailable
 from service.log.notifications import Notice
-from service.log.store import Listening, LogStore
+from service.log.store import Listening, LogStore, Row
 from service.stream.channel import Channel, Limits
 from service.stream.presence import Presence
 
@@ -168,6 +169,15 @@ class Hub:
         channel = self._channels.get(run_id)
         if channel is not None:
             channel.announce(last_seq, closed)
+
+    def committed(
+        self, run_id: str, rows: list[Row] | None, last_seq: int, closed: bool = False
+    ) -> None:
+        """This process committed `rows` to the run (the store's `on_commit_rows`):
+        its channel buffers them without reading them back, when they continue it."""
+        channel = self._channels.get(run_id)
+        if channel is not None:
+            channel.offer(rows, last_seq, closed)
 
     def on_close(self, hook: Callable[[str], None]) -> None:
         """Call `hook(run_id)` whenever a notification says a run was closed."""

@@ -38,6 +38,7 @@ from service.errors import (
     RunNotFound,
     SeqConflict,
 )
+from service.ingest import Limits, chunk_from_text
 from service.log import LogStore, Notice
 
 DEADLINE = 10.0
@@ -193,6 +194,31 @@ class LogStoreContract:
         finally:
             remove()
 
+    async def test_on_commit_rows_when_appends_acknowledged_then_rows_as_stored_in_order(
+        self, store: LogStore
+    ) -> None:
+        run_id = new_run("c-rows")
+        told: list[tuple[list[tuple[int, str]] | None, int, bool]] = []
+        remove = store.on_commit_rows(
+            lambda run, rows, last, closed: (
+                told.append((rows, last, closed)) if run == run_id else None
+            )
+        )
+        try:
+            # Text the log keeps as sent: odd spacing, escapes, non-ASCII.
+            sent = chunk_from_text('{"type":"A",  "s":"caf\\u00e9 \\n \\u0000 ☕"}', 0, Limits())
+            await store.append(run_id, [sent, chunk(n=2)])
+            await asyncio.gather(*(store.append(run_id, [chunk(n=i)]) for i in range(3, 9)))
+            await store.close_run(run_id)
+        finally:
+            remove()
+        stored = [(e.seq, e.chunk) for e in await store.read_events(run_id, 0, 100)]
+        # Every commit's rows, in commit order, together exactly the stored events.
+        assert [row for rows, _, _ in told for row in rows or []] == stored
+        assert all(rows is not None and (not rows or rows[-1][0] == last) for rows, last, _ in told)
+        assert told[-1] == ([], 8, True)
+        assert not any(closed for _, _, closed in told[:-1])
+
     # -- reads --------------------------------------------------------------
 
     async def test_read_page_when_after_and_limit_given_then_rows_and_state_from_one_read(
@@ -290,6 +316,45 @@ class LogStoreContract:
         finally:
             await listening.stop()
         assert got == [Notice(run_id, 1, False), Notice(run_id, 1, True)]
+
+    async def test_settled_when_own_commit_notified_then_its_rows_were_told_by_then(
+        self, store: LogStore
+    ) -> None:
+        """A notification of this store's commit may beat its `on_commit_rows` call;
+        `settled` waits for that call, so a reader woken by the notice need not read."""
+        run_id = new_run("c-settled")
+        told: list[int] = []
+        remove = store.on_commit_rows(
+            lambda run, rows, last, closed: told.append(last) if run == run_id else None
+        )
+        checks: list[asyncio.Task[bool]] = []
+
+        async def check(last_seq: int) -> bool:
+            await store.settled(run_id)
+            return last_seq in told
+
+        all_arrived = asyncio.Event()
+
+        def on_notices(notices: list[Notice]) -> None:
+            # Checked from the notice's own callback, as the stream's hub is woken.
+            for notice in notices:
+                if notice.run_id == run_id:
+                    checks.append(asyncio.create_task(check(notice.last_seq)))
+            if len(checks) == 30:
+                all_arrived.set()
+
+        listening = await store.listen(on_notices, lambda: None)
+        try:
+            for i in range(1, 31):
+                await store.append(run_id, [chunk(n=i)])
+            async with asyncio.timeout(DEADLINE):
+                await all_arrived.wait()  # a notice per append
+                results = await asyncio.gather(*checks)
+        finally:
+            await listening.stop()
+            remove()
+        assert told == list(range(1, 31))
+        assert results == [True] * 30
 
     # -- leases -------------------------------------------------------------
 

@@ -71,3 +71,45 @@ async def test_on_commit_when_hook_raises_then_append_still_acknowledged(
     finally:
         remove()
     assert result.last_seq == 1
+
+
+async def test_append_when_hub_takes_committed_rows_then_followers_served_without_reads(
+    database_url: str,
+) -> None:
+    """The committer hands the hub its rows: after each follower's first read, the
+    channel buffers every commit of this process without reading it back."""
+    event_log = await EventLog.open(database_url, pool_size=4)
+    hub = Hub(event_log, listen=False)
+    await hub.start()
+    remove = event_log.on_commit_rows(hub.committed)
+    try:
+        await event_log.append("rows-1", [{"type": "A"}])
+        plan = await plan_stream(hub, "rows-1", NOW)
+        readers = [SseReader() for _ in range(3)]
+
+        async def follow(reader: SseReader) -> None:
+            async for blob in tail(hub, plan, Encoding.SSE):
+                reader.feed(blob)
+
+        async with asyncio.timeout(DEADLINE):
+            tasks = [asyncio.create_task(follow(r)) for r in readers]
+            while hub.stats().follower_reads < 3:  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
+            for i in range(4):
+                await event_log.append(
+                    "rows-1", [{"type": "B", "n": i, "s": "caf\u00e9\u2028"}, {"type": "C"}]
+                )
+            await asyncio.gather(*(event_log.append("rows-1", [{"type": "D"}]) for _ in range(5)))
+            await event_log.close_run("rows-1")
+            await asyncio.gather(*tasks)
+        stored = [(e.seq, e.chunk) for e in await event_log.read_events("rows-1")]
+        assert len(stored) == 14
+        for reader in readers:
+            assert reader.events == stored[1:]
+        # Three first reads by the followers, none by the channel.
+        assert hub.stats().follower_reads == 3
+        assert hub.stats().reads == 0
+    finally:
+        remove()
+        await hub.stop()
+        await event_log.close()

@@ -1,12 +1,14 @@
 """Exactly once, in order, whatever the interleaving (hypothesis over a real database).
 
 The hub is built with `listen=False`, so the test is the notification source:
-it delivers each append's hint at once, late, twice or never, re-checks as
-the periodic timer would, pauses followers until the buffer evicts past them,
-and disconnects and reconnects followers at arbitrary points. Appends and
-reads are real. After the close and one re-check, every follower must have
-received exactly the stored events after its offset, in order, once; with a
-`?types=` filter, exactly the matching ones, resuming from the last one seen.
+it delivers each append's hint at once, late, twice or never, or hands the
+hub that commit's rows (as the committer's `on_commit_rows` gave them) at
+once, late, out of order or twice, re-checks as the periodic timer would,
+pauses followers until the buffer evicts past them, and disconnects and
+reconnects followers at arbitrary points. Appends and reads are real. After
+the close and one re-check, every follower must have received exactly the
+stored events after its offset, in order, once; with a `?types=` filter,
+exactly the matching ones, resuming from the last one seen.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from service.log import EventLog
 from service.log.typefilter import TypeFilter
 from service.stream import Encoding, Hub, Limits, plan_stream, tail
 from service.stream.audience import audience_framer, chunk_type
-from service.stream.framing import Framer
+from service.stream.framing import Framer, Row
 from tests.stream.wire import SseReader
 
 DEADLINE = 10.0
@@ -83,6 +85,8 @@ actions = st.lists(
         st.tuples(st.just("deliver"), st.integers(0, 7)),
         st.tuples(st.just("duplicate"), st.integers(0, 7)),
         st.tuples(st.just("drop"), st.integers(0, 7)),
+        st.tuples(st.just("offer"), st.integers(0, 7)),
+        st.tuples(st.just("offer_again"), st.integers(0, 7)),
         st.tuples(st.just("reconnect"), st.integers(0, 2)),
         st.tuples(st.just("pause"), st.integers(0, 2)),
         st.tuples(st.just("resume"), st.integers(0, 2)),
@@ -114,7 +118,14 @@ async def test_tail_when_hints_delayed_dropped_duplicated_and_reconnects_then_ex
     event_log, hub = log_and_hub
     run = f"prop-{uuid.uuid4().hex[:10]}"
     last = 0
-    pending: list[tuple[int, bool]] = []
+    # Each commit's (last_seq, closed, rows), as the committer told of it.
+    pending: list[tuple[int, bool, list[Row]]] = []
+    told: list[tuple[int, bool, list[Row]]] = []
+
+    def tell(run_id: str, rows: list[Row] | None, last_seq: int, closed: bool) -> None:
+        if run_id == run:
+            assert rows is not None
+            told.append((last_seq, closed, rows))
 
     async def append(n: int, close: bool = False) -> None:
         nonlocal last
@@ -123,8 +134,10 @@ async def test_tail_when_hints_delayed_dropped_duplicated_and_reconnects_then_ex
         ]
         result = await event_log.append(run, chunks, close=close)
         last = result.last_seq
-        pending.append((last, close))
+        pending.extend(told)
+        told.clear()
 
+    remove_tell = event_log.on_commit_rows(tell)
     await append(max(prefix, 1))
     pending.clear()  # committed before anyone followed: no follower needs its hint
     type_filter = TypeFilter.parse(types) if types else None
@@ -141,10 +154,13 @@ async def test_tail_when_hints_delayed_dropped_duplicated_and_reconnects_then_ex
         for action, arg in steps:
             if action == "append":
                 await append(arg)
-            elif action in ("deliver", "duplicate", "drop") and pending:
+            elif action in ("deliver", "duplicate", "drop", "offer", "offer_again") and pending:
                 index = arg % len(pending)
-                seq, closed = pending[index] if action == "duplicate" else pending.pop(index)
-                if action != "drop":
+                kept = action in ("duplicate", "offer_again")
+                seq, closed, rows = pending[index] if kept else pending.pop(index)
+                if action in ("offer", "offer_again"):
+                    hub.committed(run, rows, seq, closed)
+                elif action != "drop":
                     hub.announce(run, seq, closed)
             elif action == "reconnect" and arg < len(followers):
                 follower = followers[arg]
@@ -172,6 +188,7 @@ async def test_tail_when_hints_delayed_dropped_duplicated_and_reconnects_then_ex
         async with asyncio.timeout(DEADLINE):
             await asyncio.gather(*(f.task for f in followers if f.task is not None))
     finally:
+        remove_tell()
         for follower in followers:
             if follower.task is not None:
                 follower.task.cancel()

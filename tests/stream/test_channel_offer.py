@@ -1,0 +1,83 @@
+"""A channel given this process's committed rows (`Hub.committed`) keeps exactly the log.
+
+The committer hands the hub each commit's rows; the channel buffers them only
+when they continue its buffer, and otherwise reads the log. Whatever order
+the rows come in (late, early, twice), the buffer must hold every event after
+its anchor once, in order, as stored: served to a follower at any cursor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+
+import pytest
+
+from service.log import EventLog
+from service.log.store import RunState
+from service.stream import Encoding, Hub
+from service.stream.framing import Row
+from tests.stream.wire import SseReader
+
+DEADLINE = 10.0
+
+
+@pytest.fixture
+async def event_log(database_url: str) -> AsyncIterator[EventLog]:
+    log = await EventLog.open(database_url, pool_size=4)
+    yield log
+    await log.close()
+
+
+# Offers of three commits (0, 1, 2), in these orders: in order, late, early, twice.
+ORDERS = [(0, 1, 2), (1, 0, 2), (2, 1, 0), (0, 0, 1, 2, 1), (2, 0, 1, 2), (0, 2)]
+
+
+@pytest.mark.parametrize("order", ORDERS)
+async def test_offer_when_rows_come_in_any_order_then_buffer_holds_the_log_once(
+    event_log: EventLog, order: tuple[int, ...]
+) -> None:
+    run = f"offer-{uuid.uuid4().hex[:10]}"
+    await event_log.append(run, [{"type": "A", "n": i} for i in range(3)])
+    commits: list[tuple[list[Row] | None, int, bool]] = []
+    remove = event_log.on_commit_rows(
+        lambda run_id, rows, last, closed: (
+            commits.append((rows, last, closed)) if run_id == run else None
+        )
+    )
+    try:
+        await event_log.append(run, [{"type": "B", "s": "caf\u00e9"}, {"type": "B"}])
+        await event_log.append(run, [{"type": "C"}])
+        await event_log.append(run, [{"type": "D"}], close=True)
+    finally:
+        remove()
+    assert [last for _, last, _ in commits] == [5, 6, 7]
+    hub = Hub(event_log, listen=False)
+    try:
+        with hub.subscribe(run) as sub:
+            channel = sub.channel
+            channel.anchor(RunState(3, False))  # the log as a read found it at seq 3
+            async with asyncio.timeout(DEADLINE):
+                for index in order:
+                    rows, last, closed = commits[index]
+                    hub.committed(run, rows, last, closed)
+                    await asyncio.sleep(0)
+                while not channel.complete:
+                    advanced = channel.advanced
+                    # A commit offered out of order (or never) is read from the log.
+                    hub.announce(run, 7, True)
+                    await advanced.wait()
+            stored = [(e.seq, e.chunk) for e in await event_log.read_events(run)]
+            assert channel.head == 7
+            for cursor in range(3, 7):
+                pending = channel.pending(cursor, Encoding.SSE)
+                assert pending is not None and pending[1] == 7
+                reader = SseReader()
+                reader.feed(pending[0])
+                assert reader.events == stored[cursor:]
+            assert channel.pending(7, Encoding.SSE) is None
+            if list(order) == sorted(set(order)) == [0, 1, 2]:
+                assert channel.reads == 0  # every commit taken as offered
+    finally:
+        await hub.stop()
