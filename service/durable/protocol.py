@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 
 from service.durable import bodies, headers, sse
 from service.durable.cursor import response_cursor
+from service.durable.known import Known, KnownStreams, media_type
 from service.durable.offsets import NOW, format_offset, parse_offset
 from service.durable.readahead import ReadAhead
 from service.errors import (
@@ -112,6 +113,7 @@ class Streams:
         self.hub = hub
         self.limits = limits
         self.ahead = ReadAhead(self._read_json)
+        self.known = KnownStreams()
 
     async def close(self) -> None:
         await self.ahead.close()
@@ -152,6 +154,7 @@ class Streams:
             else:
                 chunks.append(bodies.bytes_chunk(body))
         state, created = await self.store.create(new, chunks)
+        self.known.remember(state)
         reply = Reply(201 if created else 200, _tail_headers(state, state.last_seq))
         if created:
             reply.headers["Location"] = location
@@ -254,7 +257,15 @@ class Streams:
         stream_seq = headers.stream_seq(h)
         if not body and not close:
             raise EmptyBody("an append needs a body (or Stream-Closed: true to close)")
+        if body and producer is None and stream_seq is None:
+            known = self.known.get(name)
+            if known is not None:
+                reply = await self._append_known(name, known, h, body, close)
+                if reply is not None:
+                    return reply
+                self.known.forget(name)
         state = await self._existing(name, touch=True)
+        self.known.remember(state)
         chunks: list[StoredChunk] = []
         if body and not (state.closed and producer is not None):
             if state.closed:
@@ -302,6 +313,37 @@ class Streams:
             raise StreamNotFound(name) from None
         return self._appended(result.last_seq, close, False, None, None)
 
+    async def _append_known(
+        self, name: str, known: Known, h: Mapping[str, str], body: bytes, close: bool
+    ) -> Reply | None:
+        """A plain append to a stream this process remembers, without looking it up.
+
+        None when it did not append and the caller must look the stream up: any
+        refusal (whose answer depends on the stream as it is now), or a first
+        RUN_STARTED (the run takes its thread). Never None once it may have appended.
+        """
+        requested = headers.content_type(h)
+        if requested is None or media_type(requested) != known.media:
+            return None
+        try:
+            if known.json:
+                chunks = bodies.json_messages(
+                    body, allow_empty=False, max_messages=self.limits.max_messages
+                )
+            else:
+                chunks = [bodies.bytes_chunk(body)]
+        except ReplayError:
+            return None
+        if any(c.type == "RUN_STARTED" for c in chunks):
+            return None
+        try:
+            result = await self.log.append(
+                known.run_id, chunks, close=close, create=False, created_at=known.created_at
+            )
+        except (RunClosed, RunNotFound):
+            return None  # refused by the statement, so nothing was appended
+        return self._appended(result.last_seq, close, False, None, None)
+
     @staticmethod
     def _appended(
         last_seq: int,
@@ -334,6 +376,7 @@ class Streams:
         return Reply(200, out)
 
     async def delete(self, name: str) -> Reply:
+        self.known.forget(name)
         await self.store.delete(name)
         return Reply(204)
 

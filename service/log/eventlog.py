@@ -333,6 +333,7 @@ class EventLog:
         close: bool = False,
         create: bool = True,
         close_status: str | None = None,
+        created_at: datetime | None = None,
     ) -> AppendResult:
         """Append chunks durably; returns once committed.
 
@@ -340,7 +341,9 @@ class EventLog:
         or be already stored there with equal content (then nothing is added).
         `create` makes a missing run (taking a RUN_STARTED chunk's threadId).
         `close_status` (with `close`) records cancelled / interrupted instead of
-        the status the last terminal chunk implies.
+        the status the last terminal chunk implies. `created_at` appends only
+        to the run made at that time: one deleted and made again since is
+        `RunNotFound`, checked by the append statement itself.
         """
         check_run_id(run_id)
         if expected_seq is not None and not 1 <= expected_seq <= MAX_SEQ:
@@ -353,6 +356,7 @@ class EventLog:
                 close=close,
                 create=create,
                 close_status=close_status,
+                created_at=created_at,
             )
         )
 

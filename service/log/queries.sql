@@ -71,6 +71,8 @@ WITH upd AS (
     WHERE runs.run_id = ANY($8::text[]) AND runs.closed_at IS NULL
       AND (NOT ($7::jsonb -> runs.run_id) ? 'expected'
            OR runs.last_seq = (($7::jsonb -> runs.run_id) ->> 'expected')::bigint - 1)
+      AND (NOT ($7::jsonb -> runs.run_id) ? 'born'
+           OR runs.created_at = (($7::jsonb -> runs.run_id) ->> 'born')::timestamptz)
     RETURNING runs.run_id, runs.last_seq - (($7::jsonb -> runs.run_id) ->> 'n')::bigint AS base,
         runs.last_seq, ($7::jsonb -> runs.run_id) ? 'close' AS close
 ),
@@ -142,6 +144,8 @@ WITH upd AS (
     WHERE runs.run_id = ANY($2::text[]) AND runs.closed_at IS NULL
       AND (NOT ($1::jsonb -> runs.run_id) ? 'expected'
            OR runs.last_seq = (($1::jsonb -> runs.run_id) ->> 'expected')::bigint - 1)
+      AND (NOT ($1::jsonb -> runs.run_id) ? 'born'
+           OR runs.created_at = (($1::jsonb -> runs.run_id) ->> 'born')::timestamptz)
     RETURNING runs.run_id, runs.last_seq - (($1::jsonb -> runs.run_id) ->> 'n')::bigint AS base,
         runs.last_seq, ($1::jsonb -> runs.run_id) ? 'close' AS close
 ),
@@ -156,8 +160,9 @@ SELECT run_id, base, (SELECT count(*) FROM note) AS notes FROM upd;
 
 
 -- name: run_states
--- Each run's high-water mark and whether it is closed. $1 run ids.
-SELECT run_id, last_seq, closed_at IS NOT NULL AS closed FROM runs WHERE run_id = ANY($1::text[]);
+-- Each run's high-water mark, whether it is closed, and when it was made. $1 run ids.
+SELECT run_id, last_seq, closed_at IS NOT NULL AS closed, created_at
+FROM runs WHERE run_id = ANY($1::text[]);
 
 
 -- name: stored_range

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import datetime
 from operator import attrgetter
 from typing import Any
 
@@ -52,6 +53,10 @@ class Pending:
     # With close: the status to record instead of finished/error (cancelled, interrupted).
     close_status: str | None
     future: asyncio.Future[AppendResult] = field(repr=False)
+    # Only into the run created at this time: a caller that remembers a run (a
+    # Durable Stream's name) finds out in the same statement that it was
+    # deleted and made again, instead of reading the run first.
+    created_at: datetime | None = None
 
     @property
     def ends_group(self) -> bool:
@@ -73,17 +78,21 @@ class RunShare:
     tools: tuple[str, ...] = ()
     # Summed into prompt_tokens, completion_tokens, total_tokens.
     usage: tuple[int | None, int | None, int | None] = (None, None, None)
+    # The run's created_at every append of the share expects (`Pending.created_at`).
+    born: datetime | None = None
 
     @classmethod
     def of(cls, items: list[Pending]) -> RunShare:
         """The share of a run's appends in one group (they commit as one)."""
         last = items[-1]
-        return cls.of_chunks(
+        share = cls.of_chunks(
             [chunk for item in items for chunk in item.chunks],
             expected=items[0].expected_seq,
             close=last.close,
             status=last.close_status if last.close else None,
         )
+        born = items[0].created_at
+        return share if born is None else replace(share, born=born)
 
     @classmethod
     def of_chunks(
@@ -127,6 +136,8 @@ class RunShare:
         for column, value in zip(TOKEN_COLUMNS, self.usage, strict=True):
             if value is not None:
                 share[column] = value
+        if self.born is not None:
+            share["born"] = self.born.isoformat()
         return share
 
 
@@ -258,6 +269,11 @@ def explain(
     stored = set(already_stored)
     for run, items in refused.items():
         state = states.get(run)
+        born = items[0].created_at
+        if state is not None and born is not None and state.created_at != born:
+            # Deleted and made again since the caller saw it: not the run it named.
+            outcomes.errors.extend((item, RunNotFound(run)) for item in items)
+            continue
         if state is None:
             if all(item.create for item in items):
                 outcomes.create[run] = thread_of(items[0].chunks)

@@ -58,6 +58,8 @@ CommitRowsHook = Callable[[str, list[Row] | None, int, bool], None]
 class RunState:
     last_seq: int
     closed: bool
+    # Where a caller compares it (the writer settling a refused append).
+    created_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

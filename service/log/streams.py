@@ -407,8 +407,16 @@ class StreamStore:
                     if not state.stored:
                         await conn.execute(_ADOPT_RUN, state.run_id)
                     await conn.execute(_SOFT_DELETE, state.run_id)
+                    # Closed too: an append that skips the lookup (a name a process
+                    # remembers) is then refused by the append statement itself.
+                    last_seq = (
+                        None if state.closed else await _append(conn, state.run_id, [], close=True)
+                    )
+                else:
+                    await _delete_run(conn, state.run_id)
                     return
-                await _delete_run(conn, state.run_id)
+        if last_seq is not None:
+            self.log.announce(state.run_id, last_seq, True)
 
     # -- expiry ---------------------------------------------------------------
 

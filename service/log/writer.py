@@ -30,6 +30,7 @@ import contextlib
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from typing import Any
 
 import asyncpg
@@ -159,10 +160,11 @@ class GroupCommitter:
         close: bool,
         create: bool,
         close_status: str | None = None,
+        created_at: datetime | None = None,
     ) -> asyncio.Future[AppendResult]:
         future: asyncio.Future[AppendResult] = asyncio.get_running_loop().create_future()
         self._queue.append(
-            Pending(run_id, chunks, expected_seq, close, create, close_status, future)
+            Pending(run_id, chunks, expected_seq, close, create, close_status, future, created_at)
         )
         self._wake.set()
         return future
@@ -180,7 +182,10 @@ class GroupCommitter:
             if (
                 run in blocked
                 or (size and size + len(item.chunks) > self._max_events)
-                or (taken is not None and item.expected_seq is not None)
+                or (
+                    taken is not None
+                    and (item.expected_seq is not None or item.created_at != taken[0].created_at)
+                )
             ):
                 kept.append(item)
                 blocked.add(run)
@@ -281,7 +286,7 @@ class GroupCommitter:
         """Settle appends the statement did not apply: missing, closed, or misfit runs."""
         async with acquire(self._pool, self._statement_seconds) as conn:
             states = {
-                r["run_id"]: RunState(r["last_seq"], r["closed"])
+                r["run_id"]: RunState(r["last_seq"], r["closed"], r["created_at"])
                 for r in await conn.fetch(_RUN_STATES, list(refused))
             }
             stored = [

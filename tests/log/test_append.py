@@ -35,6 +35,20 @@ async def test_append_when_create_false_and_run_missing_then_run_not_found(
     assert await event_log.find_run("absent-1") is None
 
 
+async def test_append_when_created_at_names_another_life_of_run_then_not_found_nothing_stored(
+    event_log: EventLog,
+) -> None:
+    await event_log.append("life-1", [{"type": "A"}])
+    born = (await event_log.get_run("life-1")).created_at
+    with pytest.raises(RunNotFound):
+        await event_log.append(
+            "life-1", [{"type": "B"}], create=False, created_at=born.replace(year=born.year - 1)
+        )
+    kept = await event_log.append("life-1", [{"type": "C"}], create=False, created_at=born)
+    assert (kept.first_seq, kept.last_seq) == (2, 2)
+    assert [json.loads(t)["type"] for t in await stored_texts(event_log, "life-1")] == ["A", "C"]
+
+
 async def test_append_when_chunks_hold_nul_and_lone_surrogates_then_read_back_byte_equal(
     event_log: EventLog,
 ) -> None:

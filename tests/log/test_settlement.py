@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import given
@@ -138,6 +139,29 @@ def test_explain_when_run_open_and_no_expectation_then_retried_in_order(
     items = [pending(loop, "r", 1), pending(loop, "r", 2)]
     outcomes = explain({"r": items}, {"r": RunState(0, False)})
     assert outcomes.retry == items and outcomes.results == outcomes.errors == []
+
+
+def test_explain_when_run_made_again_since_the_append_saw_it_then_run_not_found_not_retried(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    seen = datetime(2026, 12, 1, 15, 0, tzinfo=UTC)
+    items = [pending(loop, "r", 1), pending(loop, "r", 2)]
+    for item in items:
+        item.created_at = seen
+    remade = explain({"r": items}, {"r": RunState(0, False, seen + timedelta(microseconds=1))})
+    same = explain({"r": items}, {"r": RunState(0, False, seen)})
+    assert [(item, type(e)) for item, e in remade.errors] == [(i, RunNotFound) for i in items]
+    assert remade.retry == remade.results == []
+    assert same.retry == items  # the same life, refused by a race: tried again
+
+
+def test_group_when_append_names_the_runs_life_then_its_share_carries_it(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    item = pending(loop, "r", 1)
+    item.created_at = datetime(2026, 12, 1, 15, 0, 0, 123456, tzinfo=UTC)
+    shares, _ = Group.of({"r": [item]}).share_params()
+    assert json.loads(shares)["r"]["born"] == "2026-12-01T15:00:00.123456+00:00"
 
 
 def test_group_when_built_then_shares_and_columns_are_the_statements_parameters(

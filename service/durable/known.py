@@ -1,0 +1,79 @@
+"""Streams this process has seen, as much of them as an append needs.
+
+A plain append (no producer, no `Stream-Seq`) needs only what a stream cannot
+change while it lives: its run, its content type, and which life of the name
+it is (the run's `created_at`). Remembering those saves the lookup round trip
+before every POST. Nothing remembered is trusted past the append statement:
+it appends only to the run made at that `created_at` and only while the run
+is open, so a stream deleted, made again, closed or soft-deleted (which closes
+its run) on any replica refuses the append, and the caller looks the stream up
+and answers as if it had never remembered it.
+
+Streams with a TTL or an expiry are never remembered (their appends renew or
+check expiry, which the lookup does), nor closed ones (every append to them is
+refused, with what the lookup finds).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+from datetime import datetime
+
+from service.durable import bodies
+from service.log.streams import StreamState
+
+
+@dataclass(frozen=True, slots=True)
+class Known:
+    run_id: str
+    content_type: str
+    # The media type alone, lower-cased: what a request's Content-Type is compared by.
+    media: str
+    json: bool
+    created_at: datetime
+
+
+def media_type(content_type: str) -> str:
+    return content_type.split(";", 1)[0].strip().lower()
+
+
+class KnownStreams:
+    """A bounded map of stream name to `Known`, least recently used first out."""
+
+    def __init__(self, capacity: int = 10_000) -> None:
+        self._capacity = capacity
+        self._known: OrderedDict[str, Known] = OrderedDict()
+
+    def get(self, name: str) -> Known | None:
+        known = self._known.get(name)
+        if known is not None:
+            self._known.move_to_end(name)
+        return known
+
+    def remember(self, state: StreamState) -> None:
+        if (
+            state.ttl_seconds is not None
+            or state.expires_at is not None
+            or state.deleted
+            or state.expired
+            or state.closed
+        ):
+            self._known.pop(state.name, None)
+            return
+        self._known[state.name] = Known(
+            state.run_id,
+            state.content_type,
+            media_type(state.content_type),
+            bodies.is_json(state.content_type),
+            state.created_at,
+        )
+        self._known.move_to_end(state.name)
+        while len(self._known) > self._capacity:
+            self._known.popitem(last=False)
+
+    def forget(self, name: str) -> None:
+        self._known.pop(name, None)
+
+    def __len__(self) -> int:
+        return len(self._known)
