@@ -232,14 +232,12 @@ def create_app(
     app.openapi = openapi  # type: ignore[method-assign]
     # Durable Streams: every method on one endpoint, outside FastAPI's routing
     # (names hold `/`; HEAD, OPTIONS and bodies of any type are the protocol's).
-    app.router.routes.insert(
-        0,
-        Route(
-            "/v1/stream/{name:path}",
-            durable.stream_endpoint,
-            methods=["GET", "HEAD", "PUT", "POST", "DELETE", "OPTIONS"],
-        ),
+    stream_route = Route(
+        "/v1/stream/{name:path}",
+        durable.stream_endpoint,
+        methods=["GET", "HEAD", "PUT", "POST", "DELETE", "OPTIONS"],
     )
+    app.router.routes.insert(0, stream_route)
     if settings.cors_origin_list:
         # Inside the access log (preflights are logged), outside every route and error.
         app.add_middleware(Cors, origins=settings.cors_origin_list)
@@ -247,7 +245,7 @@ def create_app(
     stop_tracing = tracing.instrument(app)
     if stop_tracing is None:
         # Traced requests need the full stack, where the instrumentation sits.
-        app.hot_routes = (append_route,)
+        app.hot_routes = (append_route, stream_route)
     app.include_router(health.router)
     app.include_router(metrics_route.router)
     app.include_router(demo_page.router)

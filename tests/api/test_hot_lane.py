@@ -1,4 +1,4 @@
-"""The append route's short lane answers exactly as the full FastAPI stack does.
+"""The hot routes' short lane (appends, Durable Streams) answers as the full FastAPI stack does.
 
 Two services on one database, keyed and with CORS: one as built (appends
 take the short lane), one with the lane switched off (every request through
@@ -21,7 +21,8 @@ from tests.servers import serve_asgi
 
 KEYS = "k-admin, k-read:read, k-append:append"
 ORIGIN = "https://app.example"
-VOLATILE = {"date", "x-request-id"}
+# An ETag names the run in base64, which differs per service.
+VOLATILE = {"date", "x-request-id", "etag"}
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,7 @@ class Call:
     path: str  # {run} is the run id, different per service
     body: bytes = b'{"events": [{"type": "TEXT_MESSAGE_CONTENT", "delta": "x"}]}'
     headers: tuple[tuple[str, str], ...] = (("authorization", "Bearer k-append"),)
+    method: str = "POST"
 
 
 JSON = (("content-type", "application/json"),)
@@ -84,6 +86,43 @@ CALLS = [
     ),
     Call("after_close", "/v1/runs/{run}/events"),
     Call("trailing_slash", "/v1/runs/{run}/events/"),
+    # Durable Streams, one endpoint for every method.
+    Call("stream_created", "/v1/stream/{run}-s", b"", APPEND_KEY + JSON, "PUT"),
+    Call("stream_appended", "/v1/stream/{run}-s", b'[{"type": "A"}]', APPEND_KEY + JSON),
+    Call("stream_appended_again", "/v1/stream/{run}-s", b'{"type": "B"}', APPEND_KEY + JSON),
+    Call(
+        "stream_other_type",
+        "/v1/stream/{run}-s",
+        b"x",
+        (*APPEND_KEY, ("content-type", "text/plain")),
+    ),
+    Call("stream_empty_array", "/v1/stream/{run}-s", b"[]", APPEND_KEY + JSON),
+    Call("stream_no_credential", "/v1/stream/{run}-s", b'{"type": "C"}', JSON),
+    Call(
+        "stream_read_key",
+        "/v1/stream/{run}-s",
+        b'{"type": "C"}',
+        (("authorization", "Bearer k-read"), *JSON),
+    ),
+    Call(
+        "stream_read",
+        "/v1/stream/{run}-s?offset=-1",
+        b"",
+        (("authorization", "Bearer k-read"),),
+        "GET",
+    ),
+    Call("stream_head", "/v1/stream/{run}-s", b"", (("authorization", "Bearer k-read"),), "HEAD"),
+    Call("stream_preflight", "/v1/stream/{run}-s", b"", (("origin", ORIGIN),), "OPTIONS"),
+    Call("stream_missing", "/v1/stream/{run}-none", b'{"type": "C"}', APPEND_KEY + JSON),
+    Call("stream_deleted", "/v1/stream/{run}-s", b"", APPEND_KEY, "DELETE"),
+    Call(
+        "stream_read_deleted",
+        "/v1/stream/{run}-s?offset=-1",
+        b"",
+        (("authorization", "Bearer k-admin"),),
+        "GET",
+    ),
+    Call("stream_bad_method", "/v1/stream/{run}-s", b"", APPEND_KEY, "PATCH"),
 ]
 
 
@@ -92,7 +131,8 @@ async def services(database_url: str) -> AsyncIterator[dict[str, str]]:
     settings = settings_for(database_url, api_keys=KEYS, cors_origins=ORIGIN)
     hot = create_app(settings, migrate_on_start=False)
     full = create_app(settings, migrate_on_start=False)
-    assert hot.hot_routes, "the app as built serves appends through the short lane"
+    lanes = [route.path for route in hot.hot_routes]
+    assert lanes == ["/v1/runs/{run_id}/events", "/v1/stream/{name:path}"], lanes
     full.hot_routes = ()
     async with serve_asgi(hot) as hot_url, serve_asgi(full) as full_url:
         yield {"hot": hot_url, "full": full_url}
@@ -100,8 +140,8 @@ async def services(database_url: str) -> AsyncIterator[dict[str, str]]:
 
 async def answer(base: str, run: str, call: Call) -> tuple[int, str, dict[str, str]]:
     async with httpx.AsyncClient(base_url=base) as client:
-        r = await client.post(
-            call.path.format(run=run), content=call.body, headers=dict(call.headers)
+        r = await client.request(
+            call.method, call.path.format(run=run), content=call.body, headers=dict(call.headers)
         )
     headers = {
         k: v.replace(base, "BASE").replace(run, "RUN")
@@ -114,7 +154,7 @@ async def answer(base: str, run: str, call: Call) -> tuple[int, str, dict[str, s
     return r.status_code, r.text.replace(run, "RUN"), headers
 
 
-async def test_append_when_served_by_the_short_lane_then_answers_as_the_full_stack(
+async def test_hot_routes_when_served_by_the_short_lane_then_answers_as_the_full_stack(
     services: dict[str, str],
 ) -> None:
     seen: dict[str, int] = {}
@@ -128,3 +168,7 @@ async def test_append_when_served_by_the_short_lane_then_answers_as_the_full_sta
     assert seen["no_credential"] == seen["no_credential_bad_body"] == 401
     assert seen["read_only_key"] == 403 and seen["form_body"] == 415
     assert seen["bad_json"] == 400 and seen["after_close"] == 409
+    assert (seen["stream_created"], seen["stream_appended"], seen["stream_read"]) == (201, 204, 200)
+    assert (seen["stream_other_type"], seen["stream_empty_array"]) == (409, 400)
+    assert (seen["stream_no_credential"], seen["stream_read_key"]) == (401, 403)
+    assert (seen["stream_missing"], seen["stream_read_deleted"]) == (404, 404)
