@@ -42,6 +42,7 @@ from service.log.chunks import StoredChunk, dumps
 from service.log.store import RunState
 from service.log.streams import NewStream, Producer, StreamState, StreamStore
 from service.stream import Hub
+from service.stream.channel import Channel
 
 PREFIX = "/v1/stream/"
 
@@ -462,21 +463,61 @@ class Streams:
         deadline = time.monotonic() + self.limits.long_poll_seconds
         with self.hub.subscribe(state.run_id) as sub:
             channel = sub.channel
+            # Read after subscribing, so no commit can fall between the two.
+            now = await self._existing(state.name, touch=False)
+            channel.anchor(RunState(now.last_seq, now.closed))
             while True:
                 advanced = channel.advanced
-                now = await self._existing(state.name, touch=False)
-                channel.anchor(RunState(now.last_seq, now.closed))
                 if now.last_seq > after:
                     reply = await self._catch_up(now, after, format_offset(after), None)
                     reply.headers["Stream-Cursor"] = response_cursor(cursor)
                     return reply
-                if now.closed:
-                    return self._poll_empty(now, after, cursor)
+                # Woken by a commit: the channel has read what it added (one read for
+                # every follower of the run), so the answer needs no read of its own.
+                rows = channel.rows_after(after)
+                if rows:
+                    return self._poll_rows(now, after, rows, channel, cursor)
+                if (channel.head or 0) > after:
+                    # Past what the channel still buffers: read the log.
+                    now = _upto(now, channel.head or after)
+                    continue
+                if now.closed or (channel.complete and (channel.head or 0) <= after):
+                    return self._poll_empty(replace(now, closed=True), after, cursor)
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return self._poll_empty(now, after, cursor)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(advanced.wait(), left)
+
+    def _poll_rows(
+        self,
+        state: StreamState,
+        after: int,
+        rows: list[tuple[int, str]],
+        channel: Channel,
+        cursor: str | None,
+    ) -> Reply:
+        """A long-poll's answer from the rows its channel read, as `_catch_up` answers."""
+        limits = self.limits
+        rows = rows[: limits.read_max_messages]
+        budget = limits.read_max_bytes
+        for i, (_, text) in enumerate(rows):
+            budget -= len(text)
+            if budget < 0 and i > 0:
+                rows = rows[:i]
+                break
+        end = rows[-1][0]
+        up_to_date = end >= (channel.head or end)
+        closed = up_to_date and channel.complete
+        out = {"Content-Type": state.content_type, "Stream-Next-Offset": format_offset(end)}
+        if up_to_date:
+            out["Stream-Up-To-Date"] = "true"
+        if closed:
+            out["Stream-Closed"] = "true"
+        out["ETag"] = self._etag(state, format_offset(after), end, closed)
+        out["Cache-Control"] = self._cache_control()
+        out["Stream-Cursor"] = response_cursor(cursor)
+        return Reply(200, out, bodies.body_of(rows, _json_mode(state)))
 
     @staticmethod
     def _poll_empty(state: StreamState, after: int, cursor: str | None) -> Reply:
