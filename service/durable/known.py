@@ -7,7 +7,9 @@ before every POST. Nothing remembered is trusted past the append statement:
 it appends only to the run made at that `created_at` and only while the run
 is open, so a stream deleted, made again, closed or soft-deleted (which closes
 its run) on any replica refuses the append, and the caller looks the stream up
-and answers as if it had never remembered it.
+and answers as if it had never remembered it. A read of a remembered stream
+reads its run's row instead of the lookup (one primary-key read) and trusts
+the memory only while that row is open and of the same `created_at`.
 
 Streams with a TTL or an expiry are never remembered (their appends renew or
 check expiry, which the lookup does), nor closed ones (every append to them is
@@ -32,6 +34,9 @@ class Known:
     media: str
     json: bool
     created_at: datetime
+    # The stream as it was looked up: open, not deleted, no TTL (for reads, brought to
+    # the run's tail from the run's row).
+    state: StreamState
 
 
 def media_type(content_type: str) -> str:
@@ -67,6 +72,7 @@ class KnownStreams:
             media_type(state.content_type),
             bodies.is_json(state.content_type),
             state.created_at,
+            state,
         )
         self._known.move_to_end(state.name)
         while len(self._known) > self._capacity:

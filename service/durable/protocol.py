@@ -131,6 +131,27 @@ class Streams:
             raise StreamNotFound(name)
         return state
 
+    async def _current(self, name: str) -> StreamState:
+        """The stream as a read finds it: a remembered one from its run's row alone,
+        any other looked up (sliding its TTL) and remembered."""
+        known = self.known.get(name)
+        if known is not None:
+            state = await self._still(known.state)
+            if state is not None:
+                return state
+            self.known.forget(name)
+        state = await self._existing(name, touch=True)
+        self.known.remember(state)
+        return state
+
+    async def _still(self, state: StreamState) -> StreamState | None:
+        """`state` at its run's tail now, if the run is still open and the same life;
+        None when the answer needs a lookup (closed, deleted, made again)."""
+        run = (await self.log.read_states([state.run_id])).get(state.run_id)
+        if run is None or run.closed or run.created_at != state.created_at:
+            return None
+        return _upto(state, run.last_seq)
+
     # -- PUT ------------------------------------------------------------------
 
     async def create(self, name: str, h: Mapping[str, str], body: bytes, location: str) -> Reply:
@@ -404,7 +425,7 @@ class Streams:
         if live is not None and offset is None:
             raise InvalidParameter(f"live={live} needs an offset (-1 for the start)")
         position = parse_offset("-1" if offset is None else offset)
-        state = await self._existing(name, touch=True)
+        state = await self._current(name)
         if live == "sse":
             return self._sse(state, position, cursor)
         if position == NOW and live is None:
@@ -463,8 +484,9 @@ class Streams:
         deadline = time.monotonic() + self.limits.long_poll_seconds
         with self.hub.subscribe(state.run_id) as sub:
             channel = sub.channel
-            # Read after subscribing, so no commit can fall between the two.
-            now = await self._existing(state.name, touch=False)
+            # The run's tail read after subscribing, so no commit can fall between the
+            # two; the stream itself was found just before.
+            now = await self._still(state) or await self._existing(state.name, touch=False)
             channel.anchor(RunState(now.last_seq, now.closed))
             while True:
                 advanced = channel.advanced
@@ -567,7 +589,7 @@ class Streams:
         with self.hub.subscribe(state.run_id) as sub:
             channel = sub.channel
             # Read after subscribing, so no commit can fall between the two.
-            state = await self._existing(state.name, touch=False)
+            state = await self._still(state) or await self._existing(state.name, touch=False)
             known, closed = state.last_seq, state.closed
             channel.anchor(RunState(known, closed))
             while True:

@@ -514,7 +514,7 @@ class EventLog:
         with translated(_READ):
             async with acquire(self.pool) as conn:
                 records = await conn.fetch(_RUN_STATES, list(run_ids))
-        return {r[0]: RunState(r[1], r[2]) for r in records}
+        return {r[0]: RunState(r[1], r[2], r[3]) for r in records}
 
     async def listen(
         self,

@@ -7,6 +7,7 @@ be what the stream is now, and nothing may reach a run it no longer names.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 
@@ -149,3 +150,59 @@ async def test_append_when_remembered_byte_stream_then_each_body_stored_once(
     assert reply.status_code == 204
     body = await b.get("/v1/stream/known-bytes", params={"offset": "-1"})
     assert body.content == b"xxyz"
+
+
+async def test_read_when_remembered_stream_changed_elsewhere_then_answered_as_it_is_now(
+    replicas: Clients,
+) -> None:
+    a, b = replicas
+    for name in ("read-deleted", "read-remade", "read-closed", "read-source"):
+        await _remembered(a, name)
+    assert (await b.delete("/v1/stream/read-deleted")).status_code == 204
+    assert (await b.delete("/v1/stream/read-remade")).status_code == 204
+    remade = await b.put("/v1/stream/read-remade", headers={"Content-Type": "text/plain"})
+    assert remade.status_code == 201
+    closed = await b.post("/v1/stream/read-closed", headers={"Stream-Closed": "true"})
+    assert closed.status_code == 204
+    fork = await b.put(
+        "/v1/stream/read-fork", headers={**JSON, "Stream-Forked-From": "/v1/stream/read-source"}
+    )
+    assert fork.status_code == 201
+    assert (await b.delete("/v1/stream/read-source")).status_code == 204
+
+    deleted = await a.get("/v1/stream/read-deleted", params={"offset": "-1"})
+    remade_read = await a.get("/v1/stream/read-remade", params={"offset": "-1"})
+    closed_read = await a.get("/v1/stream/read-closed", params={"offset": "-1"})
+    gone = await a.get("/v1/stream/read-source", params={"offset": "-1"})
+    polled = await a.get(
+        "/v1/stream/read-closed",
+        params={"offset": closed.headers["Stream-Next-Offset"], "live": "long-poll"},
+    )
+
+    assert deleted.status_code == 404
+    assert (remade_read.status_code, remade_read.content) == (200, b"")
+    assert remade_read.headers["Content-Type"].startswith("text/plain")
+    assert closed_read.headers["Stream-Closed"] == "true" and len(closed_read.json()) == 2
+    assert gone.status_code == 410
+    assert polled.status_code == 204 and polled.headers["Stream-Closed"] == "true"
+
+
+async def test_long_poll_when_remembered_stream_appended_elsewhere_then_woken_with_the_messages(
+    replicas: Clients,
+) -> None:
+    a, b = replicas
+    await _remembered(a, "read-live")
+    tail = (await a.head("/v1/stream/read-live")).headers["Stream-Next-Offset"]
+
+    async def poll() -> httpx.Response:
+        return await a.get("/v1/stream/read-live", params={"offset": tail, "live": "long-poll"})
+
+    waiting = asyncio.create_task(poll())
+    while not waiting.done():
+        posted = await b.post("/v1/stream/read-live", json=[_message(5), _message(6)], headers=JSON)
+        assert posted.status_code == 204
+        await asyncio.wait({waiting}, timeout=0.2)
+    reply = waiting.result()
+    assert reply.status_code == 200
+    assert reply.json()[:2] == [_message(5), _message(6)]
+    assert reply.headers["Stream-Cursor"]
