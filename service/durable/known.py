@@ -18,6 +18,7 @@ refused, with what the lookup finds).
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime
@@ -37,6 +38,8 @@ class Known:
     # The stream as it was looked up: open, not deleted, no TTL (for reads, brought to
     # the run's tail from the run's row).
     state: StreamState
+    # time.monotonic() after which it is looked up again.
+    until: float
 
 
 def media_type(content_type: str) -> str:
@@ -44,16 +47,27 @@ def media_type(content_type: str) -> str:
 
 
 class KnownStreams:
-    """A bounded map of stream name to `Known`, least recently used first out."""
+    """A bounded map of stream name to `Known`, least recently used first out.
 
-    def __init__(self, capacity: int = 10_000) -> None:
+    Each is looked up again after `max_age_seconds`: the statements' checks are
+    what make a remembered stream safe, the age bounds how long anything they
+    cannot see (a soft delete made by a replica of an older version, which left
+    the run open) goes unnoticed.
+    """
+
+    def __init__(self, capacity: int = 10_000, max_age_seconds: float = 60.0) -> None:
         self._capacity = capacity
+        self._max_age = max_age_seconds
         self._known: OrderedDict[str, Known] = OrderedDict()
 
     def get(self, name: str) -> Known | None:
         known = self._known.get(name)
-        if known is not None:
-            self._known.move_to_end(name)
+        if known is None:
+            return None
+        if time.monotonic() >= known.until:
+            del self._known[name]
+            return None
+        self._known.move_to_end(name)
         return known
 
     def remember(self, state: StreamState) -> None:
@@ -73,6 +87,7 @@ class KnownStreams:
             bodies.is_json(state.content_type),
             state.created_at,
             state,
+            time.monotonic() + self._max_age,
         )
         self._known.move_to_end(state.name)
         while len(self._known) > self._capacity:
