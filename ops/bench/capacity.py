@@ -35,7 +35,9 @@ The systems:
   event with the protocol's IdempotentProducer, followers on `live=sse`.
 
 `--baseline DIR` adds a system "baseline": `replay serve` from another
-checkout (a commit to compare against, this venv). `--at K,K,...` replaces the
+checkout (a commit to compare against, this venv); `--baseline-env NAME=VALUE`
+gives the baseline a setting of its own (alone: this checkout with that
+setting against it without). `--at K,K,...` replaces the
 search by trials at exactly those K, interleaved: for each K, one trial on
 each system in turn (the order reversed every other round, `--repeat N`
 rounds), all the systems' servers up at once, so a change and its baseline
@@ -358,11 +360,13 @@ def _redis(url: str) -> Iterator[str]:
 
 
 @contextmanager
-def replay_target(upstream: str, root: Path = ROOT, name: str = "replay") -> Iterator[Target]:
-    """`replay serve` with its defaults (from checkout `root`); its log goes to a file
-    read after each trial."""
+def replay_target(
+    upstream: str, root: Path = ROOT, name: str = "replay", settings: dict[str, str] | None = None
+) -> Iterator[Target]:
+    """`replay serve` with its defaults (from checkout `root`, with `settings` in its
+    environment); its log goes to a file read after each trial."""
     port = free_port()
-    env = {**os.environ, "REPLAY_AGENTS": json.dumps({"capacity": upstream})}
+    env = {**os.environ, **(settings or {}), "REPLAY_AGENTS": json.dumps({"capacity": upstream})}
     with scratch_database() as db, tempfile.NamedTemporaryFile("w+b", suffix=".log") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "service.cli", "serve", "--port", str(port),
@@ -732,11 +736,19 @@ def main() -> None:
         help="no search: trials at these K, interleaved across the systems",
     )  # fmt: skip
     parser.add_argument("--repeat", type=int, default=1, help="rounds of --at")
+    parser.add_argument(
+        "--baseline-env", action="append", default=[], metavar="NAME=VALUE",
+        help="a setting of the baseline's alone (REPLAY_COMMIT_LANES=2); --baseline defaults "
+        "to this checkout with it",
+    )  # fmt: skip
     args = parser.parse_args()
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
     unknown = set(systems) - set(SYSTEMS)
     if unknown:
         parser.error(f"unknown systems {sorted(unknown)}; known: {', '.join(SYSTEMS)}")
+    baseline_env = dict(item.split("=", 1) for item in args.baseline_env)
+    if baseline_env and args.baseline is None:
+        args.baseline = ROOT
     if args.baseline is not None:
         if not (args.baseline / "service" / "cli.py").exists():
             parser.error(f"--baseline {args.baseline} is not a checkout of this repository")
@@ -774,7 +786,9 @@ def main() -> None:
             if name == "replay":
                 return stack.enter_context(replay_target(upstream))
             if name == BASELINE:
-                return stack.enter_context(replay_target(upstream, args.baseline, BASELINE))
+                return stack.enter_context(
+                    replay_target(upstream, args.baseline, BASELINE, baseline_env)
+                )
             if name == "resumable-stream":
                 return stack.enter_context(resumable_target(upstream, args.redis))
             return stack.enter_context(durable_target(upstream))
