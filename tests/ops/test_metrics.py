@@ -153,6 +153,13 @@ async def test_metrics_when_a_follower_streams_a_live_run_then_gauge_and_events_
     )
     assert delta(before, after, "replay_stream_events_sent_total") == 7
     assert delta(before, after, "replay_stream_follower_lag_events_count") >= 2
+    # The follower read the first five itself; the two this process committed after
+    # reached its channel from the committer, not from a read.
+    buffered = "replay_stream_buffered_events_total"
+    assert delta(before, after, buffered, {"source": "commit"}) == 2
+    assert delta(before, after, buffered, {"source": "read"}) == 0
+    assert delta(before, after, "replay_stream_reads", {"by": "follower"}) == 1
+    assert delta(before, after, "replay_stream_reads", {"by": "channel"}) == 0
 
 
 async def test_metrics_when_follower_catches_up_a_closed_run_then_lag_falls_by_page_to_zero(
