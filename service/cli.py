@@ -271,6 +271,12 @@ def _prune(args: argparse.Namespace) -> int:
         f"replay prune: {verb} {_plural(report.runs, 'run')} and "
         f"{_plural(report.events, 'event')} closed before {before.isoformat()}{span}"
     )
+    if report.partitions:
+        months = ", ".join(f"{m:%Y-%m}" for m in report.partitions)
+        dropped = "would drop" if args.dry_run else "dropped"
+        print(f"replay prune: {dropped} whole months of events: {months}")
+    for month, why in sorted(report.held.items()):
+        print(f"replay prune: kept month {month:%Y-%m} whole ({why}); its other runs row by row")
     return 0
 
 

@@ -64,7 +64,15 @@ async def _cached(
 async def _chunk_texts(
     conn: AsyncConnection, run_ids: Sequence[str], upto: int | None = None
 ) -> dict[str, list[str]]:
-    query = select(events.c.run_id, events.c.chunk).where(events.c.run_id.in_(list(run_ids)))
+    # The runs' months, as values: the events' read then touches only their partitions.
+    months = (
+        await conn.execute(
+            select(runs.c.run_month).where(runs.c.run_id.in_(list(run_ids))).distinct()
+        )
+    ).scalars()
+    query = select(events.c.run_id, events.c.chunk).where(
+        events.c.run_id.in_(list(run_ids)), events.c.run_month.in_(list(months))
+    )
     if upto is not None:
         query = query.where(events.c.seq <= upto)
     texts: dict[str, list[str]] = {run_id: [] for run_id in run_ids}

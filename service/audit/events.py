@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from service.audit.filters import utc
 from service.log import Event
 from service.log.chunks import storable
-from service.log.schema import events, run_forks
+from service.log.schema import events, run_forks, runs
 from service.log.typefilter import TypeFilter
 
 
@@ -52,7 +52,9 @@ async def _segments(conn: AsyncConnection, run_id: str) -> list[ColumnElement[bo
                 )
             )
         ).first()
-        own = [events.c.run_id == current]
+        # The run's month names its events' partition: only that one is read.
+        month = select(runs.c.run_month).where(runs.c.run_id == current).scalar_subquery()
+        own = [events.c.run_id == current, events.c.run_month == month]
         if fork is not None:
             own.append(events.c.seq > fork.fork_seq)
         if upto is not None:

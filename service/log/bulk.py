@@ -19,8 +19,10 @@ from typing import Any, NamedTuple
 import asyncpg
 
 from service.errors import RunConflict
+from service.log import partitions
 from service.log.chunks import StoredChunk, dumps, loads
 from service.log.faults import translated
+from service.log.partitions import month_of
 from service.log.sql import QUERIES
 from service.log.summary import summarize
 
@@ -70,7 +72,9 @@ _LOCK = QUERIES["lock_runs"]
 _EVENTS = QUERIES["run_chunks"]
 _INSERT_RUN = QUERIES["insert_run"]
 
-_EVENT_COLUMNS = ["run_id", "seq", "type", "chunk", "message_id", "tool_call_id", "received_at"]
+_EVENT_COLUMNS = [
+    "run_id", "seq", "type", "chunk", "message_id", "tool_call_id", "received_at", "run_month",
+]  # fmt: skip
 _USAGE_KEYS = ("promptTokens", "completionTokens", "totalTokens")
 
 
@@ -128,6 +132,7 @@ async def _insert(conn: asyncpg.pool.PoolConnectionProxy, run: LoadedRun) -> Non
         )  # fmt: skip
     if created is None:
         raise RunConflict(f"run {r.run_id!r} was created while importing; import again")
+    month = created  # the run's month: its events' partition key
     await conn.copy_records_to_table(
         "events",
         columns=_EVENT_COLUMNS,
@@ -140,6 +145,7 @@ async def _insert(conn: asyncpg.pool.PoolConnectionProxy, run: LoadedRun) -> Non
                 e.chunk.message_id,
                 e.chunk.tool_call_id,
                 e.received_at,
+                month,
             )
             for seq, e in enumerate(run.events, start=1)
         ),
@@ -152,6 +158,9 @@ async def load_runs(pool: asyncpg.Pool, runs: Sequence[LoadedRun]) -> LoadReport
     report = LoadReport()
     by_id = {run.record.run_id: run for run in runs}
     with translated("the import failed"):
+        # Their months' partitions first, each in its own short transaction (never
+        # under the load's locks): an export can hold runs of any age.
+        await partitions.ensure(pool, {month_of(run.record.created_at) for run in runs})
         await _load(pool, by_id, report)
     return report
 

@@ -25,7 +25,7 @@ import asyncpg
 from service import metrics
 from service.config import asyncpg_dsn
 from service.errors import InvalidRequest, InvalidRunId, RunConflict, RunNotFound, Unavailable
-from service.log import bulk, leases, readers, retention
+from service.log import bulk, leases, partitions, readers, retention
 from service.log.chunks import StoredChunk, dumps, loads, storable, stored
 from service.log.faults import acquire, translated
 from service.log.listener import Listener
@@ -233,6 +233,8 @@ class EventLog:
         self._deadlines = _Deadlines(answer_seconds)
         # A hot standby for catch-up reads (see `read_page`), or None.
         self.read_pool = read_pool
+        # Creates `events`' partitions ahead while the log is open (see `open`).
+        self._ahead = partitions.Ahead(pool)
 
     @classmethod
     async def open(
@@ -272,7 +274,7 @@ class EventLog:
                 max_size=read_pool_size or pool_size,
                 connection_class=PooledConnection,
             )
-        return cls(
+        event_log = cls(
             pool,
             dsn=dsn,
             commit_lanes=commit_lanes,
@@ -281,6 +283,14 @@ class EventLog:
             statement_seconds=statement_seconds,
             read_pool=read_pool,
         )
+        try:
+            await partitions.ensure_ahead(pool)
+        except (asyncpg.PostgresError, OSError) as error:
+            # Not migrated yet, or the database went away: the periodic check and an
+            # append's own fallback (service.log.writer) create them later.
+            _log.warning("events partitions not created ahead: %s", error)
+        event_log._ahead.start()
+        return event_log
 
     @classmethod
     def connect(cls, url: str, **options: Any) -> _Opening:
@@ -318,6 +328,7 @@ class EventLog:
         self._committer.announce(run_id, last_seq, closed)
 
     async def close(self) -> None:
+        await self._ahead.stop()
         self._deadlines.close()
         await self._committer.close()
         await self.pool.close()

@@ -74,14 +74,16 @@ WITH upd AS (
       AND (NOT ($7::jsonb -> runs.run_id) ? 'born'
            OR runs.created_at = (($7::jsonb -> runs.run_id) ->> 'born')::timestamptz)
     RETURNING runs.run_id, runs.last_seq - (($7::jsonb -> runs.run_id) ->> 'n')::bigint AS base,
-        runs.last_seq, ($7::jsonb -> runs.run_id) ? 'close' AS close
+        runs.last_seq, ($7::jsonb -> runs.run_id) ? 'close' AS close, runs.run_month
 ),
-bases AS (SELECT jsonb_object_agg(run_id, base) AS m FROM upd),
+-- Each run's base seq, and its month (the events' partition key, see runs.run_month).
+bases AS (SELECT jsonb_object_agg(run_id, base) AS m, jsonb_object_agg(run_id, run_month) AS month
+          FROM upd),
 ins AS (
     -- A run the UPDATE refused (closed, missing, not at `expected`) has no base.
-    INSERT INTO events (run_id, seq, type, chunk, message_id, tool_call_id)
+    INSERT INTO events (run_id, seq, type, chunk, message_id, tool_call_id, run_month)
     SELECT e.run_id, ((SELECT m FROM bases) ->> e.run_id)::bigint + e.ord,
-        e.type, e.chunk, e.message_id, e.tool_call_id
+        e.type, e.chunk, e.message_id, e.tool_call_id, ((SELECT month FROM bases) ->> e.run_id)::date
     FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[])
         AS e(run_id, ord, type, chunk, message_id, tool_call_id)
     WHERE (SELECT m FROM bases) ? e.run_id
@@ -99,7 +101,8 @@ SELECT run_id, base, (SELECT count(*) FROM note) AS notes FROM upd;
 -- name: bump
 -- The first half of a big group commit: `append` without its events, which
 -- follow by COPY (PostgreSQL's bulk path, cheaper per row than unnesting
--- arrays) in the same transaction. The NOTIFY it queues is sent at commit.
+-- arrays) in the same transaction, each with its run's month from here.
+-- The NOTIFY it queues is sent at commit.
 -- $1 the requests (jsonb keyed by run id), $2 their run ids.
 WITH upd AS (
     UPDATE runs SET
@@ -147,7 +150,7 @@ WITH upd AS (
       AND (NOT ($1::jsonb -> runs.run_id) ? 'born'
            OR runs.created_at = (($1::jsonb -> runs.run_id) ->> 'born')::timestamptz)
     RETURNING runs.run_id, runs.last_seq - (($1::jsonb -> runs.run_id) ->> 'n')::bigint AS base,
-        runs.last_seq, ($1::jsonb -> runs.run_id) ? 'close' AS close
+        runs.last_seq, ($1::jsonb -> runs.run_id) ? 'close' AS close, runs.run_month
 ),
 note AS (
     SELECT pg_notify('replay_events_v1', string_agg(line, E'\n'))
@@ -156,7 +159,7 @@ note AS (
           FROM upd) AS l
     GROUP BY bucket
 )
-SELECT run_id, base, (SELECT count(*) FROM note) AS notes FROM upd;
+SELECT run_id, base, run_month, (SELECT count(*) FROM note) AS notes FROM upd;
 
 
 -- name: run_states
@@ -167,7 +170,13 @@ FROM runs WHERE run_id = ANY($1::text[]);
 
 -- name: stored_range
 -- The chunks at seqs $2..$3 of run $1 (a retry's `expected_seq` check).
-SELECT chunk FROM events WHERE run_id = $1 AND seq BETWEEN $2 AND $3 ORDER BY seq;
+-- Like every per-run read of `events`, it names the run's month (from its
+-- row), so it reads the run's partition only: the subquery is an InitPlan
+-- and the executor prunes the other partitions, in generic plans too.
+SELECT chunk FROM events
+WHERE run_id = $1 AND seq BETWEEN $2 AND $3
+  AND run_month = (SELECT run_month FROM runs WHERE run_id = $1)
+ORDER BY seq;
 
 
 -- name: create_run_if_missing
@@ -202,7 +211,8 @@ SELECT input FROM runs WHERE run_id = $1;
 -- name: read_events
 -- A page of run $1's events with seq > $2, at most $3.
 SELECT seq, type, chunk, received_at FROM events
-WHERE run_id = $1 AND seq > $2 ORDER BY seq LIMIT $3;
+WHERE run_id = $1 AND seq > $2 AND run_month = (SELECT run_month FROM runs WHERE run_id = $1)
+ORDER BY seq LIMIT $3;
 
 
 -- name: read_page
@@ -210,10 +220,10 @@ WHERE run_id = $1 AND seq > $2 ORDER BY seq LIMIT $3;
 -- one snapshot, so every event up to the `last_seq` it reports is visible in
 -- it. No row: no such run; one row with a NULL seq: nothing after $2 yet.
 SELECT r.last_seq, r.closed, e.seq, e.chunk
-FROM (SELECT last_seq, closed_at IS NOT NULL AS closed FROM runs WHERE run_id = $1) AS r
+FROM (SELECT last_seq, closed_at IS NOT NULL AS closed, run_month FROM runs WHERE run_id = $1) AS r
 LEFT JOIN LATERAL (
     SELECT seq, chunk FROM events
-    WHERE run_id = $1 AND seq > $2 AND seq <= r.last_seq
+    WHERE run_id = $1 AND run_month = r.run_month AND seq > $2 AND seq <= r.last_seq
     ORDER BY seq LIMIT $3
 ) AS e ON true;
 
@@ -366,17 +376,21 @@ FROM runs WHERE run_id = ANY($1::text[]) ORDER BY run_id FOR UPDATE;
 
 -- name: run_chunks
 -- All of run $1's chunks, in seq order, with their receive times.
-SELECT chunk, received_at FROM events WHERE run_id = $1 ORDER BY seq;
+SELECT chunk, received_at FROM events
+WHERE run_id = $1 AND run_month = (SELECT run_month FROM runs WHERE run_id = $1) ORDER BY seq;
 
 
 -- name: insert_run
--- An imported run with its maintained columns; returns its id unless it existed.
+-- An imported run with its maintained columns; returns its month (its events'
+-- partition key: the month of its created_at, as service.log.partitions.month_of
+-- has it) unless it existed.
 INSERT INTO runs (run_id, thread_id, agent, status, created_at, updated_at, closed_at, last_seq,
                   error_message, metadata, input, last_terminal, tool_names,
-                  prompt_tokens, completion_tokens, total_tokens, error_code)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::jsonb, $11, $12, $13, $14, $15, $16, $17)
+                  prompt_tokens, completion_tokens, total_tokens, error_code, run_month)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::jsonb, $11, $12, $13, $14, $15, $16, $17,
+        (date_trunc('month', $5::timestamptz AT TIME ZONE 'UTC'))::date)
 ON CONFLICT (run_id) DO NOTHING
-RETURNING run_id;
+RETURNING run_month;
 
 
 -- Retention (service.log.retention): closed runs older than $1, in small
@@ -401,17 +415,22 @@ FROM runs WHERE closed_at IS NOT NULL AND closed_at < $1
 
 -- name: delete_event_range
 -- A big run's events up to seq $2, ahead of its row.
-DELETE FROM events WHERE run_id = $1 AND seq <= $2;
+DELETE FROM events
+WHERE run_id = $1 AND seq <= $2 AND run_month = (SELECT run_month FROM runs WHERE run_id = $1);
 
 
 -- name: delete_runs
 -- Runs $1 (still closed before $2), their projections and remaining events.
 WITH gone AS (
-    DELETE FROM runs WHERE run_id = ANY($1::text[]) AND closed_at < $2 RETURNING run_id
+    DELETE FROM runs WHERE run_id = ANY($1::text[]) AND closed_at < $2 RETURNING run_id, run_month
 ), projections AS (
     DELETE FROM run_projections WHERE run_id IN (SELECT run_id FROM gone)
 ), evs AS (
-    DELETE FROM events WHERE run_id IN (SELECT run_id FROM gone) RETURNING 1
+    -- The batch's months as an array (an InitPlan): only their partitions are read.
+    DELETE FROM events
+    WHERE run_id IN (SELECT run_id FROM gone)
+      AND run_month = ANY(ARRAY(SELECT DISTINCT run_month FROM gone))
+    RETURNING 1
 ), stream_rows AS (
     -- A Durable Stream's settings, producers and fork link go with its run.
     DELETE FROM streams WHERE run_id IN (SELECT run_id FROM gone)
@@ -423,6 +442,77 @@ WITH gone AS (
     DELETE FROM run_readers WHERE run_id IN (SELECT run_id FROM gone)
 )
 SELECT (SELECT count(*) FROM gone) AS runs, (SELECT count(*) FROM evs) AS events;
+
+
+-- Partitions (service.log.partitions): `events` is partitioned by its run's
+-- month, a partition a month (`events_YYYY_MM`). The DDL that creates,
+-- detaches and drops them names a table, so it is built there, not here.
+
+-- name: event_partitions
+-- `events`' partitions, and whether one is left half-detached (an interrupted
+-- DETACH ... CONCURRENTLY, to be finalized).
+SELECT c.relname AS name, i.inhdetachpending AS detaching
+FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+WHERE i.inhparent = 'events'::regclass;
+
+-- name: detached_partitions
+-- Tables named as partitions of `events` but detached from it (a prune
+-- interrupted between its DETACH and its DROP).
+SELECT c.relname AS name FROM pg_class c
+WHERE c.relkind = 'r' AND NOT c.relispartition AND c.relname ~ '^events_[0-9]{4}_[0-9]{2}$'
+  AND c.relnamespace = current_schema()::regnamespace;
+
+-- name: run_months
+-- The months of runs $1 (their events' partitions).
+SELECT DISTINCT run_month FROM runs WHERE run_id = ANY($1::text[]);
+
+-- name: database_month
+-- The database's current month, as a new run row gets it.
+SELECT (date_trunc('month', now() AT TIME ZONE 'UTC'))::date;
+
+-- name: month_state
+-- The runs of month $1: how many, how many still open or closed at or after $2
+-- (retention's date), their own events, and whether a run of another month
+-- forks from one of them (its prefix is read from this month's partition).
+SELECT count(*) AS runs,
+       count(*) FILTER (WHERE r.closed_at IS NULL) AS open,
+       count(*) FILTER (WHERE r.closed_at >= $2) AS recent,
+       coalesce(sum(r.last_seq - coalesce(f.fork_seq, 0)), 0)::bigint AS events,
+       min(r.closed_at) AS oldest, max(r.closed_at) AS newest,
+       EXISTS (
+           SELECT 1 FROM run_forks g
+           JOIN runs s ON s.run_id = g.source_run_id
+           JOIN runs c ON c.run_id = g.run_id
+           WHERE s.run_month = $1 AND c.run_month <> $1
+       ) AS forked
+FROM runs r LEFT JOIN run_forks f ON f.run_id = r.run_id
+WHERE r.run_month = $1;
+
+-- name: delete_month_runs
+-- Up to $3 runs of month $1 (closed before $2) with everything but their
+-- events, which go with the month's partition: dropped whole once its runs
+-- are gone (no per-row WAL, no dead tuples). Runs first: an event a read
+-- could reach is never gone before its run.
+WITH gone AS (
+    DELETE FROM runs WHERE run_id IN (
+        SELECT run_id FROM runs WHERE run_month = $1 AND closed_at < $2 LIMIT $3
+    ) RETURNING run_id
+), projections AS (
+    DELETE FROM run_projections WHERE run_id IN (SELECT run_id FROM gone)
+), stream_rows AS (
+    DELETE FROM streams WHERE run_id IN (SELECT run_id FROM gone)
+), producer_rows AS (
+    DELETE FROM stream_producers WHERE run_id IN (SELECT run_id FROM gone)
+), fork_rows AS (
+    DELETE FROM run_forks WHERE run_id IN (SELECT run_id FROM gone)
+), reader_rows AS (
+    DELETE FROM run_readers WHERE run_id IN (SELECT run_id FROM gone)
+)
+SELECT count(*) AS runs FROM gone;
+
+-- name: month_has_runs
+-- Whether any run of month $1 is there (one imported while its month was dropped).
+SELECT EXISTS (SELECT 1 FROM runs WHERE run_month = $1);
 
 
 -- Durable Streams (service.log.streams): a stream is a run; its `streams`
@@ -558,7 +648,9 @@ ON CONFLICT (run_id, producer_id) DO UPDATE SET epoch = excluded.epoch, seq = ex
 -- name: stream_delete_run
 -- Everything a run is, gone; returns the run it forked from, if any.
 WITH runs_gone AS (DELETE FROM runs WHERE run_id = $1),
-events_gone AS (DELETE FROM events WHERE run_id = $1),
+events_gone AS (
+    DELETE FROM events WHERE run_id = $1 AND run_month = (SELECT run_month FROM runs WHERE run_id = $1)
+),
 producers_gone AS (DELETE FROM stream_producers WHERE run_id = $1),
 projections_gone AS (DELETE FROM run_projections WHERE run_id = $1),
 stream_gone AS (DELETE FROM streams WHERE run_id = $1),
@@ -579,40 +671,44 @@ SELECT last_seq FROM runs WHERE run_id = $1;
 -- Run $1's events after $2 up to $3, at most $4, a fork's inherited prefix
 -- read from its source (and its source's source): each segment of the chain is
 -- a run's own events above its fork point (lo), up to its child's (hi).
-WITH RECURSIVE chain(run_id, lo, hi) AS (
+WITH RECURSIVE chain(run_id, lo, hi, month) AS (
     SELECT $1::text, coalesce((SELECT fork_seq FROM run_forks WHERE run_id = $1), 0),
-        9223372036854775807::bigint
+        9223372036854775807::bigint, (SELECT run_month FROM runs WHERE run_id = $1)
   UNION ALL
     SELECT f.source_run_id,
-        coalesce((SELECT g.fork_seq FROM run_forks g WHERE g.run_id = f.source_run_id), 0), c.lo
+        coalesce((SELECT g.fork_seq FROM run_forks g WHERE g.run_id = f.source_run_id), 0), c.lo,
+        (SELECT s.run_month FROM runs s WHERE s.run_id = f.source_run_id)
     FROM chain c JOIN run_forks f ON f.run_id = c.run_id
     WHERE c.lo > $2
 )
 SELECT e.seq, e.chunk FROM chain c CROSS JOIN LATERAL (
     SELECT seq, chunk FROM events
-    WHERE events.run_id = c.run_id AND seq > greatest(c.lo, $2) AND seq <= least(c.hi, $3)
+    WHERE events.run_id = c.run_id AND events.run_month = c.month AND seq > greatest(c.lo, $2) AND seq <= least(c.hi, $3)
     ORDER BY seq LIMIT $4
 ) AS e
 ORDER BY e.seq LIMIT $4;
 
 -- name: stream_read_own
 -- Run $1's own events after $2 up to $3, at most $4 (a run that is no fork).
-SELECT seq, chunk FROM events WHERE run_id = $1 AND seq > $2 AND seq <= $3 ORDER BY seq LIMIT $4;
+SELECT seq, chunk FROM events
+WHERE run_id = $1 AND seq > $2 AND seq <= $3 AND run_month = (SELECT run_month FROM runs WHERE run_id = $1)
+ORDER BY seq LIMIT $4;
 
 -- name: stream_read_one
 -- The one event at seq $3 of run $1 ($2 = $3 - 1), through the fork chain.
-WITH RECURSIVE chain(run_id, lo, hi) AS (
+WITH RECURSIVE chain(run_id, lo, hi, month) AS (
     SELECT $1::text, coalesce((SELECT fork_seq FROM run_forks WHERE run_id = $1), 0),
-        9223372036854775807::bigint
+        9223372036854775807::bigint, (SELECT run_month FROM runs WHERE run_id = $1)
   UNION ALL
     SELECT f.source_run_id,
-        coalesce((SELECT g.fork_seq FROM run_forks g WHERE g.run_id = f.source_run_id), 0), c.lo
+        coalesce((SELECT g.fork_seq FROM run_forks g WHERE g.run_id = f.source_run_id), 0), c.lo,
+        (SELECT s.run_month FROM runs s WHERE s.run_id = f.source_run_id)
     FROM chain c JOIN run_forks f ON f.run_id = c.run_id
     WHERE c.lo > $2
 )
 SELECT e.seq, e.chunk FROM chain c CROSS JOIN LATERAL (
     SELECT seq, chunk FROM events
-    WHERE events.run_id = c.run_id AND seq > greatest(c.lo, $2) AND seq <= least(c.hi, $3)
+    WHERE events.run_id = c.run_id AND events.run_month = c.month AND seq > greatest(c.lo, $2) AND seq <= least(c.hi, $3)
     ORDER BY seq LIMIT 1
 ) AS e
 ORDER BY e.seq LIMIT 1;
@@ -621,18 +717,19 @@ ORDER BY e.seq LIMIT 1;
 -- `read_events` of a fork: run $1's events after $2 (at most $3), its inherited
 -- prefix read from its source chain (see stream_read); a run that is no fork
 -- reads as with `read_events`.
-WITH RECURSIVE chain(run_id, lo, hi) AS (
+WITH RECURSIVE chain(run_id, lo, hi, month) AS (
     SELECT $1::text, coalesce((SELECT fork_seq FROM run_forks WHERE run_id = $1), 0),
-        9223372036854775807::bigint
+        9223372036854775807::bigint, (SELECT run_month FROM runs WHERE run_id = $1)
   UNION ALL
     SELECT f.source_run_id,
-        coalesce((SELECT g.fork_seq FROM run_forks g WHERE g.run_id = f.source_run_id), 0), c.lo
+        coalesce((SELECT g.fork_seq FROM run_forks g WHERE g.run_id = f.source_run_id), 0), c.lo,
+        (SELECT s.run_month FROM runs s WHERE s.run_id = f.source_run_id)
     FROM chain c JOIN run_forks f ON f.run_id = c.run_id
     WHERE c.lo > $2
 )
 SELECT e.seq, e.type, e.chunk, e.received_at FROM chain c CROSS JOIN LATERAL (
     SELECT seq, type, chunk, received_at FROM events
-    WHERE events.run_id = c.run_id AND seq > greatest(c.lo, $2) AND seq <= c.hi
+    WHERE events.run_id = c.run_id AND events.run_month = c.month AND seq > greatest(c.lo, $2) AND seq <= c.hi
     ORDER BY seq LIMIT $3
 ) AS e
 ORDER BY e.seq LIMIT $3;
@@ -647,19 +744,22 @@ FROM (
     SELECT seq, chunk, sum(octet_length(chunk)) OVER (ORDER BY seq) - octet_length(chunk) AS before
     FROM (
         SELECT seq, chunk FROM events
-        WHERE run_id = $1 AND seq > $2 AND seq <= $3 ORDER BY seq LIMIT $4
+        WHERE run_id = $1 AND seq > $2 AND seq <= $3
+          AND run_month = (SELECT run_month FROM runs WHERE run_id = $1)
+        ORDER BY seq LIMIT $4
     ) AS page
 ) AS sized
 WHERE before < $5;
 
 -- name: stream_read_json
 -- `stream_read_own_json` of a fork: the prefix from its source chain (see stream_read).
-WITH RECURSIVE chain(run_id, lo, hi) AS (
+WITH RECURSIVE chain(run_id, lo, hi, month) AS (
     SELECT $1::text, coalesce((SELECT fork_seq FROM run_forks WHERE run_id = $1), 0),
-        9223372036854775807::bigint
+        9223372036854775807::bigint, (SELECT run_month FROM runs WHERE run_id = $1)
   UNION ALL
     SELECT f.source_run_id,
-        coalesce((SELECT g.fork_seq FROM run_forks g WHERE g.run_id = f.source_run_id), 0), c.lo
+        coalesce((SELECT g.fork_seq FROM run_forks g WHERE g.run_id = f.source_run_id), 0), c.lo,
+        (SELECT s.run_month FROM runs s WHERE s.run_id = f.source_run_id)
     FROM chain c JOIN run_forks f ON f.run_id = c.run_id
     WHERE c.lo > $2
 )
@@ -669,7 +769,7 @@ FROM (
     FROM (
         SELECT e.seq, e.chunk FROM chain c CROSS JOIN LATERAL (
             SELECT seq, chunk FROM events
-            WHERE events.run_id = c.run_id AND seq > greatest(c.lo, $2) AND seq <= least(c.hi, $3)
+            WHERE events.run_id = c.run_id AND events.run_month = c.month AND seq > greatest(c.lo, $2) AND seq <= least(c.hi, $3)
             ORDER BY seq LIMIT $4
         ) AS e
         ORDER BY e.seq LIMIT $4

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import date, datetime
 from operator import attrgetter
 from typing import Any
 
@@ -175,10 +175,13 @@ class EventColumns:
         """`append`'s $1-$6, in its order."""
         return (self.run_id, self.ord, self.type, self.chunk, self.message_id, self.tool_call_id)
 
-    def records(self, bases: Mapping[str, int]) -> list[tuple[Any, ...]]:
-        """COPY records (`sql.EVENT_COLUMNS` order) for the runs the statement applied."""
+    def records(
+        self, bases: Mapping[str, int], months: Mapping[str, date]
+    ) -> list[tuple[Any, ...]]:
+        """COPY records (`sql.EVENT_COLUMNS` order) for the runs the statement applied,
+        each with its run's month (the partition key)."""
         return [
-            (run, bases[run] + ord_, kind, text, message_id, tool_call_id)
+            (run, bases[run] + ord_, kind, text, message_id, tool_call_id, months[run])
             for run, ord_, kind, text, message_id, tool_call_id in zip(*self.params(), strict=True)
             if run in bases
         ]

@@ -10,10 +10,13 @@ fail, and its per-row trigger would cost the hot path a lookup per event.
 
 from __future__ import annotations
 
+import re
+
 from sqlalchemy import (
     BigInteger,
     Boolean,
     Column,
+    Date,
     DateTime,
     Float,
     Index,
@@ -66,6 +69,16 @@ runs = Table(
     # `interrupted`, a producer's own), kept by every append like
     # error_message (revision 0005_error_code).
     Column("error_code", Text, nullable=True),
+    # The UTC month the run row was created in (an import's: its created_at's),
+    # its events' partition (revision 0006_partitioned_events,
+    # service.log.partitions). Set once, never updated: not generated from
+    # created_at, so nothing that changes created_at can strand its events.
+    Column(
+        "run_month",
+        Date,
+        nullable=False,
+        server_default=text("(date_trunc('month', now() AT TIME ZONE 'UTC'))::date"),
+    ),
     Index("runs_thread_created_idx", "thread_id", "created_at"),
     Index("runs_agent_created_idx", "agent", "created_at"),
     Index("runs_tool_names_idx", "tool_names", postgresql_using="gin"),
@@ -80,6 +93,8 @@ runs = Table(
         postgresql_where=text("error_message IS NOT NULL"),
     ),
     Index("runs_closed_idx", "closed_at", postgresql_where=text("closed_at IS NOT NULL")),
+    # Retention's look at a month's runs (revision 0006_partitioned_events).
+    Index("runs_month_closed_idx", "run_month", "closed_at"),
     # The error_code filter (revision 0005_error_code).
     Index(
         "runs_error_code_created_idx",
@@ -105,8 +120,31 @@ events = Table(
     Column("message_id", Text, nullable=True),
     Column("tool_call_id", Text, nullable=True),
     Column("received_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
-    PrimaryKeyConstraint("run_id", "seq", name="events_pkey"),
+    # The run's `run_month`, copied by the append: the partition key (revision
+    # 0006_partitioned_events). A partition a month, created ahead and dropped
+    # whole by retention (service.log.partitions); every per-run statement
+    # names the run's month so it reads one partition.
+    Column("run_month", Date, nullable=False),
+    PrimaryKeyConstraint("run_id", "seq", "run_month", name="events_pkey"),
+    postgresql_partition_by="RANGE (run_month)",
 )
+
+
+def is_partition(name: str | None) -> bool:
+    """Whether a table is one of `events`' monthly partitions (not in the metadata)."""
+    return name is not None and re.fullmatch(r"events_[0-9]{4}_[0-9]{2}", name) is not None
+
+
+def include_object(
+    obj: object, name: str | None, type_: str, reflected: bool, compare_to: object
+) -> bool:
+    """Alembic's filter: `events`' partitions (and their indexes) are the service's, not
+    the metadata's."""
+    if type_ == "table":
+        return not is_partition(name)
+    table = getattr(obj, "table", None)
+    return not is_partition(getattr(table, "name", None))
+
 
 # A closed run's final projection (UIMessage[] as JSON text), built once.
 # Rebuilt when the projector's version changes; deleted with its run by

@@ -49,5 +49,6 @@ QUERIES = parse(SOURCE.read_text("utf-8"))
 APPEND = QUERIES["append"]
 BUMP = QUERIES["bump"]
 
-# The COPY path's columns for `events`, in the order of service.log.request.EventColumns.
-EVENT_COLUMNS = ("run_id", "seq", "type", "chunk", "message_id", "tool_call_id")
+# The COPY path's columns for `events`, in the order of service.log.request.EventColumns
+# (and the run's month, the partition key, last).
+EVENT_COLUMNS = ("run_id", "seq", "type", "chunk", "message_id", "tool_call_id", "run_month")

@@ -37,7 +37,7 @@ import asyncpg
 
 from service import metrics
 from service.errors import Unavailable
-from service.log import sql
+from service.log import partitions, sql
 from service.log.chunks import StoredChunk, loads
 from service.log.faults import acquire, translate
 from service.log.request import AppendResult, Group, Outcomes, Pending, explain, settle
@@ -257,6 +257,7 @@ class GroupCommitter:
     async def _retrying(
         self, attempt: Callable[[Group], Awaitable[list[asyncpg.Record]]], group: Group
     ) -> list[asyncpg.Record]:
+        made_partitions = False
         for tries in range(5):
             try:
                 return await attempt(group)
@@ -264,6 +265,13 @@ class GroupCommitter:
                 # Another process's group locked our runs in another order.
                 if tries == 4:
                     raise
+            except asyncpg.CheckViolationError as error:
+                # A run's month has no partition of `events` yet (service.log.partitions):
+                # made now, then the group once more.
+                if made_partitions or not partitions.no_partition(error):
+                    raise
+                await partitions.ensure_for_runs(self._pool, list(group.shares))
+                made_partitions = True
         raise AssertionError("unreachable")
 
     async def _append_statement(self, group: Group) -> list[asyncpg.Record]:
@@ -276,7 +284,10 @@ class GroupCommitter:
         timeout = self._statement_seconds
         async with acquire(self._pool, timeout) as conn, conn.transaction():
             rows = list(await conn.fetch(sql.BUMP, *group.share_params(), timeout=timeout))
-            records = group.events.records({row["run_id"]: row["base"] for row in rows})
+            records = group.events.records(
+                {row["run_id"]: row["base"] for row in rows},
+                {row["run_id"]: row["run_month"] for row in rows},
+            )
             await conn.copy_records_to_table(
                 "events", records=records, columns=list(sql.EVENT_COLUMNS), timeout=timeout
             )

@@ -9,13 +9,18 @@ from sqlalchemy import pool
 from sqlalchemy.engine import Connection
 
 from service.log.engine import plain_engine
-from service.log.schema import metadata
+from service.log.schema import include_object, metadata
 
 config = context.config
 
 
 def _configure(connection: Connection) -> None:
-    context.configure(connection=connection, target_metadata=metadata, compare_type=True)
+    context.configure(
+        connection=connection,
+        target_metadata=metadata,
+        compare_type=True,
+        include_object=include_object,
+    )
     with context.begin_transaction():
         context.run_migrations()
 

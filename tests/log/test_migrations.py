@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from service import migrate
 from service.config import sqlalchemy_url
-from service.log.schema import metadata
+from service.log.schema import include_object, metadata
 from tests.pg import Databases
 
 
@@ -21,7 +21,10 @@ async def _diff(url: str) -> list[object]:
     try:
         async with engine.connect() as conn:
             return await conn.run_sync(
-                lambda sync: compare_metadata(MigrationContext.configure(sync), metadata)
+                lambda sync: compare_metadata(
+                    MigrationContext.configure(sync, opts={"include_object": include_object}),
+                    metadata,
+                )
             )
     finally:
         await engine.dispose()
@@ -108,5 +111,78 @@ async def test_error_code_migration_when_runs_ended_in_run_error_then_their_code
             "m-ag": "abandoned", "m-ts": "rate", "m-nul": "x\ufffdy", "m-last": "second",
             "m-none": None, "m-fin": None,
         }  # fmt: skip
+    finally:
+        await databases.drop(url)
+
+
+async def _rows(url: str, query: str) -> list[str]:
+    conn = await asyncpg.connect(url)
+    try:
+        return [r[0] for r in await conn.fetch(query)]
+    finally:
+        await conn.close()
+
+
+_EVENT_ROWS = (
+    "SELECT (run_id, seq, type, chunk, message_id, tool_call_id, received_at)::text"
+    " FROM events ORDER BY run_id, seq"
+)
+_RUN_ROWS = "SELECT (runs.*)::text FROM runs ORDER BY run_id"
+
+
+async def test_partitioned_events_migration_when_up_and_down_then_every_row_byte_identical(
+    databases: Databases,
+) -> None:
+    url = await databases.empty()
+    try:
+        await asyncio.to_thread(migrate.upgrade, url, "0005_error_code")
+        conn = await asyncpg.connect(url)
+        try:
+            # Runs of three months (one across a year's end in UTC, not in local time),
+            # an event whose run row is gone, and text a partition must keep as it is.
+            for run_id, created in (
+                ("m-a", "2025-01-31T23:59:59.999999+00"),
+                ("m-b", "2025-02-01T00:00:00+00"),
+                ("m-c", "2026-12-31T23:30:00-05"),
+            ):
+                await conn.execute(
+                    "INSERT INTO runs (run_id, created_at, last_seq)"
+                    " VALUES ($1, $2::text::timestamptz, 3)",
+                    run_id, created,
+                )  # fmt: skip
+                await conn.executemany(
+                    "INSERT INTO events (run_id, seq, type, chunk, message_id, received_at)"
+                    " VALUES ($1, $2, 'A', $3, $4, $5::text::timestamptz)",
+                    [
+                        (run_id, i, f'{{"type":"A","d":"\\u00e9 {i}\\u0000"}}',
+                         None if i % 2 else "m", "2024-07-01T00:00:00.123456+00")
+                        for i in range(1, 4)
+                    ],
+                )  # fmt: skip
+            await conn.execute(
+                "INSERT INTO events (run_id, seq, type, chunk, received_at)"
+                " VALUES ('gone', 1, 'A', '{}', '2024-03-05T00:00:00+00')"
+            )
+        finally:
+            await conn.close()
+        events, runs = await _rows(url, _EVENT_ROWS), await _rows(url, _RUN_ROWS)
+        await asyncio.to_thread(migrate.upgrade, url)
+        assert await _rows(url, _EVENT_ROWS) == events
+        placed = await _rows(
+            url, "SELECT run_id || ' ' || tableoid::regclass::text FROM events ORDER BY 1"
+        )
+        assert placed == [
+            "gone events_2024_03",
+            *("m-a events_2025_01" for _ in range(3)),
+            *("m-b events_2025_02" for _ in range(3)),
+            *("m-c events_2027_01" for _ in range(3)),
+        ]
+        month = await _rows(url, "SELECT run_id || ' ' || run_month FROM runs ORDER BY 1")
+        assert month == ["m-a 2025-01-01", "m-b 2025-02-01", "m-c 2027-01-01"]
+        assert await _diff(url) == []
+        await asyncio.to_thread(migrate.downgrade, url, "0005_error_code")
+        assert await _rows(url, _EVENT_ROWS) == events
+        assert await _rows(url, _RUN_ROWS) == runs
+        assert not [t for t in await _tables(url) if t.startswith("events_")]
     finally:
         await databases.drop(url)

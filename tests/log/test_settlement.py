@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 import pytest
 from hypothesis import given
@@ -183,10 +183,11 @@ def test_group_when_built_then_shares_and_columns_are_the_statements_parameters(
     columns = group.events.params()
     assert columns[0] == ["a", "a", "a"] and columns[1] == [1, 2, 3]
     assert columns[2] == ["A", "A", "RUN_FINISHED"]
-    assert group.events.records({"a": 10}) == [
-        ("a", 11, "A", '{"type":"A","i":0}', None, None),
-        ("a", 12, "A", '{"type":"A","i":1}', None, None),
-        ("a", 13, "RUN_FINISHED", json.dumps(finished, separators=(",", ":")), None, None),
+    month = date(2026, 12, 1)
+    assert group.events.records({"a": 10}, {"a": month}) == [
+        ("a", 11, "A", '{"type":"A","i":0}', None, None, month),
+        ("a", 12, "A", '{"type":"A","i":1}', None, None, month),
+        ("a", 13, "RUN_FINISHED", json.dumps(finished, separators=(",", ":")), None, None, month),
     ]
 
 
