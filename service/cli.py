@@ -260,6 +260,7 @@ def _prune(args: argparse.Namespace) -> int:
                 dry_run=args.dry_run,
                 batch_events=args.batch_events,
                 max_rate=args.max_rate,
+                whole_months=not args.rows_only,
             )
         )
     span = (
@@ -366,6 +367,12 @@ def _add_offline(sub: _Subparsers, common: argparse.ArgumentParser) -> None:
         metavar="EVENTS_PER_S",
         help="delete at most this many events a second, sparing the appends' I/O"
         " (default: as fast as it goes)",
+    )
+    prune.add_argument(
+        "--rows-only",
+        action="store_true",
+        help="delete row by row even where a whole month's partition could be dropped"
+        " (default: drop those; for comparison, as ops/bench/prune.py does)",
     )
     _add_database(prune)
     prune.set_defaults(run=_failing(_prune))

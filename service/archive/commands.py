@@ -93,11 +93,14 @@ async def prune_closed(
     dry_run: bool,
     batch_events: int,
     max_rate: float | None = None,
+    whole_months: bool = True,
 ) -> PruneReport:
     async with log_for(url) as log:
         if dry_run:
             return await log.count_prunable(closed_before)
-        return await log.prune(closed_before, batch_events=batch_events, max_rate=max_rate)
+        return await log.prune(
+            closed_before, batch_events=batch_events, max_rate=max_rate, whole_months=whole_months
+        )
 
 
 async def sweep_expired_streams(

@@ -593,9 +593,14 @@ class EventLog:
         *,
         batch_events: int = 10_000,
         max_rate: float | None = None,
+        whole_months: bool = True,
     ) -> retention.PruneReport:
         return await retention.prune(
-            self.pool, closed_before, batch_events=batch_events, max_rate=max_rate
+            self.pool,
+            closed_before,
+            batch_events=batch_events,
+            max_rate=max_rate,
+            whole_months=whole_months,
         )
 
     def pool_stats(self) -> PoolStats:

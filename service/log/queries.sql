@@ -459,7 +459,7 @@ WHERE i.inhparent = 'events'::regclass;
 -- Tables named as partitions of `events` but detached from it (a prune
 -- interrupted between its DETACH and its DROP).
 SELECT c.relname AS name FROM pg_class c
-WHERE c.relkind = 'r' AND NOT c.relispartition AND c.relname ~ '^events_[0-9]{4}_[0-9]{2}$'
+WHERE c.relkind = 'r' AND NOT c.relispartition AND c.relname ~ '^events_[0-9][0-9][0-9][0-9]_[0-9][0-9]$'
   AND c.relnamespace = current_schema()::regnamespace;
 
 -- name: run_months

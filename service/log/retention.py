@@ -105,16 +105,20 @@ async def prune(
     batch_runs: int = 500,
     max_rate: float | None = None,
     progress: Callable[[PruneReport], None] | None = None,
+    whole_months: bool = True,
 ) -> PruneReport:
     """Delete closed runs with closed_at < closed_before; returns what went.
 
     `max_rate` (events per second) paces the transactions: deleting is WAL
     and I/O the appends' commits share, so an unpaced prune slows them
-    (ops/bench/prune.py measures by how much).
+    (ops/bench/prune.py measures by how much). Dropping a month's partition
+    needs no pacing. `whole_months` False: every run row by row (for comparison).
     """
     pace = _Pace(max_rate)
     with translated(_ACTION):
-        return await _prune(pool, closed_before, batch_events, batch_runs, pace, progress)
+        return await _prune(
+            pool, closed_before, batch_events, batch_runs, pace, progress, whole_months
+        )
 
 
 class _Pace:
@@ -139,11 +143,13 @@ async def _prune(
     batch_runs: int,
     pace: _Pace,
     progress: Callable[[PruneReport], None] | None,
+    whole_months: bool,
 ) -> PruneReport:
     report = PruneReport()
     before = await count_prunable(pool, closed_before)
     report.oldest, report.newest = before.oldest, before.newest
-    await _drop_months(pool, closed_before, batch_runs, report)
+    if whole_months:
+        await _drop_months(pool, closed_before, batch_runs, report)
     while True:
         picked = await pool.fetch(_PICK, closed_before, batch_runs)
         if not picked:

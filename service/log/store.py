@@ -216,8 +216,11 @@ class LogStore(Protocol):
         *,
         batch_events: int = 10_000,
         max_rate: float | None = None,
+        whole_months: bool = True,
     ) -> PruneReport:
-        """`max_rate`: at most this many events deleted per second (None: as fast as it goes)."""
+        """`max_rate`: at most this many events deleted per second (None: as fast as it goes).
+        `whole_months`: drop the partitions of past months whose runs all go (False: every
+        run row by row, for comparison)."""
 
     async def schema_version(self) -> str | None: ...
 
