@@ -37,6 +37,7 @@ from service.errors import (
     StreamConflict,
     StreamGone,
     StreamNotFound,
+    Unavailable,
 )
 from service.log.chunks import StoredChunk, dumps
 from service.log.store import RunState
@@ -286,37 +287,24 @@ class Streams:
                 if reply is not None:
                     return reply
                 self.known.forget(name)
+        elif producer is not None or stream_seq is not None:
+            known = self.known.get(name)
+            if known is not None:
+                # The guarded append re-reads the stream under its run's lock; any
+                # refusal is answered again from the stream as it is now.
+                try:
+                    return await self._append_guarded(
+                        known.state, h, body, close, producer, stream_seq
+                    )
+                except Unavailable:
+                    raise  # it may have committed: the producer's retry finds out
+                except ReplayError:
+                    self.known.forget(name)
         state = await self._existing(name, touch=True)
         self.known.remember(state)
-        chunks: list[StoredChunk] = []
-        if body and not (state.closed and producer is not None):
-            if state.closed:
-                raise StreamClosed(name, state.last_seq)
-            requested = headers.content_type(h)
-            if requested is None:
-                raise InvalidHeader("an append with a body needs a Content-Type")
-            if requested.split(";")[0].strip().lower() != (
-                state.content_type.split(";")[0].strip().lower()
-            ):
-                raise ContentTypeMismatch(
-                    f"stream {name!r} is {state.content_type}, not {requested}"
-                )
-            if _json_mode(state):
-                chunks = bodies.json_messages(
-                    body, allow_empty=False, max_messages=self.limits.max_messages
-                )
-            else:
-                chunks = [bodies.bytes_chunk(body)]
         if producer is not None or stream_seq is not None:
-            written = await self.store.append_guarded(
-                state, chunks, close=close, producer=producer, stream_seq=stream_seq
-            )
-            reply = self._appended(
-                written.last_seq, written.closed, written.duplicate, producer, written.producer_seq
-            )
-            if not chunks:
-                reply.status = 204  # close-only: 204, first time or retry
-            return reply
+            return await self._append_guarded(state, h, body, close, producer, stream_seq)
+        chunks = self._body_chunks(name, state, h, body, producer)
         if not chunks:
             if state.closed:
                 return self._appended(state.last_seq, True, False, None, None)
@@ -334,6 +322,53 @@ class Streams:
         except RunNotFound:
             raise StreamNotFound(name) from None
         return self._appended(result.last_seq, close, False, None, None)
+
+    def _body_chunks(
+        self,
+        name: str,
+        state: StreamState,
+        h: Mapping[str, str],
+        body: bytes,
+        producer: Producer | None,
+    ) -> list[StoredChunk]:
+        """An append's body as events, checked against the stream (none for a bare close,
+        or for a producer's retry of a closed stream, which the guarded append answers)."""
+        if not body or (state.closed and producer is not None):
+            return []
+        if state.closed:
+            raise StreamClosed(name, state.last_seq)
+        requested = headers.content_type(h)
+        if requested is None:
+            raise InvalidHeader("an append with a body needs a Content-Type")
+        if requested.split(";")[0].strip().lower() != (
+            state.content_type.split(";")[0].strip().lower()
+        ):
+            raise ContentTypeMismatch(f"stream {name!r} is {state.content_type}, not {requested}")
+        if _json_mode(state):
+            return bodies.json_messages(
+                body, allow_empty=False, max_messages=self.limits.max_messages
+            )
+        return [bodies.bytes_chunk(body)]
+
+    async def _append_guarded(
+        self,
+        state: StreamState,
+        h: Mapping[str, str],
+        body: bytes,
+        close: bool,
+        producer: Producer | None,
+        stream_seq: str | None,
+    ) -> Reply:
+        chunks = self._body_chunks(state.name, state, h, body, producer)
+        written = await self.store.append_guarded(
+            state, chunks, close=close, producer=producer, stream_seq=stream_seq
+        )
+        reply = self._appended(
+            written.last_seq, written.closed, written.duplicate, producer, written.producer_seq
+        )
+        if not chunks:
+            reply.status = 204  # close-only: 204, first time or retry
+        return reply
 
     async def _append_known(
         self, name: str, known: Known, h: Mapping[str, str], body: bytes, close: bool

@@ -337,6 +337,8 @@ class StreamStore:
                 if row is None:
                     raise StreamNotFound(state.name)
                 now = StreamState.of(state.name, row)
+                if now.created_at != state.created_at:
+                    raise StreamNotFound(state.name)  # deleted and made again since `state`
                 if now.deleted:
                     raise StreamGone(state.name)
                 accepted_seq: int | None = None

@@ -206,3 +206,51 @@ async def test_long_poll_when_remembered_stream_appended_elsewhere_then_woken_wi
     assert reply.status_code == 200
     assert reply.json()[:2] == [_message(5), _message(6)]
     assert reply.headers["Stream-Cursor"]
+
+
+def _producer(seq: int, producer: str = "p-1") -> dict[str, str]:
+    return {**JSON, "Producer-Id": producer, "Producer-Epoch": "0", "Producer-Seq": str(seq)}
+
+
+async def test_producer_append_when_remembered_stream_remade_as_other_type_then_mismatch(
+    replicas: Clients,
+) -> None:
+    a, b = replicas
+    await _remembered(a, "known-producer-retyped")
+    first = await a.post(
+        "/v1/stream/known-producer-retyped", json=[_message(1)], headers=_producer(0)
+    )
+    assert first.status_code == 200, first.text
+    assert (await b.delete("/v1/stream/known-producer-retyped")).status_code == 204
+    remade = await b.put(
+        "/v1/stream/known-producer-retyped", headers={"Content-Type": "text/plain"}
+    )
+    assert remade.status_code == 201
+
+    reply = await a.post(
+        "/v1/stream/known-producer-retyped", json=[_message(2)], headers=_producer(0, "p-2")
+    )
+
+    assert reply.status_code == 409
+    assert reply.json()["error"]["code"] == "content_type_mismatch"
+    assert (await b.get("/v1/runs/known-producer-retyped")).json()["last_seq"] == 0
+
+
+async def test_producer_append_when_remembered_stream_soft_deleted_elsewhere_then_gone(
+    replicas: Clients,
+) -> None:
+    a, b = replicas
+    await _remembered(a, "known-producer-source")
+    fork = await b.put(
+        "/v1/stream/known-producer-fork",
+        headers={**JSON, "Stream-Forked-From": "/v1/stream/known-producer-source"},
+    )
+    assert fork.status_code == 201
+    assert (await b.delete("/v1/stream/known-producer-source")).status_code == 204
+
+    reply = await a.post(
+        "/v1/stream/known-producer-source", json=[_message(3)], headers=_producer(0)
+    )
+
+    assert reply.status_code == 410
+    assert (await b.get("/v1/runs/known-producer-source")).json()["last_seq"] == 2
