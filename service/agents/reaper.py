@@ -19,6 +19,7 @@ from service.agents.driver import Lease
 from service.agents.endings import ENDINGS, EndReason, close_run
 from service.errors import RunClosed
 from service.log import LogStore
+from service.tasks import stopped
 
 log = logging.getLogger("replay.agents")
 
@@ -41,11 +42,8 @@ class Reaper:
         self._task = asyncio.create_task(self._reap_forever(), name="lease-reaper")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await stopped(self._task)
+        self._task = None
 
     async def reap_once(self) -> list[str]:
         """Close runs whose driver's lease ran out. Returns the runs this call closed."""

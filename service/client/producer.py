@@ -30,7 +30,6 @@ run's `last_seq` + 1 read from the service).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import random
 import time
 from collections import deque
@@ -41,6 +40,8 @@ from typing import Any
 
 import aiohttp
 import orjson
+
+from service.tasks import stopped
 
 # Statuses that mean "not now": nothing was stored, or what was is found again by
 # expected_seq. 502/504: a load balancer in front of a replica that went away.
@@ -155,11 +156,8 @@ class Producer:
 
     async def aclose(self) -> None:
         """Stop sending (what is still queued fails) and release the HTTP session."""
-        if self._sender is not None:
-            self._sender.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._sender
-            self._sender = None
+        await stopped(self._sender)
+        self._sender = None
         self._fail_queued(ProducerError("closed", "the producer was closed"))
         if self._own_session and self._session is not None:
             await self._session.close()

@@ -9,12 +9,12 @@ logged and tried again at the next interval: expired streams already answer
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 
 from service.errors import ReplayError
 from service.log.expiry import SweepReport
 from service.log.streams import StreamStore
+from service.tasks import stopped
 
 log = logging.getLogger("replay.durable")
 
@@ -39,11 +39,8 @@ class Sweeper:
             self._task = asyncio.create_task(self._forever(), name="durable-expiry-sweep")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await stopped(self._task)
+        self._task = None
 
     async def sweep_once(self) -> SweepReport:
         report = await self.store.sweep_expired(

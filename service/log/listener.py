@@ -20,6 +20,7 @@ import asyncpg
 from service.log.faults import UNREACHABLE
 from service.log.notifications import CHANNEL, READERS_CHANNEL, Notice, decode, decode_left
 from service.log.sql import QUERIES
+from service.tasks import stopped
 
 log = logging.getLogger("replay.log")
 
@@ -55,11 +56,8 @@ class Listener:
         return self
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await stopped(self._task)
+        self._task = None
 
     @property
     def listening(self) -> bool:

@@ -28,7 +28,6 @@ reads go on; CREATE TABLE ... PARTITION OF would take ACCESS EXCLUSIVE).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import re
 from collections.abc import Iterable, Sequence
@@ -38,6 +37,7 @@ from datetime import UTC, date, datetime
 import asyncpg
 
 from service.log.sql import QUERIES
+from service.tasks import stopped
 
 log = logging.getLogger("replay.log")
 
@@ -151,11 +151,8 @@ class Ahead:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="events-partitions")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await stopped(self._task)
+        self._task = None
 
     async def _run(self) -> None:
         while True:

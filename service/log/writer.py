@@ -26,7 +26,6 @@ What a group sends and what each append gets back are `service.log.request`'s
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -42,6 +41,7 @@ from service.log.chunks import StoredChunk, loads
 from service.log.faults import acquire, translate
 from service.log.request import AppendResult, Group, Outcomes, Pending, explain, settle
 from service.log.store import CommitHook, CommitRowsHook, Row, RunState
+from service.tasks import stopped
 
 log = logging.getLogger("replay.log")
 
@@ -98,11 +98,7 @@ class GroupCommitter:
         ]
 
     async def close(self) -> None:
-        for task in self._lanes:
-            task.cancel()
-        for task in self._lanes:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await stopped(*self._lanes)
         for item in self._queue:
             if not item.future.done():
                 item.future.set_exception(Unavailable("the event log is shutting down"))

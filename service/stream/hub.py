@@ -34,6 +34,7 @@ from service.log.notifications import Notice
 from service.log.store import Listening, LogStore, Row
 from service.stream.channel import Channel, Limits
 from service.stream.presence import Presence
+from service.tasks import stopped
 
 log = logging.getLogger("replay.stream")
 
@@ -131,11 +132,7 @@ class Hub:
         if self._listener is not None:
             await self._listener.stop()
             self._listener = None
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await stopped(*self._tasks)
         self._tasks.clear()
         for channel in list(self._channels.values()):
             await channel.close()

@@ -26,6 +26,7 @@ import uuid
 
 from service.errors import ReplayError
 from service.log.store import LogStore
+from service.tasks import stopped
 
 log = logging.getLogger("replay.stream")
 
@@ -75,11 +76,8 @@ class Presence:
         self._task = asyncio.create_task(self._run(), name="reader-presence")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await stopped(self._task)
+        self._task = None
         # Whoever still read here is cut off with this process: say so now
         # rather than leaving the rows to go stale.
         if self._held:
