@@ -150,12 +150,13 @@ class RawPoster:
     async def post(self, path: str, body: bytes) -> bytes:
         return await self.request("POST", path, body)
 
-    async def request(self, method: str, path: str, body: bytes = b"") -> bytes:
-        """Send `body`; returns the answer's body (empty for 204). Not 2xx raises."""
+    async def request(self, method: str, path: str, body: bytes = b"", headers: str = "") -> bytes:
+        """Send `body` (`headers`: more header lines, each ending in CRLF); returns the
+        answer's body (empty for 204). Not 2xx raises."""
         reader, writer = await self._free.get()
         writer.write(
             f"{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\n\r\n".encode()
+            f"{headers}Content-Length: {len(body)}\r\n\r\n".encode()
             + body
         )
         head = await reader.readuntil(b"\r\n\r\n")

@@ -1,6 +1,6 @@
 """Durable Streams workloads: this service against the reference server, in the same run.
 
-    python ops/bench/durable.py [--quick] [--only append,catch_up,live]
+    python ops/bench/durable.py [--quick] [--only append,producer,catch_up,live]
                                 [--baseline DIR] [--repeat N] [--json FILE]
 
 Both servers take the same requests over loopback (raw keep-alive HTTP/1.1
@@ -8,6 +8,8 @@ for appends, httpx for reads), each on its own streams:
 
 * append: JSON streams, 1 / 10 / 100 / 1,000 messages per POST (AG-UI-sized
   chunks; one stream per producer: 50 producers for single messages, 4 else);
+* producer: the same at 1 / 10 / 100 per POST, each POST an idempotent producer's
+  (`Producer-Id`, `-Epoch`, `-Seq`), as `@durable-streams/client` sends them;
 * catch-up of a closed 100,000-message stream, from `-1` to the end: plain GETs
   following `Stream-Next-Offset`, and one SSE response (time to first byte and
   to the last message);
@@ -51,7 +53,11 @@ from common import RawPoster, pct, scratch_database, server_process
 PREFIX = "/v1/stream/"
 
 
-async def append_phase(port: int, size: int, total: int) -> dict[str, float]:
+async def append_phase(
+    port: int, size: int, total: int, *, idempotent: bool = False
+) -> dict[str, float]:
+    """POSTs of `size` messages; `idempotent`: each with `Producer-Id`, `-Epoch` and
+    `-Seq` headers, as `@durable-streams/client`'s IdempotentProducer sends them."""
     producers = 50 if size == 1 else 4
     poster = RawPoster(port, connections=producers)
     await poster.open()
@@ -61,9 +67,16 @@ async def append_phase(port: int, size: int, total: int) -> dict[str, float]:
         ]
         for stream in streams:
             await poster.request("PUT", stream)
+        seqs = [0] * producers
 
         async def send(p: int, batch: list[dict[str, object]]) -> None:
-            await poster.post(streams[p], orjson.dumps(batch))
+            extra = ""
+            if idempotent:
+                extra = (
+                    f"Producer-Id: bench-{p}\r\nProducer-Epoch: 0\r\nProducer-Seq: {seqs[p]}\r\n"
+                )
+                seqs[p] += 1
+            await poster.request("POST", streams[p], orjson.dumps(batch), extra)
 
         rate, latencies = await drive(producers, batches(total, size), send)
     finally:
@@ -226,7 +239,7 @@ async def live_latency(port: int, mode: str, messages: int, rate: float) -> dict
     return {"p50_ms": pct(latencies, 50), "p99_ms": pct(latencies, 99)}
 
 
-WORKLOADS = ("append", "catch_up", "live")
+WORKLOADS = ("append", "producer", "catch_up", "live")
 
 
 async def run_step(port: int, quick: bool, step: str) -> dict[str, Any]:
@@ -238,6 +251,10 @@ async def run_step(port: int, quick: bool, step: str) -> dict[str, Any]:
                   1000: int(200_000 * scale)}  # fmt: skip
         out["append"] = {str(size): await append_phase(port, size, total)
                          for size, total in totals.items()}  # fmt: skip
+    elif step == "producer":
+        totals = {1: int(10_000 * scale), 10: int(30_000 * scale), 100: int(100_000 * scale)}
+        out["producer"] = {str(size): await append_phase(port, size, total, idempotent=True)
+                           for size, total in totals.items()}  # fmt: skip
     elif step == "catch_up":
         catch = int(100_000 * scale)
         path = await fill(port, catch)
@@ -258,14 +275,15 @@ def _ratio(ours: float, peer: float, higher_is_better: bool) -> float:
 
 def report(ours: dict[str, Any], peer: dict[str, Any], against: str = "peer") -> list[str]:
     lines = []
-    for size, mine in ours.get("append", {}).items():
-        theirs = peer["append"][size]
-        lines.append(
-            f"append {size:>4} msg/POST   ours {mine['messages_per_s']:>10,.0f} msg/s "
-            f"(p99 {mine['p99_ms']:6.1f} ms)   peer {theirs['messages_per_s']:>10,.0f} msg/s "
-            f"(p99 {theirs['p99_ms']:6.1f} ms)   "
-            f"ratio {_ratio(mine['messages_per_s'], theirs['messages_per_s'], True):5.2f}x"
-        )
+    for key, label in (("append", "append  "), ("producer", "producer")):
+        for size, mine in ours.get(key, {}).items():
+            theirs = peer[key][size]
+            lines.append(
+                f"{label} {size:>4} msg/POST   ours {mine['messages_per_s']:>10,.0f} msg/s "
+                f"(p99 {mine['p99_ms']:6.1f} ms)   peer {theirs['messages_per_s']:>10,.0f} msg/s "
+                f"(p99 {theirs['p99_ms']:6.1f} ms)   "
+                f"ratio {_ratio(mine['messages_per_s'], theirs['messages_per_s'], True):5.2f}x"
+            )
     for key, label in (("catch_up_get", "catch-up GET"), ("catch_up_sse", "catch-up SSE")):
         if key not in ours:
             continue
