@@ -47,7 +47,10 @@ exc`), and never leak past the log.
         ├── StreamClosed           409 stream_closed       (+ next_offset)
         ├── ContentTypeMismatch    409 content_type_mismatch
         ├── StreamSeqConflict      409 stream_seq_conflict
-        └── ProducerSeqGap         409 producer_seq_gap    (+ expected_seq, received_seq)
+        ├── ProducerSeqGap         409 producer_seq_gap    (+ expected_seq, received_seq)
+        └── ProducerRefused        409 producer_refused    (internal: a group-committed producer
+                                                            append did not fit; answered again
+                                                            by the guarded append, never sent)
 """
 
 from __future__ import annotations
@@ -318,3 +321,11 @@ class ProducerSeqGap(Conflict):
         )
         self.expected = expected
         self.received = received
+
+
+class ProducerRefused(Conflict):
+    """A producer's append in a group commit that its stored state did not admit (or that
+    might have met a concurrent change): nothing was written, and the Durable Streams layer
+    answers it again through the guarded append, which tells duplicate, gap or fence."""
+
+    code = "producer_refused"

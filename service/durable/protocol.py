@@ -29,6 +29,7 @@ from service.errors import (
     InvalidParameter,
     PayloadTooLarge,
     ProducerFenced,
+    ProducerRefused,
     ProducerSeqGap,
     ReplayError,
     RunClosed,
@@ -289,6 +290,12 @@ class Streams:
                 self.known.forget(name)
         elif producer is not None or stream_seq is not None:
             known = self.known.get(name)
+            if known is not None and body and not close and stream_seq is None:
+                # An idempotent producer's next append commits with the group; whatever
+                # it does not fit (a retry, a gap, a fence, a change) falls to the guarded path.
+                reply = await self._append_known(name, known, h, body, close, producer)
+                if reply is not None:
+                    return reply
             if known is not None:
                 # The guarded append re-reads the stream under its run's lock; any
                 # refusal is answered again from the stream as it is now.
@@ -371,7 +378,13 @@ class Streams:
         return reply
 
     async def _append_known(
-        self, name: str, known: Known, h: Mapping[str, str], body: bytes, close: bool
+        self,
+        name: str,
+        known: Known,
+        h: Mapping[str, str],
+        body: bytes,
+        close: bool,
+        producer: Producer | None = None,
     ) -> Reply | None:
         """A plain append to a stream this process remembers, without looking it up.
 
@@ -395,11 +408,18 @@ class Streams:
             return None
         try:
             result = await self.log.append(
-                known.run_id, chunks, close=close, create=False, created_at=known.created_at
+                known.run_id,
+                chunks,
+                close=close,
+                create=False,
+                created_at=known.created_at,
+                producer=None if producer is None else producer.key_parts(),
             )
-        except (RunClosed, RunNotFound):
+        except (RunClosed, RunNotFound, ProducerRefused):
             return None  # refused by the statement, so nothing was appended
-        return self._appended(result.last_seq, close, False, None, None)
+        return self._appended(
+            result.last_seq, close, False, producer, None if producer is None else producer.seq
+        )
 
     @staticmethod
     def _appended(

@@ -345,6 +345,7 @@ class EventLog:
         create: bool = True,
         close_status: str | None = None,
         created_at: datetime | None = None,
+        producer: tuple[str, int, int] | None = None,
     ) -> AppendResult:
         """Append chunks durably; returns once committed.
 
@@ -354,7 +355,10 @@ class EventLog:
         `close_status` (with `close`) records cancelled / interrupted instead of
         the status the last terminal chunk implies. `created_at` appends only
         to the run made at that time: one deleted and made again since is
-        `RunNotFound`, checked by the append statement itself.
+        `RunNotFound`, checked by the append statement itself. `producer`
+        (id, epoch, seq) appends only what that idempotent producer's stored
+        state admits next and records it in the same statement; anything else
+        is `ProducerRefused`, with nothing written.
         """
         check_run_id(run_id)
         if expected_seq is not None and not 1 <= expected_seq <= MAX_SEQ:
@@ -368,6 +372,7 @@ class EventLog:
                 create=create,
                 close_status=close_status,
                 created_at=created_at,
+                producer=producer,
             )
         )
 

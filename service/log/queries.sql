@@ -73,6 +73,23 @@ WITH upd AS (
            OR runs.last_seq = (($7::jsonb -> runs.run_id) ->> 'expected')::bigint - 1)
       AND (NOT ($7::jsonb -> runs.run_id) ? 'born'
            OR runs.created_at = (($7::jsonb -> runs.run_id) ->> 'born')::timestamptz)
+      -- An idempotent producer's append: only what its stored state admits next, and
+      -- only if the run row is as this statement's snapshot saw it (after waiting for
+      -- its lock, a changed last_seq means the producer state read below may be old:
+      -- every producer change moves last_seq; the caller then asks the guarded path).
+      AND (NOT ($7::jsonb -> runs.run_id) ? 'producer' OR (
+          runs.last_seq = (SELECT r.last_seq FROM runs r WHERE r.run_id = runs.run_id)
+          -- No stored state: only seq 0 starts a producer.
+          AND coalesce((
+              SELECT CASE
+                  WHEN (($7::jsonb -> runs.run_id) -> 'producer' ->> 1)::bigint = p.epoch
+                      THEN (($7::jsonb -> runs.run_id) -> 'producer' ->> 2)::bigint = p.seq + 1
+                  WHEN (($7::jsonb -> runs.run_id) -> 'producer' ->> 1)::bigint > p.epoch
+                      THEN (($7::jsonb -> runs.run_id) -> 'producer' ->> 2)::bigint = 0
+                  ELSE false END
+              FROM stream_producers p
+              WHERE p.run_id = runs.run_id AND p.producer_id = ($7::jsonb -> runs.run_id) -> 'producer' ->> 0
+          ), (($7::jsonb -> runs.run_id) -> 'producer' ->> 2)::bigint = 0)))
     RETURNING runs.run_id, runs.last_seq - (($7::jsonb -> runs.run_id) ->> 'n')::bigint AS base,
         runs.last_seq, ($7::jsonb -> runs.run_id) ? 'close' AS close, runs.run_month
 ),
@@ -87,6 +104,14 @@ ins AS (
     FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[])
         AS e(run_id, ord, type, chunk, message_id, tool_call_id)
     WHERE (SELECT m FROM bases) ? e.run_id
+),
+-- The producer's new state, for the runs the UPDATE took (in the same statement).
+prod AS (
+    INSERT INTO stream_producers (run_id, producer_id, epoch, seq)
+    SELECT upd.run_id, s.p ->> 0, (s.p ->> 1)::bigint, (s.p ->> 2)::bigint
+    FROM upd, LATERAL (SELECT $7::jsonb -> upd.run_id -> 'producer' AS p) AS s
+    WHERE s.p IS NOT NULL
+    ON CONFLICT (run_id, producer_id) DO UPDATE SET epoch = excluded.epoch, seq = excluded.seq
 ),
 note AS (
     SELECT pg_notify('replay_events_v1', string_agg(line, E'\n'))
@@ -149,8 +174,33 @@ WITH upd AS (
            OR runs.last_seq = (($1::jsonb -> runs.run_id) ->> 'expected')::bigint - 1)
       AND (NOT ($1::jsonb -> runs.run_id) ? 'born'
            OR runs.created_at = (($1::jsonb -> runs.run_id) ->> 'born')::timestamptz)
+      -- An idempotent producer's append: only what its stored state admits next, and
+      -- only if the run row is as this statement's snapshot saw it (after waiting for
+      -- its lock, a changed last_seq means the producer state read below may be old:
+      -- every producer change moves last_seq; the caller then asks the guarded path).
+      AND (NOT ($1::jsonb -> runs.run_id) ? 'producer' OR (
+          runs.last_seq = (SELECT r.last_seq FROM runs r WHERE r.run_id = runs.run_id)
+          -- No stored state: only seq 0 starts a producer.
+          AND coalesce((
+              SELECT CASE
+                  WHEN (($1::jsonb -> runs.run_id) -> 'producer' ->> 1)::bigint = p.epoch
+                      THEN (($1::jsonb -> runs.run_id) -> 'producer' ->> 2)::bigint = p.seq + 1
+                  WHEN (($1::jsonb -> runs.run_id) -> 'producer' ->> 1)::bigint > p.epoch
+                      THEN (($1::jsonb -> runs.run_id) -> 'producer' ->> 2)::bigint = 0
+                  ELSE false END
+              FROM stream_producers p
+              WHERE p.run_id = runs.run_id AND p.producer_id = ($1::jsonb -> runs.run_id) -> 'producer' ->> 0
+          ), (($1::jsonb -> runs.run_id) -> 'producer' ->> 2)::bigint = 0)))
     RETURNING runs.run_id, runs.last_seq - (($1::jsonb -> runs.run_id) ->> 'n')::bigint AS base,
         runs.last_seq, ($1::jsonb -> runs.run_id) ? 'close' AS close, runs.run_month
+),
+-- The producer's new state, for the runs the UPDATE took (in the same statement).
+prod AS (
+    INSERT INTO stream_producers (run_id, producer_id, epoch, seq)
+    SELECT upd.run_id, s.p ->> 0, (s.p ->> 1)::bigint, (s.p ->> 2)::bigint
+    FROM upd, LATERAL (SELECT $1::jsonb -> upd.run_id -> 'producer' AS p) AS s
+    WHERE s.p IS NOT NULL
+    ON CONFLICT (run_id, producer_id) DO UPDATE SET epoch = excluded.epoch, seq = excluded.seq
 ),
 note AS (
     SELECT pg_notify('replay_events_v1', string_agg(line, E'\n'))

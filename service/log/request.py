@@ -27,7 +27,7 @@ from typing import Any
 
 import orjson
 
-from service.errors import ReplayError, RunClosed, RunNotFound, SeqConflict
+from service.errors import ProducerRefused, ReplayError, RunClosed, RunNotFound, SeqConflict
 from service.log.chunks import StoredChunk, loads, storable
 from service.log.store import RunState
 from service.log.summary import TOKEN_COLUMNS, summarize
@@ -57,11 +57,14 @@ class Pending:
     # Durable Stream's name) finds out in the same statement that it was
     # deleted and made again, instead of reading the run first.
     created_at: datetime | None = None
+    # (producer id, epoch, seq): appended only if that idempotent producer's stored
+    # state admits it, recorded in the same statement (see `ProducerRefused`).
+    producer: tuple[str, int, int] | None = None
 
     @property
     def ends_group(self) -> bool:
         """Whether a later append of the same run may join this one's group."""
-        return self.expected_seq is not None or self.close
+        return self.expected_seq is not None or self.close or self.producer is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +83,8 @@ class RunShare:
     usage: tuple[int | None, int | None, int | None] = (None, None, None)
     # The run's created_at every append of the share expects (`Pending.created_at`).
     born: datetime | None = None
+    # The share's one append's producer (`Pending.producer`).
+    producer: tuple[str, int, int] | None = None
 
     @classmethod
     def of(cls, items: list[Pending]) -> RunShare:
@@ -91,8 +96,10 @@ class RunShare:
             close=last.close,
             status=last.close_status if last.close else None,
         )
-        born = items[0].created_at
-        return share if born is None else replace(share, born=born)
+        head = items[0]
+        if head.created_at is None and head.producer is None:
+            return share
+        return replace(share, born=head.created_at, producer=head.producer)
 
     @classmethod
     def of_chunks(
@@ -138,6 +145,8 @@ class RunShare:
                 share[column] = value
         if self.born is not None:
             share["born"] = self.born.isoformat()
+        if self.producer is not None:
+            share["producer"] = list(self.producer)
         return share
 
 
@@ -273,6 +282,10 @@ def explain(
     for run, items in refused.items():
         state = states.get(run)
         born = items[0].created_at
+        if items[0].producer is not None:
+            # Its answer (duplicate, gap, fenced, closed, gone) is the guarded append's.
+            outcomes.errors.extend((item, ProducerRefused(run)) for item in items)
+            continue
         if state is not None and born is not None and state.created_at != born:
             # Deleted and made again since the caller saw it: not the run it named.
             outcomes.errors.extend((item, RunNotFound(run)) for item in items)

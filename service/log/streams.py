@@ -157,6 +157,10 @@ class Producer:
     def key(self) -> str:
         return orjson.dumps([self.producer_id, self.epoch, self.seq]).decode()
 
+    def key_parts(self) -> tuple[str, int, int]:
+        """(id, epoch, seq), as a group-committed append carries them."""
+        return (self.producer_id, self.epoch, self.seq)
+
 
 @dataclass(frozen=True, slots=True)
 class Written:

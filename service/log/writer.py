@@ -157,11 +157,13 @@ class GroupCommitter:
         create: bool,
         close_status: str | None = None,
         created_at: datetime | None = None,
+        producer: tuple[str, int, int] | None = None,
     ) -> asyncio.Future[AppendResult]:
         future: asyncio.Future[AppendResult] = asyncio.get_running_loop().create_future()
-        self._queue.append(
-            Pending(run_id, chunks, expected_seq, close, create, close_status, future, created_at)
+        item = Pending(
+            run_id, chunks, expected_seq, close, create, close_status, future, created_at, producer
         )
+        self._queue.append(item)
         self._wake.set()
         return future
 
@@ -180,7 +182,11 @@ class GroupCommitter:
                 or (size and size + len(item.chunks) > self._max_events)
                 or (
                     taken is not None
-                    and (item.expected_seq is not None or item.created_at != taken[0].created_at)
+                    and (
+                        item.expected_seq is not None
+                        or item.producer is not None
+                        or item.created_at != taken[0].created_at
+                    )
                 )
             ):
                 kept.append(item)

@@ -8,7 +8,15 @@ import json
 import asyncpg
 import pytest
 
-from service.errors import InvalidEvent, InvalidRunId, RunClosed, RunNotFound, SeqConflict
+from service.config import asyncpg_dsn
+from service.errors import (
+    InvalidEvent,
+    InvalidRunId,
+    ProducerRefused,
+    RunClosed,
+    RunNotFound,
+    SeqConflict,
+)
 from service.log import EventLog, sql
 
 
@@ -33,6 +41,72 @@ async def test_append_when_create_false_and_run_missing_then_run_not_found(
     with pytest.raises(RunNotFound):
         await event_log.append("absent-1", [{"type": "A"}], create=False)
     assert await event_log.find_run("absent-1") is None
+
+
+async def _producer_state(log: EventLog, run_id: str) -> list[tuple[str, int, int]]:
+    rows = await log.pool.fetch(
+        "SELECT producer_id, epoch, seq FROM stream_producers WHERE run_id = $1", run_id
+    )
+    return [(r[0], r[1], r[2]) for r in rows]
+
+
+async def test_append_when_producer_state_admits_then_appended_and_recorded_else_refused(
+    event_log: EventLog,
+) -> None:
+    log = event_log
+    await log.append("prod-1", [{"type": "A"}])
+    first = await log.append("prod-1", [{"type": "B"}], create=False, producer=("p", 0, 0))
+    nxt = await log.append("prod-1", [{"type": "C"}], create=False, producer=("p", 0, 1))
+    refused = []
+    for producer in (("p", 0, 1), ("p", 0, 3), ("p", 1, 2), ("q", 0, 5)):  # dup, gap, epoch, new
+        with pytest.raises(ProducerRefused):
+            await log.append("prod-1", [{"type": "X"}], create=False, producer=producer)
+        refused.append(producer)
+    bumped = await log.append("prod-1", [{"type": "D"}], create=False, producer=("p", 1, 0))
+    assert (first.last_seq, nxt.last_seq, bumped.last_seq) == (2, 3, 4)
+    assert [json.loads(t)["type"] for t in await stored_texts(log, "prod-1")] == list("ABCD")
+    assert await _producer_state(log, "prod-1") == [("p", 1, 0)]
+
+
+async def test_append_when_producer_state_changed_while_waiting_for_the_run_then_refused(
+    event_log: EventLog, database_url: str
+) -> None:
+    """A guarded producer append (its own transaction, the run row locked) commits seq 1
+    while the group's statement for the same seq 1 waits for the row: the statement's
+    snapshot still shows seq 0, so only the run row having moved can tell it."""
+    log = event_log
+    await log.append("prod-race", [{"type": "A"}])
+    await log.append("prod-race", [{"type": "B"}], create=False, producer=("p", 0, 0))
+    other = await asyncpg.connect(asyncpg_dsn(database_url))
+    try:
+        tx = other.transaction()
+        await tx.start()
+        await other.execute("SELECT 1 FROM runs WHERE run_id = 'prod-race' FOR UPDATE")
+        await other.execute(
+            "UPDATE stream_producers SET seq = 1 WHERE run_id = 'prod-race' AND producer_id = 'p'"
+        )
+        await other.execute("UPDATE runs SET last_seq = last_seq + 1 WHERE run_id = 'prod-race'")
+        await other.execute(
+            "INSERT INTO events (run_id, seq, type, chunk, run_month) "
+            "SELECT run_id, last_seq, 'C', '{\"type\":\"C\"}', run_month "
+            "FROM runs WHERE run_id = 'prod-race'"
+        )
+        racing = asyncio.create_task(
+            log.append("prod-race", [{"type": "C"}], create=False, producer=("p", 0, 1))
+        )
+        while not await other.fetchval(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+            "AND query LIKE 'WITH upd AS%'"
+        ):
+            assert not racing.done(), racing
+            await asyncio.sleep(0.01)
+        await tx.commit()
+        with pytest.raises(ProducerRefused):
+            await racing
+    finally:
+        await other.close()
+    assert [json.loads(t)["type"] for t in await stored_texts(log, "prod-race")] == list("ABC")
+    assert await _producer_state(log, "prod-race") == [("p", 0, 1)]
 
 
 async def test_append_when_created_at_names_another_life_of_run_then_not_found_nothing_stored(
