@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from service.errors import RunClosed, RunNotFound, SeqConflict
+from service.errors import ProducerRefused, RunClosed, RunNotFound, SeqConflict
 from service.log.chunks import stored
 from service.log.request import AppendResult, Group, Pending, RunShare, explain, settle
 from service.log.store import RunState
@@ -162,6 +162,28 @@ def test_group_when_append_names_the_runs_life_then_its_share_carries_it(
     item.created_at = datetime(2026, 12, 1, 15, 0, 0, 123456, tzinfo=UTC)
     shares, _ = Group.of({"r": [item]}).share_params()
     assert json.loads(shares)["r"]["born"] == "2026-12-01T15:00:00.123456+00:00"
+
+
+def test_explain_when_producer_append_refused_then_producer_refused_whatever_the_run(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    states = {"open": RunState(4, False), "closed": RunState(4, True)}
+    for run in ("open", "closed", "missing"):
+        item = pending(loop, run, 1)
+        item.producer = ("p", 0, 3)
+        outcomes = explain({run: [item]}, states)
+        assert [(i, type(e)) for i, e in outcomes.errors] == [(item, ProducerRefused)], run
+        assert outcomes.retry == outcomes.results == [] and outcomes.create == {}
+
+
+def test_group_when_append_is_a_producers_then_its_share_carries_it_and_ends_the_run(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    item = pending(loop, "r", 1)
+    item.producer = ("p-1", 2, 7)
+    shares, _ = Group.of({"r": [item]}).share_params()
+    assert json.loads(shares)["r"]["producer"] == ["p-1", 2, 7]
+    assert item.ends_group
 
 
 def test_group_when_built_then_shares_and_columns_are_the_statements_parameters(
