@@ -20,26 +20,8 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
-from datetime import datetime
 
-from service.durable import bodies
 from service.log.streams import StreamState
-
-
-@dataclass(frozen=True, slots=True)
-class Known:
-    run_id: str
-    content_type: str
-    # The media type alone, lower-cased: what a request's Content-Type is compared by.
-    media: str
-    json: bool
-    created_at: datetime
-    # The stream as it was looked up: open, not deleted, no TTL (for reads, brought to
-    # the run's tail from the run's row).
-    state: StreamState
-    # time.monotonic() after which it is looked up again.
-    until: float
 
 
 def media_type(content_type: str) -> str:
@@ -47,7 +29,7 @@ def media_type(content_type: str) -> str:
 
 
 class KnownStreams:
-    """A bounded map of stream name to `Known`, least recently used first out.
+    """A bounded map of stream name to the stream as looked up, least recently used first out.
 
     Each is looked up again after `max_age_seconds`: the statements' checks are
     what make a remembered stream safe, the age bounds how long anything they
@@ -58,17 +40,19 @@ class KnownStreams:
     def __init__(self, capacity: int = 10_000, max_age_seconds: float = 60.0) -> None:
         self._capacity = capacity
         self._max_age = max_age_seconds
-        self._known: OrderedDict[str, Known] = OrderedDict()
+        # name -> (the stream as it was looked up: open, not deleted, no TTL; the
+        # time.monotonic() after which it is looked up again)
+        self._known: OrderedDict[str, tuple[StreamState, float]] = OrderedDict()
 
-    def get(self, name: str) -> Known | None:
-        known = self._known.get(name)
-        if known is None:
+    def get(self, name: str) -> StreamState | None:
+        entry = self._known.get(name)
+        if entry is None:
             return None
-        if time.monotonic() >= known.until:
+        if time.monotonic() >= entry[1]:
             del self._known[name]
             return None
         self._known.move_to_end(name)
-        return known
+        return entry[0]
 
     def remember(self, state: StreamState) -> None:
         if (
@@ -80,15 +64,7 @@ class KnownStreams:
         ):
             self._known.pop(state.name, None)
             return
-        self._known[state.name] = Known(
-            state.run_id,
-            state.content_type,
-            media_type(state.content_type),
-            bodies.is_json(state.content_type),
-            state.created_at,
-            state,
-            time.monotonic() + self._max_age,
-        )
+        self._known[state.name] = (state, time.monotonic() + self._max_age)
         self._known.move_to_end(state.name)
         while len(self._known) > self._capacity:
             self._known.popitem(last=False)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 
 from service.durable import bodies, headers, sse
 from service.durable.cursor import response_cursor
-from service.durable.known import Known, KnownStreams, media_type
+from service.durable.known import KnownStreams, media_type
 from service.durable.offsets import NOW, format_offset, parse_offset
 from service.durable.readahead import ReadAhead
 from service.errors import (
@@ -138,7 +138,7 @@ class Streams:
         any other looked up (sliding its TTL) and remembered."""
         known = self.known.get(name)
         if known is not None:
-            state = await self._still(known.state)
+            state = await self._still(known)
             if state is not None:
                 return state
             self.known.forget(name)
@@ -202,8 +202,7 @@ class Streams:
         if source is None:
             raise ForkSourceNotFound(source_path)
         if requested_type is not None and (
-            requested_type.split(";")[0].strip().lower()
-            != source.content_type.split(";")[0].strip().lower()
+            media_type(requested_type) != media_type(source.content_type)
         ):
             raise ContentTypeMismatch(
                 f"a fork has its source's content type ({source.content_type})"
@@ -281,32 +280,12 @@ class Streams:
         stream_seq = headers.stream_seq(h)
         if not body and not close:
             raise EmptyBody("an append needs a body (or Stream-Closed: true to close)")
-        if body and producer is None and stream_seq is None:
-            known = self.known.get(name)
-            if known is not None:
-                reply = await self._append_known(name, known, h, body, close)
-                if reply is not None:
-                    return reply
-                self.known.forget(name)
-        elif producer is not None or stream_seq is not None:
-            known = self.known.get(name)
-            if known is not None and body and not close and stream_seq is None:
-                # An idempotent producer's next append commits with the group; whatever
-                # it does not fit (a retry, a gap, a fence, a change) falls to the guarded path.
-                reply = await self._append_known(name, known, h, body, close, producer)
-                if reply is not None:
-                    return reply
-            if known is not None:
-                # The guarded append re-reads the stream under its run's lock; any
-                # refusal is answered again from the stream as it is now.
-                try:
-                    return await self._append_guarded(
-                        known.state, h, body, close, producer, stream_seq
-                    )
-                except Unavailable:
-                    raise  # it may have committed: the producer's retry finds out
-                except ReplayError:
-                    self.known.forget(name)
+        known = self.known.get(name)
+        if known is not None:
+            reply = await self._append_remembered(known, h, body, close, producer, stream_seq)
+            if reply is not None:
+                return reply
+            self.known.forget(name)
         state = await self._existing(name, touch=True)
         self.known.remember(state)
         if producer is not None or stream_seq is not None:
@@ -347,9 +326,7 @@ class Streams:
         requested = headers.content_type(h)
         if requested is None:
             raise InvalidHeader("an append with a body needs a Content-Type")
-        if requested.split(";")[0].strip().lower() != (
-            state.content_type.split(";")[0].strip().lower()
-        ):
+        if media_type(requested) != media_type(state.content_type):
             raise ContentTypeMismatch(f"stream {name!r} is {state.content_type}, not {requested}")
         if _json_mode(state):
             return bodies.json_messages(
@@ -377,42 +354,60 @@ class Streams:
             reply.status = 204  # close-only: 204, first time or retry
         return reply
 
-    async def _append_known(
+    async def _append_remembered(
         self,
-        name: str,
-        known: Known,
+        state: StreamState,
         h: Mapping[str, str],
         body: bytes,
         close: bool,
-        producer: Producer | None = None,
+        producer: Producer | None,
+        stream_seq: str | None,
     ) -> Reply | None:
-        """A plain append to a stream this process remembers, without looking it up.
+        """An append to a stream this process remembers, without looking it up.
 
-        None when it did not append and the caller must look the stream up: any
-        refusal (whose answer depends on the stream as it is now), or a first
-        RUN_STARTED (the run takes its thread). Never None once it may have appended.
+        None when it did not append and the answer needs the stream as it is now
+        (the caller looks it up): any refusal, a first RUN_STARTED, a bare close.
+        Never None once it may have appended.
         """
-        requested = headers.content_type(h)
-        if requested is None or media_type(requested) != known.media:
+        if body and stream_seq is None and (producer is None or not close):
+            # Plain, or an idempotent producer's next append: it commits with the group.
+            reply = await self._append_grouped(state, h, body, close, producer)
+            if reply is not None or producer is None:
+                return reply
+        if producer is None and stream_seq is None:
             return None
+        # The guarded append re-reads the stream under its run's lock; any refusal
+        # is answered again from the stream as it is now.
         try:
-            if known.json:
-                chunks = bodies.json_messages(
-                    body, allow_empty=False, max_messages=self.limits.max_messages
-                )
-            else:
-                chunks = [bodies.bytes_chunk(body)]
+            return await self._append_guarded(state, h, body, close, producer, stream_seq)
+        except Unavailable:
+            raise  # it may have committed: the producer's retry finds out
+        except ReplayError:
+            return None
+
+    async def _append_grouped(
+        self,
+        state: StreamState,
+        h: Mapping[str, str],
+        body: bytes,
+        close: bool,
+        producer: Producer | None,
+    ) -> Reply | None:
+        """Through the group commit, to the run of `state`'s life only (and, for a
+        producer, only what its stored state admits); None when refused."""
+        try:
+            chunks = self._body_chunks(state.name, state, h, body, producer)
         except ReplayError:
             return None
         if any(c.type == "RUN_STARTED" for c in chunks):
-            return None
+            return None  # the run takes its thread: the lookup path does that
         try:
             result = await self.log.append(
-                known.run_id,
+                state.run_id,
                 chunks,
                 close=close,
                 create=False,
-                created_at=known.created_at,
+                created_at=state.created_at,
                 producer=None if producer is None else producer.key_parts(),
             )
         except (RunClosed, RunNotFound, ProducerRefused):
@@ -498,6 +493,12 @@ class Streams:
 
     async def _rows(self, state: StreamState, after: int) -> list[tuple[int, str]]:
         rows = await self.store.read(state, after, state.last_seq, self.limits.read_max_messages)
+        return self._within_budget(rows)
+
+    def _within_budget(self, rows: list[tuple[int, str]]) -> list[tuple[int, str]]:
+        """The first rows of one response: at most the read limits' messages and (about)
+        bytes, never none."""
+        rows = rows[: self.limits.read_max_messages]
         budget = self.limits.read_max_bytes
         for i, (_, text) in enumerate(rows):
             budget -= len(text)
@@ -520,7 +521,20 @@ class Streams:
     ) -> Reply:
         end, body = await self._content(state, after)
         up_to_date = end >= state.last_seq
-        closed = state.closed and up_to_date
+        return self._page(state, start, end, body, up_to_date, state.closed, if_none_match)
+
+    def _page(
+        self,
+        state: StreamState,
+        start: str,
+        end: int,
+        body: bytes,
+        up_to_date: bool,
+        closed: bool,
+        if_none_match: str | None = None,
+    ) -> Reply:
+        """A catch-up answer: messages up to `end`; `closed` counts only at the tail."""
+        closed = closed and up_to_date
         out = {"Content-Type": state.content_type, "Stream-Next-Offset": format_offset(end)}
         if up_to_date:
             out["Stream-Up-To-Date"] = "true"
@@ -575,26 +589,13 @@ class Streams:
         cursor: str | None,
     ) -> Reply:
         """A long-poll's answer from the rows its channel read, as `_catch_up` answers."""
-        limits = self.limits
-        rows = rows[: limits.read_max_messages]
-        budget = limits.read_max_bytes
-        for i, (_, text) in enumerate(rows):
-            budget -= len(text)
-            if budget < 0 and i > 0:
-                rows = rows[:i]
-                break
+        rows = self._within_budget(rows)
         end = rows[-1][0]
         up_to_date = end >= (channel.head or end)
-        closed = up_to_date and channel.complete
-        out = {"Content-Type": state.content_type, "Stream-Next-Offset": format_offset(end)}
-        if up_to_date:
-            out["Stream-Up-To-Date"] = "true"
-        if closed:
-            out["Stream-Closed"] = "true"
-        out["ETag"] = self._etag(state, format_offset(after), end, closed)
-        out["Cache-Control"] = self._cache_control()
-        out["Stream-Cursor"] = response_cursor(cursor)
-        return Reply(200, out, bodies.body_of(rows, _json_mode(state)))
+        body = bodies.body_of(rows, _json_mode(state))
+        reply = self._page(state, format_offset(after), end, body, up_to_date, channel.complete)
+        reply.headers["Stream-Cursor"] = response_cursor(cursor)
+        return reply
 
     @staticmethod
     def _poll_empty(state: StreamState, after: int, cursor: str | None) -> Reply:

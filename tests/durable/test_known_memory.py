@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from service.durable.known import KnownStreams
+from service.durable.bodies import is_json
+from service.durable.known import KnownStreams, media_type
 from service.log.streams import StreamState
 
 BORN = datetime(2026, 12, 1, 15, 0, tzinfo=UTC)
@@ -26,7 +27,8 @@ def test_remember_when_stream_open_without_ttl_then_known_by_media_type_and_life
     known.remember(_state("s"))
     got = known.get("s")
     assert got is not None
-    assert (got.run_id, got.media, got.json, got.created_at) == (
+    media, json_mode = media_type(got.content_type), is_json(got.content_type)
+    assert (got.run_id, media, json_mode, got.created_at) == (
         "s",
         "application/json",
         True,
