@@ -78,7 +78,7 @@ import httpx
 import orjson
 from capacity_follow import BUCKET_MS
 from capacity_upstream import plan
-from common import ROOT, free_port, healthy, scratch_database
+from common import ROOT, free_port, healthy, scratch_database, stop
 
 HERE = Path(__file__).resolve().parent
 PEER_DIR = HERE / "peer"
@@ -306,12 +306,7 @@ def _process(args: list[str], cwd: Path, what: str) -> Iterator[subprocess.Popen
             raise RuntimeError(f"{what} did not start")
         yield proc
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        stop(proc)
 
 
 def _npm_ci(folder: Path, marker: str) -> None:
@@ -387,12 +382,7 @@ def replay_target(
                 database=db.rsplit("/", 1)[1].split("?")[0],
             )
         finally:
-            proc.terminate()
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
+            stop(proc, 30)
 
 
 def _tail(path: str, lines: int = 20) -> str:

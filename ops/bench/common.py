@@ -94,7 +94,16 @@ def server_process(
     try:
         yield base
     finally:
-        proc.terminate()
+        stop(proc)
+
+
+def stop(proc: subprocess.Popen[Any], grace: float = 10) -> None:
+    """SIGTERM, `grace` seconds to exit, then SIGKILL."""
+    proc.terminate()
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
         proc.wait(10)
 
 
