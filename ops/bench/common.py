@@ -33,8 +33,9 @@ def _with_db(url: str, name: str) -> str:
 
 
 @contextmanager
-def scratch_database() -> Iterator[str]:
-    """A freshly migrated database, dropped afterwards."""
+def scratch_database(root: Path | None = None) -> Iterator[str]:
+    """A freshly migrated database, dropped afterwards; `root`: migrated by another
+    checkout's code (its own head, e.g. a baseline's), in this venv."""
     name = f"replay_bench_{uuid.uuid4().hex[:8]}"
 
     async def admin(sql: str) -> None:
@@ -47,7 +48,16 @@ def scratch_database() -> Iterator[str]:
     asyncio.run(admin(f'CREATE DATABASE "{name}"'))
     url = _with_db(SERVER, name)
     try:
-        migrate.upgrade(url)
+        if root is None:
+            migrate.upgrade(url)
+        else:
+            subprocess.run(
+                [sys.executable, "-m", "service.cli", "migrate"],
+                env={**os.environ, "REPLAY_DATABASE_URL": url},
+                cwd=root,
+                check=True,
+                stdout=subprocess.DEVNULL,
+            )
         yield url
     finally:
         asyncio.run(admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))

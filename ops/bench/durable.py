@@ -59,6 +59,8 @@ async def append_phase(
     """POSTs of `size` messages; `idempotent`: each with `Producer-Id`, `-Epoch` and
     `-Seq` headers, as `@durable-streams/client`'s IdempotentProducer sends them."""
     producers = 50 if size == 1 else 4
+    # Made before the connections open: it takes seconds, past the server's keep-alive.
+    work = batches(total, size)
     poster = RawPoster(port, connections=producers)
     await poster.open()
     try:
@@ -78,7 +80,7 @@ async def append_phase(
                 seqs[p] += 1
             await poster.request("POST", streams[p], orjson.dumps(batch), extra)
 
-        rate, latencies = await drive(producers, batches(total, size), send)
+        rate, latencies = await drive(producers, work, send)
     finally:
         await poster.close()
     return {"messages_per_s": rate, "p50_ms": pct(latencies, 50), "p99_ms": pct(latencies, 99)}
@@ -86,12 +88,12 @@ async def append_phase(
 
 async def fill(port: int, total: int) -> str:
     """A closed JSON stream of `total` messages; returns its path."""
+    work = batches(total, 1000)
     poster = RawPoster(port, connections=4)
     await poster.open()
     try:
         path = f"{PREFIX}bench-catchup-{uuid.uuid4().hex[:8]}"
         await poster.request("PUT", path)
-        work = batches(total, 1000)
 
         async def send(p: int, batch: list[dict[str, object]]) -> None:
             await poster.post(path, orjson.dumps(batch))
@@ -330,7 +332,7 @@ def main() -> None:
         url = stack.enter_context(scratch_database())
         ports = {"ours": _port(stack.enter_context(server_process(url)))}
         if args.baseline is not None:
-            url = stack.enter_context(scratch_database())
+            url = stack.enter_context(scratch_database(args.baseline))
             base = stack.enter_context(server_process(url, root=args.baseline))
             ports["baseline"] = _port(base)
         for r in range(args.repeat):
