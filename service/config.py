@@ -63,6 +63,9 @@ class Settings(BaseSettings):
     commit_lanes: int = 4
     # Upper bound on one group commit, so one huge group cannot starve latency.
     group_max_events: int = 1000
+    # An append bringing a run at least this many chunks stores them in batch rows
+    # (service.log.rows); 0: a row per event always.
+    batch_min_events: int = 16  # service.log.rows.BATCH_MIN
     # A comment line at least this often on an idle stream (sse-starlette's ping).
     heartbeat_seconds: float = 15.0
     # A stream whose client takes longer than this to accept one write is cut

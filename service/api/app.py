@@ -100,6 +100,7 @@ def create_app(
                 statement_seconds=settings.db_statement_timeout_seconds,
                 read_url=settings.read_database_url,
                 read_pool_size=settings.read_pool_size,
+                batch_min=settings.batch_min_events or None,
             )
             stack.push_async_callback(event_log.close)
             # SQLAlchemy Core for the audit's dynamic queries; connects lazily.

@@ -8,17 +8,17 @@ immutable, so the file is a consistent snapshot even while runs append.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
 
-from sqlalchemy import Row, select
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from service.archive.format import event_line, header_line
 from service.audit.summary import RUN_COLUMNS
 from service.errors import RunNotFound, ThreadNotFound, Unavailable
-from service.log import check_run_id
+from service.log import Event, check_run_id
 from service.log.bulk import RunRecord
 from service.log.chunks import loads
+from service.log.rows import BATCH_MAX, events_of
 from service.log.schema import events, run_forks, runs
 
 PAGE = 5000
@@ -70,20 +70,26 @@ async def export_lines(
 
 async def _page(
     conn: AsyncConnection, run_id: str, after: int, upto: int, limit: int = PAGE
-) -> Sequence[Row[Any, Any, Any]]:
+) -> list[Event]:
     """Run `run_id`'s events after `after` up to `upto`; a fork's first ones are its
     source's (shared, not copied: see service.log.streams), read from there."""
     rows = (
         await conn.execute(
-            select(events.c.seq, events.c.received_at, events.c.chunk)
+            select(events.c.seq, events.c.n, events.c.type, events.c.chunk, events.c.received_at)
             .where(events.c.run_id == run_id)
-            .where(events.c.seq > after, events.c.seq <= upto)
+            # A batch row may hold seqs past `upto` (service.log.rows).
+            .where(
+                events.c.seq > after,
+                events.c.seq < upto + BATCH_MAX,
+                events.c.seq - events.c.n < upto,
+            )
             .order_by(events.c.seq)
             .limit(limit)
         )
     ).all()
-    if rows and rows[0].seq == after + 1:
-        return rows
+    page = [Event(*event) for event in events_of(rows, after, upto, limit)]
+    if page and page[0].seq == after + 1:
+        return page
     fork = (
         await conn.execute(
             select(run_forks.c.source_run_id, run_forks.c.fork_seq).where(
@@ -92,7 +98,7 @@ async def _page(
         )
     ).first()
     if fork is None or after >= fork.fork_seq:
-        return rows
+        return page
     return await _page(conn, fork.source_run_id, after, min(upto, fork.fork_seq), limit)
 
 

@@ -27,6 +27,7 @@ from service.audit.projection import (
 from service.audit.threads import ThreadRun, assemble_thread
 from service.errors import OffsetOutOfRange, ThreadNotFound
 from service.log.chunks import storable
+from service.log.rows import BATCH_MAX, chunks_of
 from service.log.schema import events, run_forks, run_projections, runs
 
 
@@ -70,14 +71,16 @@ async def _chunk_texts(
             select(runs.c.run_month).where(runs.c.run_id.in_(list(run_ids))).distinct()
         )
     ).scalars()
-    query = select(events.c.run_id, events.c.chunk).where(
+    query = select(events.c.run_id, events.c.seq, events.c.n, events.c.chunk).where(
         events.c.run_id.in_(list(run_ids)), events.c.run_month.in_(list(months))
     )
     if upto is not None:
-        query = query.where(events.c.seq <= upto)
-    texts: dict[str, list[str]] = {run_id: [] for run_id in run_ids}
+        # A batch row may hold seqs past `upto` (service.log.rows).
+        query = query.where(events.c.seq < upto + BATCH_MAX, events.c.seq - events.c.n < upto)
+    rows: dict[str, list[tuple[int, int, str]]] = {run_id: [] for run_id in run_ids}
     for row in await conn.execute(query.order_by(events.c.run_id, events.c.seq)):
-        texts[row.run_id].append(row.chunk)
+        rows[row.run_id].append((row.seq, row.n, row.chunk))
+    texts = {run: [text for _, text in chunks_of(own, 0, upto)] for run, own in rows.items()}
     # A fork's first events are its source's up to the fork point (shared, not copied).
     forks = await conn.execute(
         select(run_forks.c.run_id, run_forks.c.source_run_id, run_forks.c.fork_seq).where(

@@ -10,12 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import ColumnElement, and_, or_, select
+from sqlalchemy import ColumnElement, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from service.audit.filters import utc
 from service.log import Event
 from service.log.chunks import storable
+from service.log.rows import BATCH_MAX, events_of
 from service.log.schema import events, run_forks, runs
 from service.log.typefilter import TypeFilter
 
@@ -39,10 +40,19 @@ class EventFilter:
         )
 
 
-async def _segments(conn: AsyncConnection, run_id: str) -> list[ColumnElement[bool]]:
-    """Where a run's events are: its own rows and, for a fork, its source's up to the
-    fork point (shared, not copied: service.log.streams), down the chain."""
-    where: list[ColumnElement[bool]] = []
+@dataclass(frozen=True, slots=True)
+class _Segment:
+    """One run's own rows in a chain: seqs above `lo` (its fork point) up to `hi`."""
+
+    run_id: str
+    lo: int
+    hi: int | None
+
+
+async def _segments(conn: AsyncConnection, run_id: str) -> list[_Segment]:
+    """Where a run's events are, in seq order: for a fork, its source's up to the fork
+    point (shared, not copied: service.log.streams), down the chain; then its own."""
+    chain: list[_Segment] = []
     current, upto = run_id, None
     while True:
         fork = (
@@ -52,40 +62,80 @@ async def _segments(conn: AsyncConnection, run_id: str) -> list[ColumnElement[bo
                 )
             )
         ).first()
-        # The run's month names its events' partition: only that one is read.
-        month = select(runs.c.run_month).where(runs.c.run_id == current).scalar_subquery()
-        own = [events.c.run_id == current, events.c.run_month == month]
-        if fork is not None:
-            own.append(events.c.seq > fork.fork_seq)
-        if upto is not None:
-            own.append(events.c.seq <= upto)
-        where.append(and_(*own))
+        chain.append(_Segment(current, 0 if fork is None else fork.fork_seq, upto))
         if fork is None:
-            return where
+            return chain[::-1]
         current, upto = fork.source_run_id, fork.fork_seq
 
 
-async def read_events(
-    conn: AsyncConnection, run_id: str, f: EventFilter, *, after: int = 0, limit: int = 1000
-) -> list[Event]:
-    segments = await _segments(conn, run_id)
-    query = select(events.c.seq, events.c.type, events.c.chunk, events.c.received_at).where(
-        segments[0] if len(segments) == 1 else or_(*segments), events.c.seq > after
-    )
+def _rows_where(segment: _Segment, after: int) -> list[ColumnElement[bool]]:
+    # The run's month names its events' partition: only that one is read.
+    month = select(runs.c.run_month).where(runs.c.run_id == segment.run_id).scalar_subquery()
+    where = [
+        events.c.run_id == segment.run_id,
+        events.c.run_month == month,
+        events.c.seq > max(segment.lo, after),
+    ]
+    if segment.hi is not None:
+        # A batch row may hold seqs past the fork point (service.log.rows).
+        where += [events.c.seq < segment.hi + BATCH_MAX, events.c.seq - events.c.n < segment.hi]
+    return where
+
+
+def _kinds_where(f: EventFilter) -> list[ColumnElement[bool]]:
+    """The type filters as SQL on single-event rows; a batch row is let through, and its
+    events are tested one by one (`_wanted`)."""
+    where: list[ColumnElement[bool]] = []
+    batch = events.c.n > 1
     if f.types:
         # Stored types went through `storable`; so do the ones asked for.
-        query = query.where(events.c.type.in_([storable(t) for t in f.types]))
+        where.append(or_(batch, events.c.type.in_([storable(t) for t in f.types])))
     patterns = f.patterns
     if patterns is not None and not patterns.everything:
-        query = query.where(
+        where.append(
             or_(
+                batch,
                 events.c.type.in_(sorted(patterns.exact)),
                 *(events.c.type.startswith(p, autoescape=True) for p in patterns.prefixes),
             )
         )
     if f.received_after is not None:
-        query = query.where(events.c.received_at >= utc(f.received_after))
+        where.append(events.c.received_at >= utc(f.received_after))
     if f.received_before is not None:
-        query = query.where(events.c.received_at < utc(f.received_before))
-    rows = await conn.execute(query.order_by(events.c.seq).limit(limit))
-    return [Event(r.seq, r.type, r.chunk, r.received_at) for r in rows]
+        where.append(events.c.received_at < utc(f.received_before))
+    return where
+
+
+def _wanted(f: EventFilter, kind: str) -> bool:
+    if f.types and kind not in {storable(t) for t in f.types}:
+        return False
+    return f.patterns is None or f.patterns.matches(kind)
+
+
+async def read_events(
+    conn: AsyncConnection, run_id: str, f: EventFilter, *, after: int = 0, limit: int = 1000
+) -> list[Event]:
+    found: list[Event] = []
+    kinds = _kinds_where(f)
+    for segment in await _segments(conn, run_id):
+        start = max(after, segment.lo)
+        while len(found) < limit:
+            query = (
+                select(
+                    events.c.seq, events.c.n, events.c.type, events.c.chunk, events.c.received_at
+                )
+                .where(*_rows_where(segment, start), *kinds)
+                .order_by(events.c.seq)
+                .limit(limit)
+            )
+            rows = list(await conn.execute(query))
+            found += [
+                Event(*event)
+                for event in events_of(rows, start, segment.hi)
+                if _wanted(f, event[1])
+            ]
+            if len(rows) < limit:
+                break
+            # A page of rows whose events the filter thinned: read on after it.
+            start = rows[-1].seq
+    return found[:limit]

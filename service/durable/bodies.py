@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from service.errors import EmptyArray, InvalidEvent, PayloadTooLarge
-from service.log.chunks import StoredChunk, dumps, loads, stored
+from service.log.chunks import StoredChunk, dumps, loads, stored, stored_values
 
 BYTES_EVENT = "durable-streams.bytes"
 _PREFIX = '{"type":"CUSTOM","name":"' + BYTES_EVENT + '","value":"'
@@ -52,7 +52,7 @@ def json_messages(body: bytes, *, allow_empty: bool, max_messages: int) -> list[
             raise EmptyArray("an empty JSON array appends nothing; send at least one message")
         if len(value) > max_messages:
             raise PayloadTooLarge(f"at most {max_messages} messages per request")
-        return [message_chunk(item, i) for i, item in enumerate(value)]
+        return stored_values(value, untyped=True)
     return [message_chunk(value, 0)]
 
 

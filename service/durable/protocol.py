@@ -14,6 +14,7 @@ import contextlib
 import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field, replace
+from operator import attrgetter
 
 from service.durable import bodies, headers, sse
 from service.durable.cursor import response_cursor
@@ -105,6 +106,9 @@ def _tail_headers(state: StreamState, next_seq: int) -> dict[str, str]:
     if state.closed and next_seq >= state.last_seq:
         out["Stream-Closed"] = "true"
     return out
+
+
+_TYPE = attrgetter("type")
 
 
 class Streams:
@@ -399,7 +403,7 @@ class Streams:
             chunks = self._body_chunks(state.name, state, h, body, producer)
         except ReplayError:
             return None
-        if any(c.type == "RUN_STARTED" for c in chunks):
+        if "RUN_STARTED" in map(_TYPE, chunks):
             return None  # the run takes its thread: the lookup path does that
         try:
             result = await self.log.append(

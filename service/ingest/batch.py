@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from service.errors import InvalidEvent, InvalidJson, InvalidRequest, PayloadTooLarge
-from service.log.chunks import StoredChunk, dumps, loads, stored
+from service.log.chunks import StoredChunk, dumps, loads, stored, stored_values
 from service.log.eventlog import MAX_SEQ
 
 
@@ -93,7 +93,7 @@ def parse_json_batch(body: bytes, limits: Limits) -> Batch:
     if unknown:
         raise InvalidRequest(f"unknown fields in the body: {sorted(unknown)}")
     limits.check_count(len(events))
-    chunks = [stored(event, index) for index, event in enumerate(events)]
+    chunks = stored_values(events)
     cap = limits.max_chunk_bytes // 4
     for index, chunk in enumerate(chunks):
         if len(chunk.text) > cap:

@@ -20,6 +20,7 @@ import asyncpg
 
 from service.errors import RunConflict
 from service.log import partitions
+from service.log import rows as log_rows
 from service.log.chunks import StoredChunk, dumps, loads
 from service.log.faults import translated
 from service.log.partitions import month_of
@@ -72,6 +73,7 @@ _LOCK = QUERIES["lock_runs"]
 _EVENTS = QUERIES["run_chunks"]
 _INSERT_RUN = QUERIES["insert_run"]
 
+# An import keeps a row per event (service.log.rows): each has its own receive time.
 _EVENT_COLUMNS = [
     "run_id", "seq", "type", "chunk", "message_id", "tool_call_id", "received_at", "run_month",
 ]  # fmt: skip
@@ -106,9 +108,10 @@ async def _check_same(
         raise RunConflict(
             f"run {run_id!r} is already stored with a different {field_name}; nothing was imported"
         )
-    rows = await conn.fetch(_EVENTS, run_id)
+    rows = log_rows.events_of(await conn.fetch(_EVENTS, run_id), 0)
     for seq, (row, event) in enumerate(zip(rows, run.events, strict=False), start=1):
-        if row["chunk"] != event.chunk.text or row["received_at"] != event.received_at:
+        _, _, chunk, received_at = row
+        if chunk != event.chunk.text or received_at != event.received_at:
             raise RunConflict(
                 f"run {run_id!r} is already stored with different events (from seq {seq}); "
                 "nothing was imported"

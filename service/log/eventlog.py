@@ -26,6 +26,7 @@ from service import metrics
 from service.config import asyncpg_dsn
 from service.errors import InvalidRequest, InvalidRunId, RunConflict, RunNotFound, Unavailable
 from service.log import bulk, leases, partitions, readers, retention
+from service.log import rows as log_rows
 from service.log.chunks import StoredChunk, dumps, loads, storable, stored
 from service.log.faults import acquire, translated
 from service.log.listener import Listener
@@ -218,6 +219,7 @@ class EventLog:
         answer_seconds: float = 4.5,
         statement_seconds: float = 30.0,
         read_pool: asyncpg.Pool | None = None,
+        batch_min: int | None = log_rows.BATCH_MIN,
     ):
         # Kept for tests and benchmarks that inspect the database directly;
         # no other layer of the service touches it.
@@ -228,7 +230,11 @@ class EventLog:
             lanes=commit_lanes,
             max_events=group_max_events,
             statement_seconds=statement_seconds,
+            batch_min=batch_min,
         )
+        # A run's share of an append of at least this many chunks is stored in batch
+        # rows (service.log.rows); None: a row per event (the layout before 0007).
+        self.batch_min = batch_min
         self._answer_seconds = answer_seconds
         self._deadlines = _Deadlines(answer_seconds)
         # A hot standby for catch-up reads (see `read_page`), or None.
@@ -249,6 +255,7 @@ class EventLog:
         statement_seconds: float = 30.0,
         read_url: str | None = None,
         read_pool_size: int | None = None,
+        batch_min: int | None = log_rows.BATCH_MIN,
     ) -> EventLog:
         """`answer_seconds`: the longest an append waits for its commit before it is
         `Unavailable` (the database stopped answering); `connect_seconds` bounds each new
@@ -282,6 +289,7 @@ class EventLog:
             answer_seconds=answer_seconds,
             statement_seconds=statement_seconds,
             read_pool=read_pool,
+            batch_min=batch_min,
         )
         try:
             await partitions.ensure_ahead(pool)
@@ -633,9 +641,11 @@ class EventLog:
 async def _events(pool: asyncpg.Pool, run_id: str, after: int, limit: int) -> list[Event]:
     with translated(_READ):
         rows = await pool.fetch(_READ_EVENTS, run_id, after, limit)
-        if not rows or rows[0]["seq"] != after + 1:
+        # The first row holding `after + 1` starts at or before it; anything else is a
+        # gap: a fork's inherited prefix, or nothing there.
+        if not rows or rows[0]["seq"] - rows[0]["n"] > after:
             rows = await pool.fetch(_READ_EVENTS_STITCHED, run_id, after, limit)
-    return [Event(r["seq"], r["type"], r["chunk"], r["received_at"]) for r in rows]
+    return [Event(*event) for event in log_rows.events_of(rows, after, limit=limit)]
 
 
 async def _page(pool: asyncpg.Pool, run_id: str, after: int, limit: int) -> Page | None:
@@ -647,16 +657,16 @@ async def _page(pool: asyncpg.Pool, run_id: str, after: int, limit: int) -> Page
     first = records[0]
     state = RunState(first[0], first[1])
     if (first[2] is None and after < state.last_seq) or (
-        first[2] is not None and first[2] != after + 1
+        first[2] is not None and first[2] - first[3] > after
     ):
         # A gap right after the cursor: a fork's inherited prefix (its own
         # events start after the fork point), read from its source.
         with translated(_READ):
             rows = await pool.fetch(_READ_STITCHED, run_id, after, state.last_seq, limit)
-        return Page(state, [(r[0], r[1]) for r in rows])
+        return Page(state, log_rows.chunks_of(rows, after, limit=limit))
     if first[2] is None:
         return Page(state, [])
-    return Page(state, [(r[2], r[3]) for r in records])
+    return Page(state, log_rows.chunks_of((r[2:] for r in records), after, limit=limit))
 
 
 class _Opening:

@@ -10,15 +10,16 @@
 -- One group commit (small groups): bump each run's `last_seq`, insert the
 -- events numbered from the old value, queue the notification.
 --
--- $1-$6 the events' columns (run_id, ord, type, chunk, message_id,
--- tool_call_id; ord counts from 1 per run), $7 the requests (jsonb keyed by
--- run id, see service.log.request.RunShare), $8 their run ids.
+-- $1-$7 the rows' columns (run_id, ord, type, chunk, message_id,
+-- tool_call_id, n; ord counts from 1 per run and is a batch row's last event's,
+-- see service.log.rows), $8 the requests (jsonb keyed by run id, see
+-- service.log.request.RunShare), $9 their run ids.
 --
 -- The seq is taken under the run row's lock (the UPDATE) and the lock is held
 -- to commit, so commit order equals seq order within a run: a reader asking
 -- for `seq > N` never skips an event that commits later. No joins, by design:
 -- `runs` is read by its primary key (`run_id = ANY`), the requests looked up
--- from each run row (`$7 -> runs.run_id`), the events arrays scanned once and
+-- from each run row (`$8 -> runs.run_id`), the events arrays scanned once and
 -- matched to their run's base seq in a one-row map. An earlier form joined
 -- unnested request arrays with `runs`; a generic plan made while `runs` had
 -- no statistics rescanned the arrays once per run row.
@@ -28,88 +29,88 @@
 -- channel and the line's format are service.log.notifications'.
 WITH upd AS (
     UPDATE runs SET
-        last_seq = runs.last_seq + (($7::jsonb -> runs.run_id) ->> 'n')::bigint,
+        last_seq = runs.last_seq + (($8::jsonb -> runs.run_id) ->> 'n')::bigint,
         updated_at = now(),
-        last_terminal = coalesce(($7::jsonb -> runs.run_id) ->> 'terminal', runs.last_terminal),
+        last_terminal = coalesce(($8::jsonb -> runs.run_id) ->> 'terminal', runs.last_terminal),
         error_message = CASE
-            WHEN ($7::jsonb -> runs.run_id) ->> 'terminal' = 'RUN_ERROR'
-                THEN ($7::jsonb -> runs.run_id) ->> 'error'
-            WHEN ($7::jsonb -> runs.run_id) ? 'terminal' THEN NULL
+            WHEN ($8::jsonb -> runs.run_id) ->> 'terminal' = 'RUN_ERROR'
+                THEN ($8::jsonb -> runs.run_id) ->> 'error'
+            WHEN ($8::jsonb -> runs.run_id) ? 'terminal' THEN NULL
             ELSE runs.error_message END,
         error_code = CASE
-            WHEN ($7::jsonb -> runs.run_id) ? 'terminal' THEN ($7::jsonb -> runs.run_id) ->> 'error_code'
+            WHEN ($8::jsonb -> runs.run_id) ? 'terminal' THEN ($8::jsonb -> runs.run_id) ->> 'error_code'
             ELSE runs.error_code END,
-        closed_at = CASE WHEN ($7::jsonb -> runs.run_id) ? 'close' THEN now() END,
-        tool_names = CASE WHEN ($7::jsonb -> runs.run_id) ? 'tools' THEN ARRAY(
+        closed_at = CASE WHEN ($8::jsonb -> runs.run_id) ? 'close' THEN now() END,
+        tool_names = CASE WHEN ($8::jsonb -> runs.run_id) ? 'tools' THEN ARRAY(
             SELECT DISTINCT t
             FROM unnest(runs.tool_names || ARRAY(
-                SELECT jsonb_array_elements_text(($7::jsonb -> runs.run_id) -> 'tools'))) AS t
+                SELECT jsonb_array_elements_text(($8::jsonb -> runs.run_id) -> 'tools'))) AS t
             ORDER BY t) ELSE runs.tool_names END,
         -- Token sums saturate: one producer's absurd usage must not fail the group.
-        prompt_tokens = CASE WHEN ($7::jsonb -> runs.run_id) ? 'prompt_tokens'
+        prompt_tokens = CASE WHEN ($8::jsonb -> runs.run_id) ? 'prompt_tokens'
             THEN greatest(least(coalesce(runs.prompt_tokens, 0)::numeric
-                + (($7::jsonb -> runs.run_id) ->> 'prompt_tokens')::numeric,
+                + (($8::jsonb -> runs.run_id) ->> 'prompt_tokens')::numeric,
                 9223372036854775807), -9223372036854775807)::bigint
             ELSE runs.prompt_tokens END,
-        completion_tokens = CASE WHEN ($7::jsonb -> runs.run_id) ? 'completion_tokens'
+        completion_tokens = CASE WHEN ($8::jsonb -> runs.run_id) ? 'completion_tokens'
             THEN greatest(least(coalesce(runs.completion_tokens, 0)::numeric
-                + (($7::jsonb -> runs.run_id) ->> 'completion_tokens')::numeric,
+                + (($8::jsonb -> runs.run_id) ->> 'completion_tokens')::numeric,
                 9223372036854775807), -9223372036854775807)::bigint
             ELSE runs.completion_tokens END,
-        total_tokens = CASE WHEN ($7::jsonb -> runs.run_id) ? 'total_tokens'
+        total_tokens = CASE WHEN ($8::jsonb -> runs.run_id) ? 'total_tokens'
             THEN greatest(least(coalesce(runs.total_tokens, 0)::numeric
-                + (($7::jsonb -> runs.run_id) ->> 'total_tokens')::numeric,
+                + (($8::jsonb -> runs.run_id) ->> 'total_tokens')::numeric,
                 9223372036854775807), -9223372036854775807)::bigint
             ELSE runs.total_tokens END,
         status = CASE
-            WHEN NOT ($7::jsonb -> runs.run_id) ? 'close' THEN runs.status
-            WHEN ($7::jsonb -> runs.run_id) ? 'status' THEN ($7::jsonb -> runs.run_id) ->> 'status'
-            WHEN coalesce(($7::jsonb -> runs.run_id) ->> 'terminal', runs.last_terminal) = 'RUN_ERROR'
+            WHEN NOT ($8::jsonb -> runs.run_id) ? 'close' THEN runs.status
+            WHEN ($8::jsonb -> runs.run_id) ? 'status' THEN ($8::jsonb -> runs.run_id) ->> 'status'
+            WHEN coalesce(($8::jsonb -> runs.run_id) ->> 'terminal', runs.last_terminal) = 'RUN_ERROR'
                 THEN 'error'
             ELSE 'finished' END
     -- Re-checked on the newest row version after waiting for its lock.
-    WHERE runs.run_id = ANY($8::text[]) AND runs.closed_at IS NULL
-      AND (NOT ($7::jsonb -> runs.run_id) ? 'expected'
-           OR runs.last_seq = (($7::jsonb -> runs.run_id) ->> 'expected')::bigint - 1)
-      AND (NOT ($7::jsonb -> runs.run_id) ? 'born'
-           OR runs.created_at = (($7::jsonb -> runs.run_id) ->> 'born')::timestamptz)
+    WHERE runs.run_id = ANY($9::text[]) AND runs.closed_at IS NULL
+      AND (NOT ($8::jsonb -> runs.run_id) ? 'expected'
+           OR runs.last_seq = (($8::jsonb -> runs.run_id) ->> 'expected')::bigint - 1)
+      AND (NOT ($8::jsonb -> runs.run_id) ? 'born'
+           OR runs.created_at = (($8::jsonb -> runs.run_id) ->> 'born')::timestamptz)
       -- An idempotent producer's append: only what its stored state admits next, and
       -- only if the run row is as this statement's snapshot saw it (after waiting for
       -- its lock, a changed last_seq means the producer state read below may be old:
       -- every producer change moves last_seq; the caller then asks the guarded path).
-      AND (NOT ($7::jsonb -> runs.run_id) ? 'producer' OR (
+      AND (NOT ($8::jsonb -> runs.run_id) ? 'producer' OR (
           runs.last_seq = (SELECT r.last_seq FROM runs r WHERE r.run_id = runs.run_id)
           -- No stored state: only seq 0 starts a producer.
           AND coalesce((
               SELECT CASE
-                  WHEN (($7::jsonb -> runs.run_id) -> 'producer' ->> 1)::bigint = p.epoch
-                      THEN (($7::jsonb -> runs.run_id) -> 'producer' ->> 2)::bigint = p.seq + 1
-                  WHEN (($7::jsonb -> runs.run_id) -> 'producer' ->> 1)::bigint > p.epoch
-                      THEN (($7::jsonb -> runs.run_id) -> 'producer' ->> 2)::bigint = 0
+                  WHEN (($8::jsonb -> runs.run_id) -> 'producer' ->> 1)::bigint = p.epoch
+                      THEN (($8::jsonb -> runs.run_id) -> 'producer' ->> 2)::bigint = p.seq + 1
+                  WHEN (($8::jsonb -> runs.run_id) -> 'producer' ->> 1)::bigint > p.epoch
+                      THEN (($8::jsonb -> runs.run_id) -> 'producer' ->> 2)::bigint = 0
                   ELSE false END
               FROM stream_producers p
-              WHERE p.run_id = runs.run_id AND p.producer_id = ($7::jsonb -> runs.run_id) -> 'producer' ->> 0
-          ), (($7::jsonb -> runs.run_id) -> 'producer' ->> 2)::bigint = 0)))
-    RETURNING runs.run_id, runs.last_seq - (($7::jsonb -> runs.run_id) ->> 'n')::bigint AS base,
-        runs.last_seq, ($7::jsonb -> runs.run_id) ? 'close' AS close, runs.run_month
+              WHERE p.run_id = runs.run_id AND p.producer_id = ($8::jsonb -> runs.run_id) -> 'producer' ->> 0
+          ), (($8::jsonb -> runs.run_id) -> 'producer' ->> 2)::bigint = 0)))
+    RETURNING runs.run_id, runs.last_seq - (($8::jsonb -> runs.run_id) ->> 'n')::bigint AS base,
+        runs.last_seq, ($8::jsonb -> runs.run_id) ? 'close' AS close, runs.run_month
 ),
 -- Each run's base seq, and its month (the events' partition key, see runs.run_month).
 bases AS (SELECT jsonb_object_agg(run_id, base) AS m, jsonb_object_agg(run_id, run_month) AS month
           FROM upd),
 ins AS (
     -- A run the UPDATE refused (closed, missing, not at `expected`) has no base.
-    INSERT INTO events (run_id, seq, type, chunk, message_id, tool_call_id, run_month)
+    INSERT INTO events (run_id, seq, type, chunk, message_id, tool_call_id, n, run_month)
     SELECT e.run_id, ((SELECT m FROM bases) ->> e.run_id)::bigint + e.ord,
-        e.type, e.chunk, e.message_id, e.tool_call_id, ((SELECT month FROM bases) ->> e.run_id)::date
-    FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[])
-        AS e(run_id, ord, type, chunk, message_id, tool_call_id)
+        e.type, e.chunk, e.message_id, e.tool_call_id, e.n, ((SELECT month FROM bases) ->> e.run_id)::date
+    FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[])
+        AS e(run_id, ord, type, chunk, message_id, tool_call_id, n)
     WHERE (SELECT m FROM bases) ? e.run_id
 ),
 -- The producer's new state, for the runs the UPDATE took (in the same statement).
 prod AS (
     INSERT INTO stream_producers (run_id, producer_id, epoch, seq)
     SELECT upd.run_id, s.p ->> 0, (s.p ->> 1)::bigint, (s.p ->> 2)::bigint
-    FROM upd, LATERAL (SELECT $7::jsonb -> upd.run_id -> 'producer' AS p) AS s
+    FROM upd, LATERAL (SELECT $8::jsonb -> upd.run_id -> 'producer' AS p) AS s
     WHERE s.p IS NOT NULL
     ON CONFLICT (run_id, producer_id) DO UPDATE SET epoch = excluded.epoch, seq = excluded.seq
 ),
@@ -219,12 +220,14 @@ FROM runs WHERE run_id = ANY($1::text[]);
 
 
 -- name: stored_range
--- The chunks at seqs $2..$3 of run $1 (a retry's `expected_seq` check).
+-- The rows holding seqs $2..$3 of run $1 (a retry's `expected_seq` check).
 -- Like every per-run read of `events`, it names the run's month (from its
 -- row), so it reads the run's partition only: the subquery is an InitPlan
 -- and the executor prunes the other partitions, in generic plans too.
-SELECT chunk FROM events
-WHERE run_id = $1 AND seq BETWEEN $2 AND $3
+-- A batch row may hold seqs past $3: `seq < $3 + 256` (service.log.rows.BATCH_MAX)
+-- bounds the index range, `seq - n < $3` keeps the rows starting by $3.
+SELECT seq, n, chunk FROM events
+WHERE run_id = $1 AND seq >= $2 AND seq < $3 + 256 AND seq - n < $3
   AND run_month = (SELECT run_month FROM runs WHERE run_id = $1)
 ORDER BY seq;
 
@@ -259,8 +262,9 @@ SELECT input FROM runs WHERE run_id = $1;
 
 
 -- name: read_events
--- A page of run $1's events with seq > $2, at most $3.
-SELECT seq, type, chunk, received_at FROM events
+-- A page of run $1's rows holding events with seq > $2, at most $3 rows (the
+-- caller cuts the events, service.log.rows).
+SELECT seq, n, type, chunk, received_at FROM events
 WHERE run_id = $1 AND seq > $2 AND run_month = (SELECT run_month FROM runs WHERE run_id = $1)
 ORDER BY seq LIMIT $3;
 
@@ -269,10 +273,10 @@ ORDER BY seq LIMIT $3;
 -- The stream's read: run $1's state and its events after $2 (at most $3) from
 -- one snapshot, so every event up to the `last_seq` it reports is visible in
 -- it. No row: no such run; one row with a NULL seq: nothing after $2 yet.
-SELECT r.last_seq, r.closed, e.seq, e.chunk
+SELECT r.last_seq, r.closed, e.seq, e.n, e.chunk
 FROM (SELECT last_seq, closed_at IS NOT NULL AS closed, run_month FROM runs WHERE run_id = $1) AS r
 LEFT JOIN LATERAL (
-    SELECT seq, chunk FROM events
+    SELECT seq, n, chunk FROM events
     WHERE run_id = $1 AND run_month = r.run_month AND seq > $2 AND seq <= r.last_seq
     ORDER BY seq LIMIT $3
 ) AS e ON true;
@@ -425,8 +429,8 @@ FROM runs WHERE run_id = ANY($1::text[]) ORDER BY run_id FOR UPDATE;
 
 
 -- name: run_chunks
--- All of run $1's chunks, in seq order, with their receive times.
-SELECT chunk, received_at FROM events
+-- All of run $1's rows, in seq order, with their receive times.
+SELECT seq, n, type, chunk, received_at FROM events
 WHERE run_id = $1 AND run_month = (SELECT run_month FROM runs WHERE run_id = $1) ORDER BY seq;
 
 
@@ -464,9 +468,14 @@ FROM runs WHERE closed_at IS NOT NULL AND closed_at < $1
 
 
 -- name: delete_event_range
--- A big run's events up to seq $2, ahead of its row.
-DELETE FROM events
-WHERE run_id = $1 AND seq <= $2 AND run_month = (SELECT run_month FROM runs WHERE run_id = $1);
+-- A big run's rows up to seq $2, ahead of its run row; returns the events they
+-- held (a batch row holding seqs past $2 goes with a later range).
+WITH gone AS (
+    DELETE FROM events
+    WHERE run_id = $1 AND seq <= $2 AND run_month = (SELECT run_month FROM runs WHERE run_id = $1)
+    RETURNING n
+)
+SELECT coalesce(sum(n), 0)::bigint FROM gone;
 
 
 -- name: delete_runs
@@ -480,7 +489,7 @@ WITH gone AS (
     DELETE FROM events
     WHERE run_id IN (SELECT run_id FROM gone)
       AND run_month = ANY(ARRAY(SELECT DISTINCT run_month FROM gone))
-    RETURNING 1
+    RETURNING n
 ), stream_rows AS (
     -- A Durable Stream's settings, producers and fork link go with its run.
     DELETE FROM streams WHERE run_id IN (SELECT run_id FROM gone)
@@ -491,7 +500,7 @@ WITH gone AS (
 ), reader_rows AS (
     DELETE FROM run_readers WHERE run_id IN (SELECT run_id FROM gone)
 )
-SELECT (SELECT count(*) FROM gone) AS runs, (SELECT count(*) FROM evs) AS events;
+SELECT (SELECT count(*) FROM gone) AS runs, (SELECT coalesce(sum(n), 0) FROM evs)::bigint AS events;
 
 
 -- Partitions (service.log.partitions): `events` is partitioned by its run's
@@ -720,7 +729,10 @@ SELECT last_seq FROM runs WHERE run_id = $1;
 -- name: stream_read
 -- Run $1's events after $2 up to $3, at most $4, a fork's inherited prefix
 -- read from its source (and its source's source): each segment of the chain is
--- a run's own events above its fork point (lo), up to its child's (hi).
+-- a run's own events above its fork point (lo), up to its child's (hi). A
+-- source's batch row may hold seqs past its child's fork point: each row comes
+-- with the bounds of its segment (`lo` < seq <= `hi`), cut by service.log.rows,
+-- and the rows are in the order of their first seqs.
 WITH RECURSIVE chain(run_id, lo, hi, month) AS (
     SELECT $1::text, coalesce((SELECT fork_seq FROM run_forks WHERE run_id = $1), 0),
         9223372036854775807::bigint, (SELECT run_month FROM runs WHERE run_id = $1)
@@ -731,21 +743,25 @@ WITH RECURSIVE chain(run_id, lo, hi, month) AS (
     FROM chain c JOIN run_forks f ON f.run_id = c.run_id
     WHERE c.lo > $2
 )
-SELECT e.seq, e.chunk FROM chain c CROSS JOIN LATERAL (
-    SELECT seq, chunk FROM events
-    WHERE events.run_id = c.run_id AND events.run_month = c.month AND seq > greatest(c.lo, $2) AND seq <= least(c.hi, $3)
+SELECT e.seq, e.n, e.chunk, greatest(c.lo, $2) AS lo, least(c.hi, $3) AS hi
+FROM chain c CROSS JOIN LATERAL (
+    SELECT seq, n, chunk FROM events
+    WHERE events.run_id = c.run_id AND events.run_month = c.month AND seq > greatest(c.lo, $2)
+      AND seq < least(c.hi, $3, 9223372036854775551) + 256 AND seq - n < least(c.hi, $3)
     ORDER BY seq LIMIT $4
 ) AS e
-ORDER BY e.seq LIMIT $4;
+ORDER BY e.seq - e.n LIMIT $4;
 
 -- name: stream_read_own
--- Run $1's own events after $2 up to $3, at most $4 (a run that is no fork).
-SELECT seq, chunk FROM events
-WHERE run_id = $1 AND seq > $2 AND seq <= $3 AND run_month = (SELECT run_month FROM runs WHERE run_id = $1)
+-- Run $1's own rows holding events after $2 up to $3, at most $4 rows (a run that
+-- is no fork; the caller cuts the events, service.log.rows).
+SELECT seq, n, chunk FROM events
+WHERE run_id = $1 AND seq > $2 AND seq < $3 + 256 AND seq - n < $3
+  AND run_month = (SELECT run_month FROM runs WHERE run_id = $1)
 ORDER BY seq LIMIT $4;
 
 -- name: stream_read_one
--- The one event at seq $3 of run $1 ($2 = $3 - 1), through the fork chain.
+-- The row holding seq $3 of run $1 ($2 = $3 - 1), through the fork chain.
 WITH RECURSIVE chain(run_id, lo, hi, month) AS (
     SELECT $1::text, coalesce((SELECT fork_seq FROM run_forks WHERE run_id = $1), 0),
         9223372036854775807::bigint, (SELECT run_month FROM runs WHERE run_id = $1)
@@ -756,17 +772,19 @@ WITH RECURSIVE chain(run_id, lo, hi, month) AS (
     FROM chain c JOIN run_forks f ON f.run_id = c.run_id
     WHERE c.lo > $2
 )
-SELECT e.seq, e.chunk FROM chain c CROSS JOIN LATERAL (
-    SELECT seq, chunk FROM events
-    WHERE events.run_id = c.run_id AND events.run_month = c.month AND seq > greatest(c.lo, $2) AND seq <= least(c.hi, $3)
+SELECT e.seq, e.n, e.chunk FROM chain c CROSS JOIN LATERAL (
+    SELECT seq, n, chunk FROM events
+    WHERE events.run_id = c.run_id AND events.run_month = c.month AND seq > greatest(c.lo, $2)
+      AND seq < least(c.hi, $3, 9223372036854775551) + 256 AND seq - n < least(c.hi, $3)
     ORDER BY seq LIMIT 1
 ) AS e
-ORDER BY e.seq LIMIT 1;
+ORDER BY e.seq - e.n LIMIT 1;
 
 -- name: read_events_stitched
 -- `read_events` of a fork: run $1's events after $2 (at most $3), its inherited
 -- prefix read from its source chain (see stream_read); a run that is no fork
--- reads as with `read_events`.
+-- reads as with `read_events`. Rows come with their segment's bounds, as in
+-- stream_read.
 WITH RECURSIVE chain(run_id, lo, hi, month) AS (
     SELECT $1::text, coalesce((SELECT fork_seq FROM run_forks WHERE run_id = $1), 0),
         9223372036854775807::bigint, (SELECT run_month FROM runs WHERE run_id = $1)
@@ -777,24 +795,35 @@ WITH RECURSIVE chain(run_id, lo, hi, month) AS (
     FROM chain c JOIN run_forks f ON f.run_id = c.run_id
     WHERE c.lo > $2
 )
-SELECT e.seq, e.type, e.chunk, e.received_at FROM chain c CROSS JOIN LATERAL (
-    SELECT seq, type, chunk, received_at FROM events
-    WHERE events.run_id = c.run_id AND events.run_month = c.month AND seq > greatest(c.lo, $2) AND seq <= c.hi
+SELECT e.seq, e.n, e.type, e.chunk, e.received_at, greatest(c.lo, $2) AS lo, c.hi
+FROM chain c CROSS JOIN LATERAL (
+    SELECT seq, n, type, chunk, received_at FROM events
+    WHERE events.run_id = c.run_id AND events.run_month = c.month AND seq > greatest(c.lo, $2)
+      AND seq < least(c.hi, 9223372036854775551) + 256 AND seq - n < c.hi
     ORDER BY seq LIMIT $3
 ) AS e
-ORDER BY e.seq LIMIT $3;
+ORDER BY e.seq - e.n LIMIT $3;
 
 -- name: stream_read_own_json
--- A JSON stream's catch-up as one row: the messages after $2 up to $3 (at
--- most $4, and no more than $5 bytes past the first) joined with commas, their
--- count and last seq. One text value instead of a record per message: the
--- response body is built in PostgreSQL. A run that is no fork.
-SELECT count(*) AS n, max(seq) AS last, coalesce(string_agg(chunk, ',' ORDER BY seq), '') AS body
+-- A JSON stream's catch-up as one row: the messages after $2 up to $3 (from at
+-- most $4 rows, and no more than $5 bytes past the first row) joined with
+-- commas, their count and last seq. One text value instead of a record per
+-- message: the response body is built in PostgreSQL. A run that is no fork.
+-- A batch row (service.log.rows) is its messages joined with newlines: whole,
+-- its newlines become commas; cut by $2 or $3, its part is sliced out.
+SELECT coalesce(sum(k), 0)::bigint AS n, max(last) AS last,
+    coalesce(string_agg(body, ',' ORDER BY last), '') AS body
 FROM (
-    SELECT seq, chunk, sum(octet_length(chunk)) OVER (ORDER BY seq) - octet_length(chunk) AS before
+    SELECT last, k, body, sum(octet_length(body)) OVER (ORDER BY last) - octet_length(body) AS before
     FROM (
-        SELECT seq, chunk FROM events
-        WHERE run_id = $1 AND seq > $2 AND seq <= $3
+        SELECT least(seq, $3) AS last, least(seq, $3) - greatest(seq - n, $2) AS k,
+            CASE WHEN n = 1 THEN chunk
+                WHEN seq - n >= $2 AND seq <= $3 THEN replace(chunk, E'\n', ',')
+                ELSE array_to_string((string_to_array(chunk, E'\n'))
+                    [greatest(seq - n, $2) - (seq - n) + 1 : least(seq, $3) - (seq - n)], ',')
+            END AS body
+        FROM events
+        WHERE run_id = $1 AND seq > $2 AND seq < $3 + 256 AND seq - n < $3
           AND run_month = (SELECT run_month FROM runs WHERE run_id = $1)
         ORDER BY seq LIMIT $4
     ) AS page
@@ -802,7 +831,8 @@ FROM (
 WHERE before < $5;
 
 -- name: stream_read_json
--- `stream_read_own_json` of a fork: the prefix from its source chain (see stream_read).
+-- `stream_read_own_json` of a fork: the prefix from its source chain (see
+-- stream_read), each row cut by its segment's bounds.
 WITH RECURSIVE chain(run_id, lo, hi, month) AS (
     SELECT $1::text, coalesce((SELECT fork_seq FROM run_forks WHERE run_id = $1), 0),
         9223372036854775807::bigint, (SELECT run_month FROM runs WHERE run_id = $1)
@@ -813,16 +843,24 @@ WITH RECURSIVE chain(run_id, lo, hi, month) AS (
     FROM chain c JOIN run_forks f ON f.run_id = c.run_id
     WHERE c.lo > $2
 )
-SELECT count(*) AS n, max(seq) AS last, coalesce(string_agg(chunk, ',' ORDER BY seq), '') AS body
+SELECT coalesce(sum(k), 0)::bigint AS n, max(last) AS last,
+    coalesce(string_agg(body, ',' ORDER BY last), '') AS body
 FROM (
-    SELECT seq, chunk, sum(octet_length(chunk)) OVER (ORDER BY seq) - octet_length(chunk) AS before
+    SELECT last, k, body, sum(octet_length(body)) OVER (ORDER BY last) - octet_length(body) AS before
     FROM (
-        SELECT e.seq, e.chunk FROM chain c CROSS JOIN LATERAL (
-            SELECT seq, chunk FROM events
-            WHERE events.run_id = c.run_id AND events.run_month = c.month AND seq > greatest(c.lo, $2) AND seq <= least(c.hi, $3)
+        SELECT least(e.seq, e.hi) AS last, least(e.seq, e.hi) - greatest(e.seq - e.n, e.lo) AS k,
+            CASE WHEN e.n = 1 THEN e.chunk
+                WHEN e.seq - e.n >= e.lo AND e.seq <= e.hi THEN replace(e.chunk, E'\n', ',')
+                ELSE array_to_string((string_to_array(e.chunk, E'\n'))
+                    [greatest(e.seq - e.n, e.lo) - (e.seq - e.n) + 1 : least(e.seq, e.hi) - (e.seq - e.n)], ',')
+            END AS body
+        FROM chain c CROSS JOIN LATERAL (
+            SELECT seq, n, chunk, greatest(c.lo, $2) AS lo, least(c.hi, $3) AS hi FROM events
+            WHERE events.run_id = c.run_id AND events.run_month = c.month AND seq > greatest(c.lo, $2)
+              AND seq < least(c.hi, $3, 9223372036854775551) + 256 AND seq - n < least(c.hi, $3)
             ORDER BY seq LIMIT $4
         ) AS e
-        ORDER BY e.seq LIMIT $4
+        ORDER BY e.seq - e.n LIMIT $4
     ) AS page
 ) AS sized
 WHERE before < $5;

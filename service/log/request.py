@@ -5,9 +5,10 @@ typed parts, each defined once here:
 
 * `RunShare`: a run's share of the group (how many events, the seq they must
   start at, whether it closes, its summary), sent as one JSON object keyed by
-  run id (`$7`; the statement looks each run's share up from its row, so it
+  run id (`$8`; the statement looks each run's share up from its row, so it
   needs no join). `RunShare.to_json` is the only writer of that object.
-* `EventColumns`: the events, column by column (`$1-$6`, or the COPY records).
+* `EventColumns`: the rows of events, column by column (`$1-$7`, or the COPY
+  records), a row per event or per batch (service.log.rows).
 * `Pending`: one producer's append, waiting for its group.
 
 Settlement is pure: `settle` turns the statement's answer (each applied run's
@@ -28,6 +29,7 @@ from typing import Any
 import orjson
 
 from service.errors import ProducerRefused, ReplayError, RunClosed, RunNotFound, SeqConflict
+from service.log import rows
 from service.log.chunks import StoredChunk, loads, storable
 from service.log.store import RunState
 from service.log.summary import TOKEN_COLUMNS, summarize
@@ -159,7 +161,8 @@ _TOOL_CALL_ID = attrgetter("tool_call_id")
 
 @dataclass(slots=True)
 class EventColumns:
-    """A group's events, column by column; `ord` counts from 1 within each run."""
+    """A group's `events` rows, column by column; `ord` counts from 1 within each run
+    (a batch row's is its last event's, see service.log.rows)."""
 
     run_id: list[str] = field(default_factory=list)
     ord: list[int] = field(default_factory=list)
@@ -167,22 +170,55 @@ class EventColumns:
     chunk: list[str] = field(default_factory=list)
     message_id: list[str | None] = field(default_factory=list)
     tool_call_id: list[str | None] = field(default_factory=list)
+    n: list[int] = field(default_factory=list)
+    events: int = 0
+    # A run's share of at least this many chunks shares rows; None: a row per event.
+    batch_min: int | None = rows.BATCH_MIN
 
     def add(self, run_id: str, chunks: list[StoredChunk], after: int) -> None:
         """`chunks` of `run_id`, numbered `after + 1 ...` within the run's share."""
-        self.run_id.extend([run_id] * len(chunks))
-        self.ord.extend(range(after + 1, after + len(chunks) + 1))
-        self.type.extend(map(_TYPE, chunks))
-        self.chunk.extend(map(_TEXT, chunks))
+        count = len(chunks)
+        self.events += count
+        types = list(map(_TYPE, chunks))
+        texts = list(map(_TEXT, chunks))
+        batches = None if self.batch_min is None else rows.packed(types, texts, self.batch_min)
+        if batches is not None:
+            for last, n, kind, text in batches:
+                self.run_id.append(run_id)
+                self.ord.append(after + last)
+                self.type.append(kind)
+                self.chunk.append(text)
+                self.message_id.append(None)
+                self.tool_call_id.append(None)
+                self.n.append(n)
+            return
+        self.run_id.extend([run_id] * count)
+        self.ord.extend(range(after + 1, after + count + 1))
+        self.type.extend(types)
+        self.chunk.extend(texts)
         self.message_id.extend(map(_MESSAGE_ID, chunks))
         self.tool_call_id.extend(map(_TOOL_CALL_ID, chunks))
+        self.n.extend([1] * count)
 
     def __len__(self) -> int:
+        """The events (not the rows) these columns hold."""
+        return self.events
+
+    @property
+    def rows(self) -> int:
         return len(self.chunk)
 
     def params(self) -> tuple[list[Any], ...]:
-        """`append`'s $1-$6, in its order."""
-        return (self.run_id, self.ord, self.type, self.chunk, self.message_id, self.tool_call_id)
+        """`append`'s $1-$7, in its order."""
+        return (
+            self.run_id,
+            self.ord,
+            self.type,
+            self.chunk,
+            self.message_id,
+            self.tool_call_id,
+            self.n,
+        )
 
     def records(
         self, bases: Mapping[str, int], months: Mapping[str, date]
@@ -190,8 +226,10 @@ class EventColumns:
         """COPY records (`sql.EVENT_COLUMNS` order) for the runs the statement applied,
         each with its run's month (the partition key)."""
         return [
-            (run, bases[run] + ord_, kind, text, message_id, tool_call_id, months[run])
-            for run, ord_, kind, text, message_id, tool_call_id in zip(*self.params(), strict=True)
+            (run, bases[run] + ord_, kind, text, message_id, tool_call_id, n, months[run])
+            for run, ord_, kind, text, message_id, tool_call_id, n in zip(
+                *self.params(), strict=True
+            )
             if run in bases
         ]
 
@@ -204,16 +242,25 @@ class Group:
     events: EventColumns
 
     @classmethod
-    def one(cls, run_id: str, chunks: Sequence[StoredChunk], *, close: bool = False) -> Group:
+    def one(
+        cls,
+        run_id: str,
+        chunks: Sequence[StoredChunk],
+        *,
+        close: bool = False,
+        batch_min: int | None = rows.BATCH_MIN,
+    ) -> Group:
         """A group of one run's chunks (for a caller holding its own transaction)."""
-        events = EventColumns()
+        events = EventColumns(batch_min=batch_min)
         events.add(run_id, list(chunks), 0)
         return cls({run_id: RunShare.of_chunks(chunks, close=close)}, events)
 
     @classmethod
-    def of(cls, appends: Mapping[str, list[Pending]]) -> Group:
+    def of(
+        cls, appends: Mapping[str, list[Pending]], batch_min: int | None = rows.BATCH_MIN
+    ) -> Group:
         shares: dict[str, RunShare] = {}
-        events = EventColumns()
+        events = EventColumns(batch_min=batch_min)
         for run, items in appends.items():
             n = 0
             for item in items:
@@ -224,7 +271,7 @@ class Group:
         return cls(shares, events)
 
     def share_params(self) -> tuple[str, list[str]]:
-        """`append`'s $7-$8 (`bump`'s $1-$2): the shares as JSON, and their run ids."""
+        """`append`'s $8-$9 (`bump`'s $1-$2): the shares as JSON, and their run ids."""
         shares = {run: share.to_json() for run, share in self.shares.items()}
         return orjson.dumps(shares).decode(), list(self.shares)
 

@@ -161,8 +161,7 @@ async def _prune(
             if last_seq > batch_events:
                 # A big run: its events go in seq ranges, a transaction each.
                 for upto in range(batch_events, last_seq, batch_events):
-                    status = await pool.execute(_DELETE_RANGE, run_id, upto)
-                    report.events += int(status.split()[-1])
+                    report.events += await pool.fetchval(_DELETE_RANGE, run_id, upto)
                     report.batches += 1
                     await pace.after(report)
             elif last_seq > budget and batch:

@@ -20,6 +20,7 @@ from sqlalchemy import (
     DateTime,
     Float,
     Index,
+    Integer,
     MetaData,
     PrimaryKeyConstraint,
     Table,
@@ -125,6 +126,9 @@ events = Table(
     # whole by retention (service.log.partitions); every per-run statement
     # names the run's month so it reads one partition.
     Column("run_month", Date, nullable=False),
+    # How many events the row holds (revision 0007_event_batches): 1, or a batch
+    # whose `seq` is its last event's (service.log.rows has the layout).
+    Column("n", Integer, nullable=False, server_default=text("1")),
     PrimaryKeyConstraint("run_id", "seq", "run_month", name="events_pkey"),
     postgresql_partition_by="RANGE (run_month)",
 )

@@ -51,4 +51,13 @@ BUMP = QUERIES["bump"]
 
 # The COPY path's columns for `events`, in the order of service.log.request.EventColumns
 # (and the run's month, the partition key, last).
-EVENT_COLUMNS = ("run_id", "seq", "type", "chunk", "message_id", "tool_call_id", "run_month")
+EVENT_COLUMNS = (
+    "run_id",
+    "seq",
+    "type",
+    "chunk",
+    "message_id",
+    "tool_call_id",
+    "n",
+    "run_month",
+)

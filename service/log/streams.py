@@ -42,6 +42,7 @@ from service.errors import (
     StreamSeqConflict,
 )
 from service.log import expiry, sql
+from service.log import rows as log_rows
 from service.log.chunks import StoredChunk
 from service.log.eventlog import RUN_ID, EventLog
 from service.log.faults import translated
@@ -208,7 +209,7 @@ class StreamStore:
         with translated("the event log cannot be read"):
             async with self.pool.acquire() as conn:
                 rows = await conn.fetch(statement, state.run_id, after, upto, limit)
-        return [(r[0], r[1]) for r in rows]
+        return log_rows.chunks_of(rows, after, upto, limit)
 
     async def read_json(
         self, state: StreamState, after: int, upto: int, limit: int, max_bytes: int
@@ -227,7 +228,8 @@ class StreamStore:
     async def chunk_at(self, run_id: str, seq: int) -> str | None:
         with translated("the event log cannot be read"):
             row = await self.pool.fetchrow(_READ_ONE, run_id, seq - 1, seq)
-        return None if row is None else str(row["chunk"])
+        found = [] if row is None else log_rows.chunks_of([row], seq - 1, seq)
+        return found[0][1] if found else None
 
     # -- creation -------------------------------------------------------------
 
@@ -294,7 +296,9 @@ class StreamStore:
                 if new.fork_source_run is not None:
                     await conn.execute(_INSERT_FORK, run_id, new.fork_source_run, new.fork_seq)
                 if chunks or new.closed:
-                    await _append(conn, run_id, chunks, close=new.closed)
+                    await _append(
+                        conn, run_id, chunks, close=new.closed, batch_min=self.log.batch_min
+                    )
                 row = await conn.fetchrow(_LOCK, new.name)
         assert row is not None
         _committed(chunks)
@@ -373,7 +377,9 @@ class StreamStore:
                     await conn.execute(_ADOPT_RUN, run_id)
                 last_seq = now.last_seq
                 if chunks or close:
-                    last_seq = await _append(conn, run_id, chunks, close=close)
+                    last_seq = await _append(
+                        conn, run_id, chunks, close=close, batch_min=self.log.batch_min
+                    )
                     thread = thread_of(list(chunks))
                     if thread is not None:
                         await conn.execute(_SET_THREAD, run_id, thread)
@@ -497,9 +503,16 @@ def _committed(chunks: Sequence[StoredChunk]) -> None:
         metrics.GROUP_COMMIT_EVENTS.observe(len(chunks))
 
 
-async def _append(conn: Any, run_id: str, chunks: Sequence[StoredChunk], *, close: bool) -> int:
+async def _append(
+    conn: Any,
+    run_id: str,
+    chunks: Sequence[StoredChunk],
+    *,
+    close: bool,
+    batch_min: int | None = None,
+) -> int:
     """The log's append statement for one run, inside the caller's transaction."""
-    group = Group.one(run_id, chunks, close=close)
+    group = Group.one(run_id, chunks, close=close, batch_min=batch_min)
     n = len(chunks)
     rows = await conn.fetch(sql.APPEND, *group.events.params(), *group.share_params())
     if not rows:

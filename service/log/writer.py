@@ -30,6 +30,7 @@ import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
 from datetime import datetime
+from operator import attrgetter
 from typing import Any
 
 import asyncpg
@@ -37,11 +38,14 @@ import asyncpg
 from service import metrics
 from service.errors import Unavailable
 from service.log import partitions, sql
+from service.log import rows as log_rows
 from service.log.chunks import StoredChunk, loads
 from service.log.faults import acquire, translate
 from service.log.request import AppendResult, Group, Outcomes, Pending, explain, settle
 from service.log.store import CommitHook, CommitRowsHook, Row, RunState
 from service.tasks import stopped
+
+_TEXT = attrgetter("text")
 
 log = logging.getLogger("replay.log")
 
@@ -49,10 +53,10 @@ _RUN_STATES = sql.QUERIES["run_states"]
 _CREATE_RUN_IF_MISSING = sql.QUERIES["create_run_if_missing"]
 _STORED_RANGE = sql.QUERIES["stored_range"]
 
-# From this many events a group takes the COPY path (`bump`, then COPY): COPY
+# From this many rows a group takes the COPY path (`bump`, then COPY): COPY
 # has a fixed cost (asyncpg looks the table up on each call) that pays off only
 # for big groups; below this, unnesting arrays in one statement is faster.
-_COPY_MIN_EVENTS = 1000
+_COPY_MIN_ROWS = 1000
 
 __all__ = ["AppendResult", "GroupCommitter"]
 
@@ -79,6 +83,7 @@ class GroupCommitter:
         *,
         lanes: int = 4,
         max_events: int = 1000,
+        batch_min: int | None = log_rows.BATCH_MIN,
         statement_seconds: float = 30.0,
     ) -> None:
         self._pool = pool
@@ -91,6 +96,7 @@ class GroupCommitter:
         self._group_done = asyncio.Event()
         self._wake = asyncio.Event()
         self._max_events = max_events
+        self._batch_min = batch_min
         self._hooks: list[CommitHook] = []
         self._row_hooks: list[CommitRowsHook] = []
         self._lanes = [
@@ -143,7 +149,7 @@ class GroupCommitter:
     def _committed_rows(self, appends: dict[str, list[Pending]], outcomes: Outcomes) -> None:
         """The rows each applied run's share added, numbered back from its new last_seq."""
         for run, last_seq, closed in outcomes.hints:
-            texts = [chunk.text for item in appends[run] for chunk in item.chunks]
+            texts = [text for item in appends[run] for text in map(_TEXT, item.chunks)]
             rows = list(zip(range(last_seq - len(texts) + 1, last_seq + 1), texts, strict=True))
             self._tell_rows(run, rows, last_seq, closed)
 
@@ -223,8 +229,8 @@ class GroupCommitter:
                 done.set()
 
     async def _commit(self, appends: dict[str, list[Pending]]) -> None:
-        group = Group.of(appends)
-        if len(group.events) >= _COPY_MIN_EVENTS:
+        group = Group.of(appends, self._batch_min)
+        if group.events.rows >= _COPY_MIN_ROWS:
             rows = await self._retrying(self._bump_and_copy, group)
         else:
             rows = await self._retrying(self._append_statement, group)
@@ -321,10 +327,10 @@ async def _already_stored(conn: asyncpg.pool.PoolConnectionProxy, item: Pending)
     count = len(item.chunks)
     if count == 0:
         return False
-    rows = await conn.fetch(
-        _STORED_RANGE, item.run_id, item.expected_seq, item.expected_seq + count - 1
-    )
-    return len(rows) == count and all(
-        _json_equal(loads(row["chunk"]), loads(chunk.text))
-        for row, chunk in zip(rows, item.chunks, strict=True)
+    first, last = item.expected_seq, item.expected_seq + count - 1
+    rows = await conn.fetch(_STORED_RANGE, item.run_id, first, last)
+    found = log_rows.chunks_of(rows, first - 1, last)
+    return len(found) == count and all(
+        _json_equal(loads(text), loads(chunk.text))
+        for (_, text), chunk in zip(found, item.chunks, strict=True)
     )

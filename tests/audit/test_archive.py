@@ -89,8 +89,10 @@ async def test_export_when_chunk_has_lone_surrogate_then_line_holds_the_stored_t
 ) -> None:
     conn = await asyncpg.connect(database_url)
     try:
-        texts = [r["chunk"] for r in await conn.fetch(
-            "SELECT chunk FROM events WHERE run_id = $1 ORDER BY seq", stored[0])]  # fmt: skip
+        # A batch row holds its events' texts joined by newlines (service.log.rows).
+        texts = [text for r in await conn.fetch(
+            "SELECT chunk FROM events WHERE run_id = $1 ORDER BY seq", stored[0])
+            for text in r["chunk"].split("\n")]  # fmt: skip
     finally:
         await conn.close()
     lines = read(exported).split(b"\n")

@@ -29,6 +29,8 @@ import uuid
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from service.errors import (
     InvalidRunId,
@@ -291,6 +293,54 @@ class LogStoreContract:
         stored = await texts(store, run_id)
         for first, last, w in blocks:
             assert stored[first - 1 : last] == batches[w]
+
+    @settings(
+        max_examples=15,
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )
+    @given(
+        sizes=st.lists(
+            st.one_of(st.integers(1, 20), st.integers(250, 300), st.just(513)),
+            min_size=1,
+            max_size=6,
+        ),
+        reads=st.lists(st.tuples(st.floats(0, 1), st.integers(1, 700)), min_size=1, max_size=8),
+    )
+    async def test_property_appends_of_any_size_then_reads_from_any_seq_give_each_event_once(
+        self, store: LogStore, sizes: list[int], reads: list[tuple[float, int]]
+    ) -> None:
+        """Appends small and large (past what one stored row holds), then reads from any
+        seq with any limit, by page and by event: each the model's slice, in order."""
+        run_id = new_run("c-sizes")
+        model: list[tuple[int, str]] = []
+        for size in sizes:
+            kinds = [f"K{(len(model) + i) % 3}" for i in range(size)]
+            done = await store.append(
+                run_id, [chunk(kind, i=len(model) + i) for i, kind in enumerate(kinds)]
+            )
+            assert (done.first_seq, done.last_seq) == (len(model) + 1, len(model) + size)
+            model += [(len(model) + i + 1, kind) for i, kind in enumerate(kinds)]
+        for where, limit in reads:
+            after = int(where * len(model))
+            want = model[after : after + limit]
+            events = await store.read_events(run_id, after, limit)
+            assert [(e.seq, e.type) for e in events] == want
+            assert [json.loads(e.chunk)["i"] for e in events] == [seq - 1 for seq, _ in want]
+            page = await store.read_page(run_id, after, limit)
+            assert page is not None and page.state.last_seq == len(model)
+            assert [(seq, json.loads(text)["i"]) for seq, text in page.rows] == [
+                (seq, seq - 1) for seq, _ in want
+            ]
+        # A retry of a large append at its expected seq is answered as the first time.
+        first = len(model) + 1
+        big = [chunk("R", i=i) for i in range(300)]
+        done = await store.append(run_id, big, expected_seq=first)
+        again = await store.append(run_id, big, expected_seq=first)
+        assert (again.first_seq, again.last_seq) == (done.first_seq, done.last_seq)
+        with pytest.raises(SeqConflict):
+            await store.append(run_id, [*big[:-1], chunk("X")], expected_seq=first)
+        assert len(await store.read_events(run_id, 0, 100_000)) == len(model) + 300
 
     # -- hints --------------------------------------------------------------
 

@@ -426,7 +426,7 @@ async def test_append_statements_when_planned_generic_on_unanalyzed_runs_then_no
             run = f"plan-{statement}-1"
             explain = await conn.prepare("EXPLAIN " + text)
             requests = json.dumps({run: {"n": 1}})
-            events = ([run], [1], ["A"], ['{"type":"A"}'], [None], [None])
+            events = ([run], [1], ["A"], ['{"type":"A"}'], [None], [None], [1])
             bump = (requests, [run])
             args = (*events, *bump) if statement == "APPEND" else bump
             plan = "\n".join(row[0] for row in await explain.fetch(*args))

@@ -207,9 +207,18 @@ def test_group_when_built_then_shares_and_columns_are_the_statements_parameters(
     assert columns[2] == ["A", "A", "RUN_FINISHED"]
     month = date(2026, 12, 1)
     assert group.events.records({"a": 10}, {"a": month}) == [
-        ("a", 11, "A", '{"type":"A","i":0}', None, None, month),
-        ("a", 12, "A", '{"type":"A","i":1}', None, None, month),
-        ("a", 13, "RUN_FINISHED", json.dumps(finished, separators=(",", ":")), None, None, month),
+        ("a", 11, "A", '{"type":"A","i":0}', None, None, 1, month),
+        ("a", 12, "A", '{"type":"A","i":1}', None, None, 1, month),
+        (
+            "a",
+            13,
+            "RUN_FINISHED",
+            json.dumps(finished, separators=(",", ":")),
+            None,
+            None,
+            1,
+            month,
+        ),
     ]
 
 

@@ -18,18 +18,26 @@ from tests.log.stream_contract import (
     new_name,
     spec,
 )
+from tests.log.test_eventlog_contract import LAYOUTS
 
 
 class TestStreamStore(StreamStoreContract):
+    @pytest.fixture(params=LAYOUTS)
+    def batch_min(self, request: pytest.FixtureRequest) -> int | None:
+        value: int | None = request.param
+        return value
+
     @pytest.fixture
-    async def streams(self, database_url: str) -> AsyncIterator[StreamStore]:
-        async with EventLog.connect(database_url, pool_size=4) as log:
+    async def streams(self, database_url: str, batch_min: int | None) -> AsyncIterator[StreamStore]:
+        async with EventLog.connect(database_url, pool_size=4, batch_min=batch_min) as log:
             yield StreamStore(log)
 
     @pytest.fixture
-    async def second_streams(self, database_url: str) -> AsyncIterator[StreamStore]:
+    async def second_streams(
+        self, database_url: str, batch_min: int | None
+    ) -> AsyncIterator[StreamStore]:
         # Another process's handle: its own pool, lanes and LISTEN connection.
-        async with EventLog.connect(database_url, pool_size=4) as log:
+        async with EventLog.connect(database_url, pool_size=4, batch_min=batch_min) as log:
             yield StreamStore(log)
 
     @pytest.fixture

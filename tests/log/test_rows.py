@@ -1,0 +1,106 @@
+"""The pure parts of the batch layout: rows packed and cut back into events, and the
+tight parse of a body's values, each against the plain per-event form."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from service.durable.bodies import message_chunk
+from service.errors import InvalidEvent
+from service.log import rows
+from service.log.chunks import stored, stored_values
+
+# Texts as the log holds them: no raw newline (see service.log.rows).
+texts = st.text(st.characters(blacklist_characters="\n"), max_size=8)
+
+
+def _rows_of(sizes: list[int]) -> tuple[list[tuple[int, int, str, str, str]], list[int]]:
+    """Rows for appends of `sizes` (each packed as the writer packs it), and every seq."""
+    out: list[tuple[int, int, str, str, str]] = []
+    seq = 0
+    for size in sizes:
+        types = [f"T{seq + i}" for i in range(size)]
+        chunks = [f'{{"i":{seq + i}}}' for i in range(size)]
+        packed = rows.packed(types, chunks, 2)
+        if packed is not None:
+            out += [(seq + last, n, t, c, "at") for last, n, t, c in packed]
+        else:
+            out += [(seq + i + 1, 1, types[i], chunks[i], "at") for i in range(size)]
+        seq += size
+    return out, list(range(1, seq + 1))
+
+
+@given(
+    sizes=st.lists(st.integers(1, 600), min_size=1, max_size=5),
+    after=st.integers(0, 3000),
+    upto=st.none() | st.integers(0, 3000),
+    limit=st.none() | st.integers(1, 700),
+)
+def test_rows_when_cut_from_any_seq_to_any_bound_then_each_event_once_in_order(
+    sizes: list[int], after: int, upto: int | None, limit: int | None
+) -> None:
+    stored_rows, seqs = _rows_of(sizes)
+    assert all(n <= rows.BATCH_MAX for _, n, _, _, _ in stored_rows)
+    want = [s for s in seqs if s > after and (upto is None or s <= upto)][:limit]
+    # What a read's WHERE keeps: rows holding any seq in the range (service.log.rows).
+    kept = [r for r in stored_rows if r[0] > after and (upto is None or r[0] - r[1] < upto)]
+    events = rows.events_of(kept, after, upto, limit)
+    assert [(seq, kind, chunk) for seq, kind, chunk, _ in events] == [
+        (s, f"T{s - 1}", f'{{"i":{s - 1}}}') for s in want
+    ]
+    chunks = rows.chunks_of([(r[0], r[1], r[3]) for r in kept], after, upto, limit)
+    assert chunks == [(s, f'{{"i":{s - 1}}}') for s in want]
+
+
+@given(st.lists(texts, min_size=1, max_size=40), st.lists(texts, min_size=1, max_size=40))
+def test_packed_when_a_newline_in_any_type_or_text_then_a_row_per_event(
+    types: list[str], chunks: list[str]
+) -> None:
+    chunks = (chunks * len(types))[: len(types)]
+    packed = rows.packed(types, chunks, 1)
+    assert packed is not None and sum(n for _, n, _, _ in packed) == len(chunks)
+    assert rows.packed([*types, "A\nB"], [*chunks, "{}"], 1) is None
+    assert rows.packed([*types, "A"], [*chunks, '{"a":\n1}'], 1) is None
+    assert rows.packed(types, chunks, len(chunks) + 1) is None
+
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=6),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner),
+    max_leaves=8,
+)
+# What a text column cannot hold (NUL, lone surrogates) next to what it can.
+awkward = st.text(st.sampled_from(["a", "\x00", "\ud83d", "\udc00", "é", "\n"]), max_size=4)
+events = st.fixed_dictionaries(
+    {"type": st.text(min_size=1, max_size=6) | awkward.filter(bool)},
+    optional={
+        "messageId": awkward | st.integers(),
+        "toolCallId": awkward,
+        "delta": json_values,
+    },
+)
+
+
+@given(st.lists(events | json_values, max_size=12))
+def test_stored_values_when_any_json_then_same_as_one_chunk_at_a_time(
+    values: list[Any],
+) -> None:
+    assert stored_values(values, untyped=True) == [
+        message_chunk(v, i) for i, v in enumerate(values)
+    ]
+    try:
+        one_by_one = [stored(v, i) for i, v in enumerate(values)]
+    except InvalidEvent as expected:
+        with pytest.raises(InvalidEvent) as caught:
+            stored_values(values)
+        assert caught.value.message == expected.message
+    else:
+        assert stored_values(values) == one_by_one
