@@ -12,6 +12,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from service import migrate
 from service.config import sqlalchemy_url
+from service.log import EventLog
 from service.log.schema import include_object, metadata
 from tests.pg import Databases
 
@@ -184,5 +185,40 @@ async def test_partitioned_events_migration_when_up_and_down_then_every_row_byte
         assert await _rows(url, _EVENT_ROWS) == events
         assert await _rows(url, _RUN_ROWS) == runs
         assert not [t for t in await _tables(url) if t.startswith("events_")]
+    finally:
+        await databases.drop(url)
+
+
+async def test_event_batches_migration_when_down_then_a_row_per_event_and_up_reads_the_same(
+    databases: Databases,
+) -> None:
+    url = await databases.empty()
+    try:
+        await asyncio.to_thread(migrate.upgrade, url)
+        chunks = [{"type": f"T{i % 3}", "d": f"\u00e9 {i}\u0000", "i": i} for i in range(300)]
+        async with EventLog.connect(url) as log:
+            await log.append("b-1", [{"type": "A"}])
+            await log.append("b-1", chunks)  # two batch rows: 256 and 44 events
+            await log.append("b-1", [{"type": "B"}])
+            before = await log.read_events("b-1", 0, 1000)
+        assert await _rows(url, "SELECT n FROM events ORDER BY seq") == [1, 256, 44, 1]
+        await asyncio.to_thread(migrate.downgrade, url, "0006_partitioned_events")
+        rows = await _rows(
+            url, "SELECT (seq, type, chunk, received_at)::text FROM events ORDER BY seq"
+        )
+        conn = await asyncpg.connect(url)
+        try:
+            stored = await conn.fetch(
+                "SELECT seq, type, chunk, received_at FROM events ORDER BY seq"
+            )
+        finally:
+            await conn.close()
+        assert len(rows) == 302
+        assert [(r["seq"], r["type"], r["chunk"], r["received_at"]) for r in stored] == [
+            (e.seq, e.type, e.chunk, e.received_at) for e in before
+        ]
+        await asyncio.to_thread(migrate.upgrade, url)
+        async with EventLog.connect(url) as log:
+            assert await log.read_events("b-1", 0, 1000) == before
     finally:
         await databases.drop(url)
