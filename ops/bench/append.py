@@ -7,10 +7,11 @@ its own run; for batches of 1 also all producers on one run): over HTTP (a
 `replay serve` process on loopback), through the in-process writer, and for
 the baselines, raw asyncpg with one transaction per batch that bumps the run
 row and inserts the events: as one row each (unnest and COPY, into a table
-shaped as the log was before revision 0005), and as the log stores them now,
-one `event_batches` row per batch (lz4-compressed where PostgreSQL has it;
-and the same into a pglz copy of the table). "of raw" is against the raw
-limit of the layout the log uses (its migrations made `event_batches` or not).
+shaped as the log was before revision 0005), and as the log stores a large
+batch since revision 0007 (service.log.rows): rows of up to 256 events, the
+chunks and types joined with newlines, pglz-compressed as the log's column is
+(and the same into an lz4 copy of the table). "of raw" is against the raw
+limit of the layout the log uses (batch rows if its `events` has `n`).
 Batch size 1 runs with 50 concurrent producers, as producers of single
 chunks do. Commits are durable (synchronous_commit=on, the server default;
 checked below).
@@ -142,47 +143,50 @@ async def drive(
 
 # Raw asyncpg: the ceiling. Same rows, same columns, one transaction per batch,
 # the run row bumped like the service does. Events as rows go to `raw_events`,
-# shaped as `events` was before revision 0005; `raw_batches_pglz` is
-# `event_batches` with pglz compression whatever the migration chose.
+# shaped as `events` was before revision 0005; batch rows to `raw_batches`,
+# shaped as `events`' batch rows are (pglz, the column's default), and to an lz4 copy.
 RAW_TABLES = """
 CREATE TABLE raw_events (
     run_id text NOT NULL, seq bigint NOT NULL, type text NOT NULL, chunk text NOT NULL,
     message_id text, tool_call_id text, received_at timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (run_id, seq)
 );
--- Only for running this script on a log from before revision 0005.
-CREATE TABLE IF NOT EXISTS event_batches (
-    run_id text NOT NULL, seq bigint NOT NULL, last_seq bigint NOT NULL, types text[] NOT NULL,
-    chunks text[] COMPRESSION lz4 NOT NULL, message_ids text[] NOT NULL,
-    tool_call_ids text[] NOT NULL, received_at timestamptz NOT NULL DEFAULT now(),
+CREATE TABLE raw_batches (
+    run_id text NOT NULL, seq bigint NOT NULL, n integer NOT NULL, type text NOT NULL,
+    chunk text NOT NULL, received_at timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (run_id, seq)
 );
-CREATE TABLE raw_batches_pglz (LIKE event_batches INCLUDING ALL);
-ALTER TABLE raw_batches_pglz ALTER COLUMN chunks SET COMPRESSION pglz;
+CREATE TABLE raw_batches_lz4 (LIKE raw_batches INCLUDING ALL);
+ALTER TABLE raw_batches_lz4 ALTER COLUMN chunk SET COMPRESSION lz4;
 """
 UNNEST = """
 INSERT INTO raw_events (run_id, seq, type, chunk, message_id, tool_call_id)
 SELECT $1, s, t, c, m, NULL
 FROM unnest($2::bigint[], $3::text[], $4::text[], $5::text[]) AS u(s, t, c, m)
 """
-BATCH_ROW = """
-INSERT INTO {table} (run_id, seq, last_seq, types, chunks, message_ids, tool_call_ids)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
+# A batch's rows (as service.log.rows packs them: the row's seq is its last event's).
+BATCH_ROWS = """
+INSERT INTO {table} (run_id, seq, n, type, chunk)
+SELECT $1, s, n, t, c FROM unnest($2::bigint[], $3::int[], $4::text[], $5::text[]) AS u(s, n, t, c)
 """
+BATCH_MAX = 256
 # method -> the table it fills
-RAW_TABLE = {"unnest": "raw_events", "copy": "raw_events", "batch": "event_batches",
-             "batch-pglz": "raw_batches_pglz"}  # fmt: skip
+RAW_TABLE = {"unnest": "raw_events", "copy": "raw_events", "batch": "raw_batches",
+             "batch-lz4": "raw_batches_lz4"}  # fmt: skip
 
 
-LAYOUTS = {"batch": "a row per batch: raw batch row", "rows": "a row per event: raw unnest or COPY"}
+LAYOUTS = {"batch": "batch rows: raw batch rows", "rows": "a row per event: raw unnest or COPY"}
 
 
 async def raw_tables(url: str) -> str:
-    """Make the raw tables; returns the log's own layout: "batch" (one row per
-    appended batch) if its migrations made `event_batches`, else "rows"."""
+    """Make the raw tables; returns the log's own layout: "batch" (batch rows) if its
+    migrations gave `events` a count per row (0007_event_batches), else "rows"."""
     conn = await asyncpg.connect(url)
     try:
-        layout = await conn.fetchval("SELECT to_regclass('event_batches') IS NOT NULL")
+        layout = await conn.fetchval(
+            "SELECT EXISTS (SELECT 1 FROM information_schema.columns"
+            " WHERE table_name = 'events' AND column_name = 'n')"
+        )
         await conn.execute(RAW_TABLES)
     finally:
         await conn.close()
@@ -199,11 +203,11 @@ async def bytes_per_event(url: str) -> dict[str, float]:
     conn = await asyncpg.connect(url)
     try:
         sizes: dict[str, float] = {}
-        for table in ("raw_events", "event_batches", "raw_batches_pglz"):
+        for table in ("raw_events", "raw_batches", "raw_batches_lz4"):
             if table == "raw_events":
                 n = await conn.fetchval("SELECT count(*) FROM raw_events")
             else:
-                n = await conn.fetchval(f"SELECT sum(cardinality(chunks)) FROM {table}")
+                n = await conn.fetchval(f"SELECT sum(n) FROM {table}")
             size = await conn.fetchval("SELECT pg_total_relation_size($1::regclass)", table)
             sizes[table] = size / n if n else 0.0
         return sizes
@@ -230,15 +234,15 @@ async def raw_baseline(url: str, size: int, total: int, method: str) -> tuple[fl
             )
             seqs = list(range(last - len(batch) + 1, last + 1))
             if method.startswith("batch"):
+                types = [str(c["type"]) for c in batch]
+                starts = range(0, len(batch), BATCH_MAX)
                 await conn.execute(
-                    BATCH_ROW.format(table=RAW_TABLE[method]),
+                    BATCH_ROWS.format(table=RAW_TABLE[method]),
                     runs[p],
-                    seqs[0],
-                    seqs[-1],
-                    [str(c["type"]) for c in batch],
-                    texts,
-                    [c.get("messageId") for c in batch],
-                    [c.get("toolCallId") for c in batch],
+                    [seqs[min(i + BATCH_MAX, len(batch)) - 1] for i in starts],
+                    [min(BATCH_MAX, len(batch) - i) for i in starts],
+                    ["\n".join(types[i : i + BATCH_MAX]) for i in starts],
+                    ["\n".join(texts[i : i + BATCH_MAX]) for i in starts],
                 )
             elif method == "copy":
                 await conn.copy_records_to_table(
@@ -547,8 +551,8 @@ def main() -> None:
         print(f"batch of {size} ({what}){best}")
         print(line("raw asyncpg unnest", *r["unnest"], None))
         print(line("raw asyncpg COPY", *r["copy"], None))
-        print(line("raw batch row", *r["batch"], None))
-        print(line("raw batch row, pglz", *r["batch-pglz"], None))
+        print(line("raw batch rows", *r["batch"], None))
+        print(line("raw batch rows, lz4", *r["batch-lz4"], None))
         if size == 1:
             ceiling = r["ceiling-bump"][0]
             print(line("raw group commit, run rows", *r["ceiling-bump"], None))

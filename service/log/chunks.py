@@ -144,12 +144,6 @@ def stored(chunk: Any, index: int, text: str | None = None) -> StoredChunk:
 _new_chunk = tuple.__new__
 
 
-def _column(value: object) -> str | None:
-    if type(value) is not str:
-        return None
-    return value if value.isascii() and "\x00" not in value else storable(value)
-
-
 def stored_values(values: list[Any], *, untyped: bool = False) -> list[StoredChunk]:
     """`stored(value, index)` for each of a parsed body's values, in one tight loop (a
     large batch spends most of its parse here).
@@ -168,17 +162,19 @@ def stored_values(values: list[Any], *, untyped: bool = False) -> list[StoredChu
             except (TypeError, orjson.JSONEncodeError):
                 text = dumps(value)
             # A tuple made directly: StoredChunk's own constructor is a Python call.
-            append(
-                _new_chunk(
-                    StoredChunk,
-                    (
-                        kind if kind.isascii() and "\x00" not in kind else storable(kind),
-                        text,
-                        _column(value.get("messageId")),
-                        _column(value.get("toolCallId")),
-                    ),
-                )
-            )
+            message_id = value.get("messageId")
+            if type(message_id) is not str:
+                message_id = None
+            elif not message_id.isascii() or "\x00" in message_id:
+                message_id = storable(message_id)
+            tool_call_id = value.get("toolCallId")
+            if type(tool_call_id) is not str:
+                tool_call_id = None
+            elif not tool_call_id.isascii() or "\x00" in tool_call_id:
+                tool_call_id = storable(tool_call_id)
+            if not kind.isascii() or "\x00" in kind:
+                kind = storable(kind)
+            append(_new_chunk(StoredChunk, (kind, text, message_id, tool_call_id)))
         elif untyped:
             append(_new_chunk(StoredChunk, ("", dumps(value), None, None)))
         else:

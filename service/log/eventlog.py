@@ -140,6 +140,8 @@ class Event:
 
 
 def _stored_chunks(chunks: Iterable[StoredChunk | Mapping[str, Any]]) -> list[StoredChunk]:
+    if type(chunks) is list and set(map(type, chunks)) <= {StoredChunk}:
+        return chunks  # the ingest layer's (checked in C: this runs per append)
     return [c if isinstance(c, StoredChunk) else stored(c, i) for i, c in enumerate(chunks)]
 
 

@@ -109,8 +109,11 @@ async def ensure(pool: asyncpg.Pool, months: Iterable[date]) -> list[date]:
             name = name_of(month)
             # A table left by an interrupted prune's detach would be in the way.
             await conn.execute(f"DROP TABLE IF EXISTS {name}")
+            # INCLUDING COMPRESSION: the chunk column's (lz4 where the server has it,
+            # revision 0007_event_batches); a partition does not take it from its parent.
             await conn.execute(
-                f"CREATE TABLE {name} (LIKE events INCLUDING DEFAULTS INCLUDING CONSTRAINTS)"
+                f"CREATE TABLE {name} (LIKE events INCLUDING DEFAULTS INCLUDING CONSTRAINTS"
+                " INCLUDING COMPRESSION)"
             )
             # Attaching an empty table scans nothing and takes only SHARE UPDATE EXCLUSIVE.
             await conn.execute(f"ALTER TABLE events ATTACH PARTITION {name} {_bounds(month)}")

@@ -93,7 +93,7 @@ class RunShare:
         """The share of a run's appends in one group (they commit as one)."""
         last = items[-1]
         share = cls.of_chunks(
-            [chunk for item in items for chunk in item.chunks],
+            items[0].chunks if len(items) == 1 else [c for item in items for c in item.chunks],
             expected=items[0].expected_seq,
             close=last.close,
             status=last.close_status if last.close else None,

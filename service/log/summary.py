@@ -16,9 +16,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from service.log.chunks import StoredChunk, error_code, error_message, loads, storable
 
+_TYPE = attrgetter("type")
 _SUMMARIZED = frozenset({"RUN_FINISHED", "RUN_ERROR", "TOOL_CALL_START"})
 USAGE_KEYS = ("promptTokens", "completionTokens", "totalTokens")
 TOKEN_COLUMNS = ("prompt_tokens", "completion_tokens", "total_tokens")
@@ -40,6 +42,9 @@ class Summary:
 
 def summarize(chunks: Iterable[StoredChunk]) -> Summary:
     summary = Summary()
+    chunks = list(chunks)
+    if _SUMMARIZED.isdisjoint(map(_TYPE, chunks)):
+        return summary  # the common case, found in C
     tools: set[str] = set()
     for chunk in chunks:
         kind = chunk.type

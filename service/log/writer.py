@@ -30,6 +30,7 @@ import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
 from datetime import datetime
+from itertools import chain
 from operator import attrgetter
 from typing import Any
 
@@ -46,6 +47,7 @@ from service.log.store import CommitHook, CommitRowsHook, Row, RunState
 from service.tasks import stopped
 
 _TEXT = attrgetter("text")
+_CHUNKS = attrgetter("chunks")
 
 log = logging.getLogger("replay.log")
 
@@ -149,7 +151,7 @@ class GroupCommitter:
     def _committed_rows(self, appends: dict[str, list[Pending]], outcomes: Outcomes) -> None:
         """The rows each applied run's share added, numbered back from its new last_seq."""
         for run, last_seq, closed in outcomes.hints:
-            texts = [text for item in appends[run] for text in map(_TEXT, item.chunks)]
+            texts = list(map(_TEXT, chain.from_iterable(map(_CHUNKS, appends[run]))))
             rows = list(zip(range(last_seq - len(texts) + 1, last_seq + 1), texts, strict=True))
             self._tell_rows(run, rows, last_seq, closed)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from datetime import date
 
 import asyncpg
 from alembic.autogenerate import compare_metadata
@@ -12,7 +13,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from service import migrate
 from service.config import sqlalchemy_url
-from service.log import EventLog
+from service.log import EventLog, partitions
 from service.log.schema import include_object, metadata
 from tests.pg import Databases
 
@@ -129,6 +130,11 @@ _EVENT_ROWS = (
     " FROM events ORDER BY run_id, seq"
 )
 _RUN_ROWS = "SELECT (runs.*)::text FROM runs ORDER BY run_id"
+_CHUNK_COMPRESSION = (
+    "SELECT attcompression::text FROM pg_attribute WHERE attname = 'chunk' AND attrelid IN"
+    " (SELECT 'events'::regclass UNION ALL"
+    "  SELECT inhrelid FROM pg_inherits WHERE inhparent = 'events'::regclass)"
+)
 
 
 async def test_partitioned_events_migration_when_up_and_down_then_every_row_byte_identical(
@@ -202,7 +208,15 @@ async def test_event_batches_migration_when_down_then_a_row_per_event_and_up_rea
             await log.append("b-1", [{"type": "B"}])
             before = await log.read_events("b-1", 0, 1000)
         assert await _rows(url, "SELECT n FROM events ORDER BY seq") == [1, 256, 44, 1]
+        # lz4 on `events`, the partitions the migrations made and one made since.
+        pool = await asyncpg.create_pool(url, min_size=1, max_size=1)
+        try:
+            assert await partitions.ensure(pool, [date(2031, 5, 1)]) == [date(2031, 5, 1)]
+        finally:
+            await pool.close()
+        assert set(await _rows(url, _CHUNK_COMPRESSION)) == {"l"}
         await asyncio.to_thread(migrate.downgrade, url, "0006_partitioned_events")
+        assert set(await _rows(url, _CHUNK_COMPRESSION)) == {""}
         rows = await _rows(
             url, "SELECT (seq, type, chunk, received_at)::text FROM events ORDER BY seq"
         )
