@@ -80,8 +80,8 @@ async def _page(
             # A batch row may hold seqs past `upto` (service.log.rows).
             .where(
                 events.c.seq > after,
-                events.c.seq < upto + BATCH_MAX,
-                events.c.seq - events.c.n < upto,
+                events.c.seq < min(upto, after + limit) + BATCH_MAX,
+                events.c.seq - events.c.n < min(upto, after + limit),
             )
             .order_by(events.c.seq)
             .limit(limit)

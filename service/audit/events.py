@@ -68,7 +68,11 @@ async def _segments(conn: AsyncConnection, run_id: str) -> list[_Segment]:
         current, upto = fork.source_run_id, fork.fork_seq
 
 
-def _rows_where(segment: _Segment, after: int) -> list[ColumnElement[bool]]:
+# Past this an `after` only bounds reads (no seq gets near it): room for a limit.
+_LAST_START = 2**63 - 1 - 2**40
+
+
+def _rows_where(segment: _Segment, after: int, limit: int | None) -> list[ColumnElement[bool]]:
     # The run's month names its events' partition: only that one is read.
     month = select(runs.c.run_month).where(runs.c.run_id == segment.run_id).scalar_subquery()
     where = [
@@ -79,6 +83,11 @@ def _rows_where(segment: _Segment, after: int) -> list[ColumnElement[bool]]:
     if segment.hi is not None:
         # A batch row may hold seqs past the fork point (service.log.rows).
         where += [events.c.seq < segment.hi + BATCH_MAX, events.c.seq - events.c.n < segment.hi]
+    if limit is not None:
+        # Only the rows holding seqs up to after + limit: unfiltered, that is all a page
+        # can use (a run's rows are contiguous), however many events a row holds.
+        end = min(after, _LAST_START) + limit
+        where += [events.c.seq - events.c.n < end, events.c.seq < end + BATCH_MAX]
     return where
 
 
@@ -117,6 +126,9 @@ async def read_events(
 ) -> list[Event]:
     found: list[Event] = []
     kinds = _kinds_where(f)
+    # A filter may skip any number of events: rows are then read `limit` at a time,
+    # however many events each holds.
+    span = limit if f.empty else None
     for segment in await _segments(conn, run_id):
         start = max(after, segment.lo)
         while len(found) < limit:
@@ -124,7 +136,7 @@ async def read_events(
                 select(
                     events.c.seq, events.c.n, events.c.type, events.c.chunk, events.c.received_at
                 )
-                .where(*_rows_where(segment, start), *kinds)
+                .where(*_rows_where(segment, start, span), *kinds)
                 .order_by(events.c.seq)
                 .limit(limit)
             )

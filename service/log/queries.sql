@@ -266,6 +266,8 @@ SELECT input FROM runs WHERE run_id = $1;
 -- caller cuts the events, service.log.rows).
 SELECT seq, n, type, chunk, received_at FROM events
 WHERE run_id = $1 AND seq > $2 AND run_month = (SELECT run_month FROM runs WHERE run_id = $1)
+  -- Only the rows holding seqs up to $2 + $3 (a run's rows are contiguous).
+  AND seq - n < least($2, 9223370937343148031) + $3 AND seq < least($2, 9223370937343148031) + $3 + 256
 ORDER BY seq LIMIT $3;
 
 
@@ -278,6 +280,8 @@ FROM (SELECT last_seq, closed_at IS NOT NULL AS closed, run_month FROM runs WHER
 LEFT JOIN LATERAL (
     SELECT seq, n, chunk FROM events
     WHERE run_id = $1 AND run_month = r.run_month AND seq > $2 AND seq <= r.last_seq
+      -- Only the rows holding seqs up to $2 + $3 (a run's rows are contiguous).
+      AND seq - n < least($2, 9223370937343148031) + $3 AND seq < least($2, 9223370937343148031) + $3 + 256
     ORDER BY seq LIMIT $3
 ) AS e ON true;
 
@@ -748,6 +752,8 @@ FROM chain c CROSS JOIN LATERAL (
     SELECT seq, n, chunk FROM events
     WHERE events.run_id = c.run_id AND events.run_month = c.month AND seq > greatest(c.lo, $2)
       AND seq < least(c.hi, $3, 9223372036854775551) + 256 AND seq - n < least(c.hi, $3)
+      -- Only the rows holding seqs up to $2 + $4 (a run's rows are contiguous).
+      AND seq - n < least($2, 9223370937343148031) + $4 AND seq < least($2, 9223370937343148031) + $4 + 256
     ORDER BY seq LIMIT $4
 ) AS e
 ORDER BY e.seq - e.n LIMIT $4;
@@ -758,6 +764,8 @@ ORDER BY e.seq - e.n LIMIT $4;
 SELECT seq, n, chunk FROM events
 WHERE run_id = $1 AND seq > $2 AND seq < $3 + 256 AND seq - n < $3
   AND run_month = (SELECT run_month FROM runs WHERE run_id = $1)
+  -- Only the rows holding seqs up to $2 + $4 (a run's rows are contiguous).
+  AND seq - n < least($2, 9223370937343148031) + $4 AND seq < least($2, 9223370937343148031) + $4 + 256
 ORDER BY seq LIMIT $4;
 
 -- name: stream_read_one
@@ -800,6 +808,8 @@ FROM chain c CROSS JOIN LATERAL (
     SELECT seq, n, type, chunk, received_at FROM events
     WHERE events.run_id = c.run_id AND events.run_month = c.month AND seq > greatest(c.lo, $2)
       AND seq < least(c.hi, 9223372036854775551) + 256 AND seq - n < c.hi
+      -- Only the rows holding seqs up to $2 + $3 (a run's rows are contiguous).
+      AND seq - n < least($2, 9223370937343148031) + $3 AND seq < least($2, 9223370937343148031) + $3 + 256
     ORDER BY seq LIMIT $3
 ) AS e
 ORDER BY e.seq - e.n LIMIT $3;
@@ -825,6 +835,8 @@ FROM (
         FROM events
         WHERE run_id = $1 AND seq > $2 AND seq < $3 + 256 AND seq - n < $3
           AND run_month = (SELECT run_month FROM runs WHERE run_id = $1)
+          -- Only the rows holding seqs up to $2 + $4 (a run's rows are contiguous).
+          AND seq - n < least($2, 9223370937343148031) + $4 AND seq < least($2, 9223370937343148031) + $4 + 256
         ORDER BY seq LIMIT $4
     ) AS page
 ) AS sized
@@ -858,6 +870,8 @@ FROM (
             SELECT seq, n, chunk, greatest(c.lo, $2) AS lo, least(c.hi, $3) AS hi FROM events
             WHERE events.run_id = c.run_id AND events.run_month = c.month AND seq > greatest(c.lo, $2)
               AND seq < least(c.hi, $3, 9223372036854775551) + 256 AND seq - n < least(c.hi, $3)
+              -- Only the rows holding seqs up to $2 + $4 (a run's rows are contiguous).
+              AND seq - n < least($2, 9223370937343148031) + $4 AND seq < least($2, 9223370937343148031) + $4 + 256
             ORDER BY seq LIMIT $4
         ) AS e
         ORDER BY e.seq - e.n LIMIT $4
