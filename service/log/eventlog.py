@@ -17,6 +17,8 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from itertools import starmap
+from operator import itemgetter
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -144,6 +146,10 @@ def _stored_chunks(chunks: Iterable[StoredChunk | Mapping[str, Any]]) -> list[St
         return chunks  # the ingest layer's (checked in C: this runs per append)
     return [c if isinstance(c, StoredChunk) else stored(c, i) for i, c in enumerate(chunks)]
 
+
+# read_page's row: (last_seq, closed, seq, n, chunk).
+_ROW_N = itemgetter(3)
+_ROW_CHUNK = itemgetter(2, 4)
 
 # Seqs are bigint: a position past this can be neither stored nor asked for.
 MAX_SEQ = BIGINT_MAX
@@ -647,7 +653,7 @@ async def _events(pool: asyncpg.Pool, run_id: str, after: int, limit: int) -> li
         # gap: a fork's inherited prefix, or nothing there.
         if not rows or rows[0]["seq"] - rows[0]["n"] > after:
             rows = await pool.fetch(_READ_EVENTS_STITCHED, run_id, after, limit)
-    return [Event(*event) for event in log_rows.events_of(rows, after, limit=limit)]
+    return list(starmap(Event, log_rows.events_of(rows, after, limit=limit)))
 
 
 async def _page(pool: asyncpg.Pool, run_id: str, after: int, limit: int) -> Page | None:
@@ -668,7 +674,9 @@ async def _page(pool: asyncpg.Pool, run_id: str, after: int, limit: int) -> Page
         return Page(state, log_rows.chunks_of(rows, after, limit=limit))
     if first[2] is None:
         return Page(state, [])
-    return Page(state, log_rows.chunks_of((r[2:] for r in records), after, limit=limit))
+    if len(records) <= limit and sum(map(_ROW_N, records)) == len(records):
+        return Page(state, list(map(_ROW_CHUNK, records)))  # a row per event (in C)
+    return Page(state, log_rows.chunks_of([r[2:] for r in records], after, limit=limit))
 
 
 class _Opening:

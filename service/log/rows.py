@@ -25,6 +25,7 @@ queries them; the chunk holds both).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from operator import itemgetter
 from typing import Any
 
 # A run's share of a group with fewer chunks is stored a row per event: below
@@ -57,6 +58,24 @@ def packed(
     return out
 
 
+_N = itemgetter(1)
+_EVENT = itemgetter(0, 2, 3, 4)
+_CHUNK = itemgetter(0, 2)
+
+
+def _whole(rows: list[Any], width: int, after: int, upto: int | None, limit: int | None) -> bool:
+    """Whether every row is one event inside the bounds (the common case, checked in C
+    and at the ends only: rows come in seq order), so each is taken as it is."""
+    return (
+        bool(rows)
+        and len(rows[0]) == width
+        and (limit is None or len(rows) <= limit)
+        and rows[0][0] > after
+        and (upto is None or rows[-1][0] <= upto)
+        and sum(map(_N, rows)) == len(rows)
+    )
+
+
 def _span(seq: int, n: int, after: int, upto: int | None) -> range:
     """The positions (0-based) within a row of its events with `after < seq <= upto`."""
     first = seq - n + 1
@@ -74,6 +93,9 @@ def events_of(
 
     A row carrying `lo` and `hi` (a fork chain's segment) is cut by those instead.
     """
+    rows = rows if type(rows) is list else list(rows)
+    if _whole(rows, 5, after, upto, limit):
+        return list(map(_EVENT, rows))
     out: list[tuple[int, str, str, Any]] = []
     for row in rows:
         seq, n, kind, chunk, received_at = row[:5]
@@ -99,6 +121,9 @@ def chunks_of(
     limit: int | None = None,
 ) -> list[tuple[int, str]]:
     """`(seq, chunk)` per event, as `events_of`, from `(seq, n, chunk[, lo, hi])` rows."""
+    rows = rows if type(rows) is list else list(rows)
+    if _whole(rows, 3, after, upto, limit):
+        return list(map(_CHUNK, rows))
     out: list[tuple[int, str]] = []
     for row in rows:
         seq, n, chunk = row[:3]
