@@ -362,7 +362,12 @@ def replay_target(
     environment); its log goes to a file read after each trial."""
     port = free_port()
     env = {**os.environ, **(settings or {}), "REPLAY_AGENTS": json.dumps({"capacity": upstream})}
-    with scratch_database() as db, tempfile.NamedTemporaryFile("w+b", suffix=".log") as log:
+    # Another checkout's database is migrated by its own code (its own head).
+    migrated_by = None if root == ROOT else root
+    with (
+        scratch_database(migrated_by) as db,
+        tempfile.NamedTemporaryFile("w+b", suffix=".log") as log,
+    ):
         proc = subprocess.Popen(
             [sys.executable, "-m", "service.cli", "serve", "--port", str(port),
              "--log-level", "warning"],
