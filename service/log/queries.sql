@@ -225,9 +225,12 @@ FROM runs WHERE run_id = ANY($1::text[]);
 -- row), so it reads the run's partition only: the subquery is an InitPlan
 -- and the executor prunes the other partitions, in generic plans too.
 -- A batch row may hold seqs past $3: `seq < $3 + 256` (service.log.rows.BATCH_MAX)
--- bounds the index range, `seq - n < $3` keeps the rows starting by $3.
+-- bounds the index range, written with $3 typed bigint (alone, `$3 + 256` makes
+-- PostgreSQL take $3 for an integer) and capped so the sum cannot overflow;
+-- `seq - n < $3` keeps the rows starting by $3.
 SELECT seq, n, chunk FROM events
-WHERE run_id = $1 AND seq >= $2 AND seq < $3 + 256 AND seq - n < $3
+WHERE run_id = $1 AND seq >= $2 AND seq - n < $3
+  AND seq < least($3::bigint, 9223372036854775551) + 256
   AND run_month = (SELECT run_month FROM runs WHERE run_id = $1)
 ORDER BY seq;
 
@@ -762,7 +765,8 @@ ORDER BY e.seq - e.n LIMIT $4;
 -- Run $1's own rows holding events after $2 up to $3, at most $4 rows (a run that
 -- is no fork; the caller cuts the events, service.log.rows).
 SELECT seq, n, chunk FROM events
-WHERE run_id = $1 AND seq > $2 AND seq < $3 + 256 AND seq - n < $3
+WHERE run_id = $1 AND seq > $2 AND seq - n < $3
+  AND seq < least($3::bigint, 9223372036854775551) + 256
   AND run_month = (SELECT run_month FROM runs WHERE run_id = $1)
   -- Only the rows holding seqs up to $2 + $4 (a run's rows are contiguous).
   AND seq - n < least($2, 9223370937343148031) + $4 AND seq < least($2, 9223370937343148031) + $4 + 256
@@ -833,7 +837,8 @@ FROM (
                     [greatest(seq - n, $2) - (seq - n) + 1 : least(seq, $3) - (seq - n)], ',')
             END AS body
         FROM events
-        WHERE run_id = $1 AND seq > $2 AND seq < $3 + 256 AND seq - n < $3
+        WHERE run_id = $1 AND seq > $2 AND seq - n < $3
+          AND seq < least($3::bigint, 9223372036854775551) + 256
           AND run_month = (SELECT run_month FROM runs WHERE run_id = $1)
           -- Only the rows holding seqs up to $2 + $4 (a run's rows are contiguous).
           AND seq - n < least($2, 9223370937343148031) + $4 AND seq < least($2, 9223370937343148031) + $4 + 256

@@ -41,7 +41,7 @@ from service.errors import (
     SeqConflict,
 )
 from service.ingest import Limits, chunk_from_text
-from service.log import LogStore, Notice
+from service.log import MAX_SEQ, LogStore, Notice
 
 DEADLINE = 10.0
 
@@ -341,6 +341,21 @@ class LogStoreContract:
         with pytest.raises(SeqConflict):
             await store.append(run_id, [*big[:-1], chunk("X")], expected_seq=first)
         assert len(await store.read_events(run_id, 0, 100_000)) == len(model) + 300
+
+    async def test_bounds_when_at_the_largest_seq_then_answered_not_failed(
+        self, store: LogStore
+    ) -> None:
+        """Seqs and offsets near the bigint limit are still plain answers: a retry check
+        at that seq, reads after it (the reads' range arithmetic must not overflow)."""
+        run_id = new_run("c-edge")
+        await store.append(run_id, [chunk("A")] * 20)
+        with pytest.raises(SeqConflict):
+            await store.append(run_id, [chunk("B")], expected_seq=MAX_SEQ)
+        for after in (MAX_SEQ - 1, MAX_SEQ):
+            assert await store.read_events(run_id, after, 10_000) == []
+            page = await store.read_page(run_id, after, 10_000)
+            assert page is not None and page.rows == []
+        assert len(await store.read_events(run_id, 0, 10_000)) == 20
 
     # -- hints --------------------------------------------------------------
 
