@@ -3,16 +3,19 @@ tight parse of a body's values, each against the plain per-event form."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from service.config import Settings
 from service.durable.bodies import message_chunk
 from service.errors import InvalidEvent
 from service.log import rows
 from service.log.chunks import stored, stored_values
+from service.log.sql import SOURCE
 
 # Texts as the log holds them: no raw newline (see service.log.rows).
 texts = st.text(st.characters(blacklist_characters="\n"), max_size=8)
@@ -104,3 +107,16 @@ def test_stored_values_when_any_json_then_same_as_one_chunk_at_a_time(
         assert caught.value.message == expected.message
     else:
         assert stored_values(values) == one_by_one
+
+
+def test_queries_when_they_bound_a_rows_span_then_by_batch_max_and_the_settings_default() -> None:
+    """The statements bound a read's index range by one row's span and cap their sums below
+    the bigint limit: written as literals there, so they are checked against the layout's
+    constants here (a larger BATCH_MAX with a stale 256 would skip events)."""
+    text = SOURCE.read_text("utf-8")
+    spans = re.findall(r"seq < least\([^)]*\)(?: \+ \$\d)? \+ (\d+)", text)
+    assert len(spans) >= 10 and set(spans) == {str(rows.BATCH_MAX)}
+    largest = 2**63 - 1
+    caps = set(map(int, re.findall(r"\b\d{19}\b", text)))
+    assert caps == {largest, largest - rows.BATCH_MAX, largest - 2**40}
+    assert Settings().batch_min_events == rows.BATCH_MIN
