@@ -7,6 +7,7 @@ is paid by every append, and one run's log is small next to the table.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -115,17 +116,22 @@ def _kinds_where(f: EventFilter) -> list[ColumnElement[bool]]:
     return where
 
 
-def _wanted(f: EventFilter, kind: str) -> bool:
-    if f.types and kind not in {storable(t) for t in f.types}:
-        return False
-    return f.patterns is None or f.patterns.matches(kind)
+def _wanted(f: EventFilter) -> Callable[[str], bool]:
+    """The type filters as a test of one event's type (a batch row's events)."""
+    types = frozenset(storable(t) for t in f.types)
+    patterns = f.patterns
+
+    def wanted(kind: str) -> bool:
+        return (not types or kind in types) and (patterns is None or patterns.matches(kind))
+
+    return wanted
 
 
 async def read_events(
     conn: AsyncConnection, run_id: str, f: EventFilter, *, after: int = 0, limit: int = 1000
 ) -> list[Event]:
     found: list[Event] = []
-    kinds = _kinds_where(f)
+    kinds, wanted = _kinds_where(f), _wanted(f)
     # A filter may skip any number of events: rows are then read `limit` at a time,
     # however many events each holds.
     span = limit if f.empty else None
@@ -142,9 +148,7 @@ async def read_events(
             )
             rows = list(await conn.execute(query))
             found += [
-                Event(*event)
-                for event in events_of(rows, start, segment.hi)
-                if _wanted(f, event[1])
+                Event(*event) for event in events_of(rows, start, segment.hi) if wanted(event[1])
             ]
             if len(rows) < limit:
                 break
