@@ -421,9 +421,11 @@ class StreamStore:
                     await conn.execute(_SOFT_DELETE, state.run_id)
                     # Closed too: an append that skips the lookup (a name a process
                     # remembers) is then refused by the append statement itself.
-                    last_seq = (
-                        None if state.closed else await _append(conn, state.run_id, [], close=True)
-                    )
+                    last_seq = None
+                    if not state.closed:
+                        last_seq = await _append(
+                            conn, state.run_id, [], close=True, batch_min=self.log.batch_min
+                        )
                 else:
                     await _delete_run(conn, state.run_id)
                     return
@@ -509,9 +511,10 @@ async def _append(
     chunks: Sequence[StoredChunk],
     *,
     close: bool,
-    batch_min: int | None = None,
+    batch_min: int | None,
 ) -> int:
-    """The log's append statement for one run, inside the caller's transaction."""
+    """The log's append statement for one run, inside the caller's transaction, in the
+    log's layout (`batch_min`, see EventLog)."""
     group = Group.one(run_id, chunks, close=close, batch_min=batch_min)
     n = len(chunks)
     rows = await conn.fetch(sql.APPEND, *group.events.params(), *group.share_params())
