@@ -104,6 +104,9 @@ class Settings(BaseSettings):
     # 204, how long an SSE response lives before the client reconnects
     # (PROTOCOL.md asks for about a minute), and one catch-up response's size.
     durable_long_poll_seconds: float = 20.0
+    # How long a long-poll's channel stays after the poll is answered, buffering
+    # what is committed meanwhile for the follower's next poll (0: not at all).
+    durable_poll_linger_seconds: float = Field(default=2.0, ge=0)
     durable_sse_seconds: float = 60.0
     durable_read_max_messages: int = 10_000
     durable_read_max_bytes: int = 4 << 20

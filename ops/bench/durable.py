@@ -263,7 +263,7 @@ async def run_step(port: int, quick: bool, step: str) -> dict[str, Any]:
         out["catch_up_get"] = await catch_up_get(port, path, catch)
         out["catch_up_sse"] = await catch_up_sse(port, path, catch)
     elif step == "live":
-        live = int(500 * scale) or 50
+        live = int(2000 * scale)
         out["live_sse"] = await live_latency(port, "sse", live, 200)
         out["live_long_poll"] = await live_latency(port, "long-poll", live, 200)
     return out

@@ -181,6 +181,7 @@ def create_app(
                     read_max_messages=settings.durable_read_max_messages,
                     read_max_bytes=settings.durable_read_max_bytes,
                     long_poll_seconds=settings.durable_long_poll_seconds,
+                    poll_linger_seconds=settings.durable_poll_linger_seconds,
                     sse_seconds=settings.durable_sse_seconds,
                     heartbeat_seconds=settings.heartbeat_seconds,
                     private=not gate.keys.open,

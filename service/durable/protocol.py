@@ -19,7 +19,7 @@ from operator import attrgetter
 from service.durable import bodies, headers, sse
 from service.durable.cursor import response_cursor
 from service.durable.known import KnownStreams, media_type
-from service.durable.offsets import NOW, format_offset, parse_offset
+from service.durable.offsets import NOW, Position, format_offset, parse_offset
 from service.durable.readahead import ReadAhead
 from service.errors import (
     ContentTypeMismatch,
@@ -57,6 +57,8 @@ class Limits:
     read_max_messages: int = 10_000
     read_max_bytes: int = 4 << 20
     long_poll_seconds: float = 20.0
+    # How long a long-poll's channel outlives the poll (see `Streams._poll`).
+    poll_linger_seconds: float = 2.0
     sse_seconds: float = 60.0
     heartbeat_seconds: float = 15.0
     # `private` when the service needs keys: a shared cache must not serve one
@@ -479,6 +481,8 @@ class Streams:
         if live is not None and offset is None:
             raise InvalidParameter(f"live={live} needs an offset (-1 for the start)")
         position = parse_offset("-1" if offset is None else offset)
+        if live == "long-poll":
+            return await self._poll(name, position, offset or "-1", cursor, if_none_match)
         state = await self._current(name)
         if live == "sse":
             return self._sse(state, position, cursor)
@@ -488,12 +492,7 @@ class Streams:
             out["Cache-Control"] = "no-store"
             return Reply(200, out, b"[]" if _json_mode(state) else b"")
         after = state.last_seq if position == NOW else min(position, state.last_seq)
-        if live == "long-poll" and after >= state.last_seq:
-            return await self._long_poll(state, after, cursor)
-        reply = await self._catch_up(state, after, offset or "-1", if_none_match)
-        if live == "long-poll":
-            reply.headers["Stream-Cursor"] = response_cursor(cursor)
-        return reply
+        return await self._catch_up(state, after, offset or "-1", if_none_match)
 
     async def _rows(self, state: StreamState, after: int) -> list[tuple[int, str]]:
         rows = await self.store.read(state, after, state.last_seq, self.limits.read_max_messages)
@@ -551,43 +550,90 @@ class Streams:
             return Reply(304, {"ETag": etag, "Cache-Control": out["Cache-Control"]})
         return Reply(200, out, body)
 
-    async def _long_poll(self, state: StreamState, after: int, cursor: str | None) -> Reply:
+    async def _poll(
+        self,
+        name: str,
+        position: Position,
+        start: str,
+        cursor: str | None,
+        if_none_match: str | None,
+    ) -> Reply:
+        """`live=long-poll`: subscribed first, then one read of the run's tail, so no
+        commit falls between the two. A remembered stream needs no lookup, and its
+        channel lingers between a follower's polls: what was committed while the
+        follower was away is answered from the buffer, with no read of its own."""
+        linger = self.limits.poll_linger_seconds
+        known = self.known.get(name)
+        if known is not None:
+            with self.hub.subscribe(known.run_id, linger=linger, life=known.created_at) as sub:
+                now = await self._still(known)
+                if now is not None:
+                    return await self._poll_on(
+                        sub.channel, now, position, start, cursor, if_none_match
+                    )
+            self.known.forget(name)
+        state = await self._existing(name, touch=True)
+        self.known.remember(state)
         if state.closed:
-            return self._poll_empty(state, after, cursor)
-        deadline = time.monotonic() + self.limits.long_poll_seconds
-        with self.hub.subscribe(state.run_id) as sub:
-            channel = sub.channel
-            # The run's tail read after subscribing, so no commit can fall between the
-            # two; the stream itself was found just before.
-            now = await self._still(state) or await self._existing(state.name, touch=False)
+            return await self._poll_on(None, state, position, start, cursor, if_none_match)
+        with self.hub.subscribe(state.run_id, linger=linger, life=state.created_at) as sub:
+            now = await self._still(state) or await self._existing(name, touch=False)
+            return await self._poll_on(sub.channel, now, position, start, cursor, if_none_match)
+
+    async def _poll_on(
+        self,
+        channel: Channel | None,
+        now: StreamState,
+        position: Position,
+        start: str,
+        cursor: str | None,
+        if_none_match: str | None,
+    ) -> Reply:
+        """A long-poll on `channel` (subscribed before `now` was read; None for a closed stream)."""
+        after = now.last_seq if position == NOW else min(position, now.last_seq)
+        if channel is not None:
             channel.anchor(RunState(now.last_seq, now.closed))
-            while True:
-                advanced = channel.advanced
-                if now.last_seq > after:
-                    reply = await self._catch_up(now, after, format_offset(after), None)
-                    reply.headers["Stream-Cursor"] = response_cursor(cursor)
-                    return reply
-                # Woken by a commit: the channel has read what it added (one read for
-                # every follower of the run), so the answer needs no read of its own.
-                rows = channel.rows_after(after)
-                if rows:
-                    return self._poll_rows(now, after, rows, channel, cursor)
-                if (channel.head or 0) > after:
-                    # Past what the channel still buffers: read the log.
-                    now = _upto(now, channel.head or after)
-                    continue
-                if now.closed or (channel.complete and (channel.head or 0) <= after):
-                    return self._poll_empty(replace(now, closed=True), after, cursor)
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return self._poll_empty(now, after, cursor)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(advanced.wait(), left)
+        if after < now.last_seq:
+            # Already behind: a catch-up, from the buffer when it holds what follows.
+            rows = (
+                channel.rows_after(after) if channel is not None and if_none_match is None else None
+            )
+            if rows and channel is not None:
+                return self._poll_rows(now, after, start, rows, channel, cursor)
+            reply = await self._catch_up(now, after, start, if_none_match)
+            reply.headers["Stream-Cursor"] = response_cursor(cursor)
+            return reply
+        if channel is None or now.closed:
+            return self._poll_empty(now, after, cursor)
+        deadline = time.monotonic() + self.limits.long_poll_seconds
+        while True:
+            advanced = channel.advanced
+            if now.last_seq > after:
+                reply = await self._catch_up(now, after, format_offset(after), None)
+                reply.headers["Stream-Cursor"] = response_cursor(cursor)
+                return reply
+            # Woken by a commit: the channel has read what it added (one read for
+            # every follower of the run), so the answer needs no read of its own.
+            rows = channel.rows_after(after)
+            if rows:
+                return self._poll_rows(now, after, format_offset(after), rows, channel, cursor)
+            if (channel.head or 0) > after:
+                # Past what the channel still buffers: read the log.
+                now = _upto(now, channel.head or after)
+                continue
+            if now.closed or (channel.complete and (channel.head or 0) <= after):
+                return self._poll_empty(replace(now, closed=True), after, cursor)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return self._poll_empty(now, after, cursor)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(advanced.wait(), left)
 
     def _poll_rows(
         self,
         state: StreamState,
         after: int,
+        start: str,
         rows: list[tuple[int, str]],
         channel: Channel,
         cursor: str | None,
@@ -595,9 +641,11 @@ class Streams:
         """A long-poll's answer from the rows its channel read, as `_catch_up` answers."""
         rows = self._within_budget(rows)
         end = rows[-1][0]
-        up_to_date = end >= (channel.head or end)
+        tail = max(channel.head or end, state.last_seq)
+        up_to_date = end >= tail
+        closed = channel.complete or (state.closed and end >= state.last_seq)
         body = bodies.body_of(rows, _json_mode(state))
-        reply = self._page(state, format_offset(after), end, body, up_to_date, channel.complete)
+        reply = self._page(state, start, end, body, up_to_date, closed)
         reply.headers["Stream-Cursor"] = response_cursor(cursor)
         return reply
 

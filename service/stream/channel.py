@@ -81,6 +81,11 @@ class Channel:
         # Everything up to `head` is all there will ever be.
         self.complete = False
         self.subscribers = 0
+        # Moved by every subscribe: a lingering channel's retirement timer holds
+        # the value it saw, and retires the channel only if it is unchanged.
+        self.idle_epoch = 0
+        # Which life of the run its subscribers know (opaque; see `Hub.subscribe`).
+        self.life: object = None
         self.reads = 0
         # The highest last_seq / close any hint announced; kept even before the
         # anchor so a hint arriving in between is not lost.

@@ -42,15 +42,16 @@ log = logging.getLogger("replay.stream")
 class Subscription:
     """A follower's hold on its run's channel; `with hub.subscribe(run) as sub:`."""
 
-    def __init__(self, hub: Hub, channel: Channel) -> None:
+    def __init__(self, hub: Hub, channel: Channel, linger: float) -> None:
         self._hub = hub
         self.channel = channel
+        self._linger = linger
         self._open = True
 
     def close(self) -> None:
         if self._open:
             self._open = False
-            self._hub._release(self.channel)
+            self._hub._release(self.channel, self._linger)
 
     def __enter__(self) -> Subscription:
         return self
@@ -140,20 +141,52 @@ class Hub:
 
     # -- followers ----------------------------------------------------------
 
-    def subscribe(self, run_id: str) -> Subscription:
+    def subscribe(self, run_id: str, *, linger: float = 0.0, life: object = None) -> Subscription:
+        """Follow `run_id`.
+
+        `linger`: keep the channel (following, buffering) that long after this
+        subscriber leaves last, for a follower that comes straight back (a
+        long-poll's next request finds what was committed in between buffered).
+        `life`: which life of the run the subscriber knows (a name deleted and
+        made again keeps its run id). An idle channel is taken over only by a
+        subscriber of the life it was made for; anyone else gets a new one, so
+        no buffer of an earlier life (or of an unknown one) is ever served.
+        """
         channel = self._channels.get(run_id)
+        if (
+            channel is not None
+            and channel.subscribers == 0
+            and (life is None or channel.life != life)
+        ):
+            self._retire(channel)
+            channel = None
         if channel is None:
             channel = self._channels[run_id] = Channel(run_id, self.store, self.limits)
+            channel.life = life
         channel.subscribers += 1
+        channel.idle_epoch += 1
         if self.presence is not None:
             self.presence.joined(run_id)
-        return Subscription(self, channel)
+        return Subscription(self, channel, linger)
 
-    def _release(self, channel: Channel) -> None:
+    def _release(self, channel: Channel, linger: float) -> None:
         channel.subscribers -= 1
         if self.presence is not None:
             self.presence.left(channel.run_id)
         if channel.subscribers == 0 and self._channels.get(channel.run_id) is channel:
+            if linger <= 0:
+                self._retire(channel)
+                return
+            epoch = channel.idle_epoch
+            asyncio.get_running_loop().call_later(linger, self._retire_idle, channel, epoch)
+
+    def _retire_idle(self, channel: Channel, epoch: int) -> None:
+        # Only if nobody subscribed since this timer was set (each subscribe moves the epoch).
+        if channel.subscribers == 0 and channel.idle_epoch == epoch:
+            self._retire(channel)
+
+    def _retire(self, channel: Channel) -> None:
+        if self._channels.get(channel.run_id) is channel:
             del self._channels[channel.run_id]
             self._retired_reads += channel.reads
             # Cancelling the reader is synchronous enough: the task ends at its

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
@@ -47,3 +48,13 @@ async def served(database_url: str) -> AsyncIterator[Served]:
 async def http(served: Served) -> AsyncIterator[httpx.AsyncClient]:
     async with httpx.AsyncClient(base_url=served.base_url, timeout=30) as client:
         yield client
+
+
+async def wait_for(condition: Callable[[], bool], what: str, seconds: float = 30.0) -> None:
+    """Poll a condition on the server's state (no event exists for it), with a deadline."""
+    try:
+        async with asyncio.timeout(seconds):
+            while not condition():  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
+    except TimeoutError:
+        raise AssertionError(f"not within {seconds} s: {what}") from None

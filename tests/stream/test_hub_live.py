@@ -4,23 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Callable
 
 import asyncpg
 import httpx
 
 from service.log import EventLog
-from tests.stream.conftest import Served
+from tests.stream.conftest import Served, wait_for
 from tests.stream.wire import SseReader
 
 DEADLINE = 30.0
-
-
-async def _wait_for(condition: Callable[[], bool], what: str) -> None:
-    """Poll a condition on the server's state (no event exists for it), with a deadline."""
-    async with asyncio.timeout(DEADLINE):
-        while not condition():  # noqa: ASYNC110
-            await asyncio.sleep(0.01)
 
 
 async def test_tail_when_listen_connection_terminated_then_continues_with_nothing_lost(
@@ -45,7 +37,7 @@ async def test_tail_when_listen_connection_terminated_then_continues_with_nothin
             await event_log.append("h-kill", [{"type": "B", "n": i} for i in range(5)])
             while len(reader.events) < 10:
                 reader.feed(await anext(raw))
-            await _wait_for(lambda: hub.stats().connects > before.connects, "reconnect")
+            await wait_for(lambda: hub.stats().connects > before.connects, "reconnect")
             after = hub.stats()
             assert after.listening and after.listener_pid != before.listener_pid
             # Live again through the new connection.
@@ -105,7 +97,7 @@ async def test_detach_when_clients_disconnect_then_resources_released_and_run_un
     # Warm up: sse-starlette starts one process-wide shutdown watcher task on first use.
     async with http.stream("GET", "/v1/runs/h-detach/stream", params={"offset": "now"}) as r:
         await anext(r.aiter_raw())
-    await _wait_for(lambda: hub.stats().subscribers == 0, "warm-up released")
+    await wait_for(lambda: hub.stats().subscribers == 0, "warm-up released")
     tasks_before = len(asyncio.all_tasks())
     rng = random.Random(7)
 
@@ -120,7 +112,7 @@ async def test_detach_when_clients_disconnect_then_resources_released_and_run_un
 
     async with asyncio.timeout(DEADLINE):
         await asyncio.gather(*(visit() for _ in range(30)))
-    await _wait_for(
+    await wait_for(
         lambda: (
             hub.stats().subscribers == 0
             and hub.stats().channels == 0
