@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 from service.errors import InvalidEvent, InvalidJson, InvalidRequest, PayloadTooLarge
 from service.log.chunks import StoredChunk, dumps, loads, stored, stored_values
 from service.log.eventlog import MAX_SEQ
+
+_TEXT = attrgetter("text")
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,9 +98,10 @@ def parse_json_batch(body: bytes, limits: Limits) -> Batch:
     limits.check_count(len(events))
     chunks = stored_values(events)
     cap = limits.max_chunk_bytes // 4
-    for index, chunk in enumerate(chunks):
-        if len(chunk.text) > cap:
-            limits.check_chunk(chunk, index)
+    if chunks and max(map(len, map(_TEXT, chunks))) > cap:
+        for index, chunk in enumerate(chunks):
+            if len(chunk.text) > cap:
+                limits.check_chunk(chunk, index)
     return Batch(
         chunks, _expected(envelope.get("expected_seq")), _close(envelope.get("close", False))
     )

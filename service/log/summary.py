@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import compress
 from operator import attrgetter
 
 from service.log.chunks import StoredChunk, error_code, error_message, loads, storable
@@ -46,10 +47,9 @@ def summarize(chunks: Iterable[StoredChunk]) -> Summary:
     if _SUMMARIZED.isdisjoint(map(_TYPE, chunks)):
         return summary  # the common case, found in C
     tools: set[str] = set()
-    for chunk in chunks:
+    # Only the summarized chunks, picked in C: the rest need no look.
+    for chunk in compress(chunks, map(_SUMMARIZED.__contains__, map(_TYPE, chunks))):
         kind = chunk.type
-        if kind not in _SUMMARIZED:
-            continue  # the common case: no parse
         value = loads(chunk.text)
         if kind == "TOOL_CALL_START":
             name = value.get("toolCallName", value.get("toolName"))

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from service.config import Settings
 from service.durable.bodies import message_chunk
 from service.errors import InvalidEvent
-from service.log import rows
+from service.log import chunks, rows
 from service.log.chunks import stored, stored_values
 from service.log.sql import SOURCE
 
@@ -107,6 +107,57 @@ def test_stored_values_when_any_json_then_same_as_one_chunk_at_a_time(
         assert caught.value.message == expected.message
     else:
         assert stored_values(values) == one_by_one
+
+
+# Agent events as they mostly come: ASCII types and ids, any payload (strings that
+# hold the separator `},{`, lists of objects, non-ASCII text).
+plain_ids = st.text(st.sampled_from(["a", "b", "-", "_", "0"]), min_size=1, max_size=4)
+tricky_text = st.text(st.sampled_from(["a", "}", ",", "{", '"', "\\", "é", "\x00"]), max_size=6)
+plain_events = st.fixed_dictionaries(
+    {"type": plain_ids},
+    optional={
+        "messageId": plain_ids | st.none(),
+        "toolCallId": plain_ids,
+        "delta": tricky_text | json_values,
+        "args": st.lists(st.dictionaries(plain_ids, json_values, max_size=2), max_size=3),
+    },
+)
+
+
+@given(st.lists(plain_events, min_size=2, max_size=12))
+def test_stored_values_when_plain_events_then_column_path_same_as_one_at_a_time(
+    values: list[Any],
+) -> None:
+    one_by_one = [stored(v, i) for i, v in enumerate(values)]
+    assert stored_values(values) == one_by_one
+    assert stored_values(values, untyped=True) == one_by_one
+    fast = chunks._columns(values)
+    # The column path declines what it cannot cut exactly, and never answers otherwise.
+    assert fast is None or fast == one_by_one
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [
+        {"type": "B", "delta": "\ud83d"},  # a lone surrogate: orjson cannot encode it
+        {"type": "B", "n": 2**70},  # nor an integer past 64 bits
+        {"type": "B", "messageId": "caf\u00e9"},  # an id that `storable` must look at
+        {"type": "B", "toolCallId": 7},  # an id that is no string
+        {"type": ""},  # no type: refused by the loop, value by value
+    ],
+)
+def test_stored_values_when_one_value_is_odd_then_column_path_declines_and_loop_decides(
+    odd: dict[str, Any],
+) -> None:
+    values = [{"type": "A", "delta": "x"}, odd]
+    assert chunks._columns(values) is None
+    try:
+        expected = [stored(v, i) for i, v in enumerate(values)]
+    except InvalidEvent:
+        with pytest.raises(InvalidEvent):
+            stored_values(values)
+    else:
+        assert stored_values(values) == expected
 
 
 def test_queries_when_they_bound_a_rows_span_then_by_batch_max_and_the_settings_default() -> None:
