@@ -22,10 +22,10 @@ protocol's rules (which header means what, which status) live in
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import asyncpg
 import orjson
@@ -41,7 +41,7 @@ from service.errors import (
     StreamNotFound,
     StreamSeqConflict,
 )
-from service.log import expiry, sql
+from service.log import expiry, partitions, sql
 from service.log import rows as log_rows
 from service.log.chunks import StoredChunk
 from service.log.eventlog import RUN_ID, EventLog
@@ -54,6 +54,7 @@ _LOCK = QUERIES["stream_lock"]
 _LOCK_RUN = QUERIES["stream_lock_run"]
 _INSERT_STREAM = QUERIES["stream_insert_stream"]
 _ADOPT_RUN = QUERIES["stream_adopt_run"]
+_T = TypeVar("_T")
 _INSERT_RUN = QUERIES["stream_insert_run"]
 _SET_THREAD = QUERIES["stream_set_thread"]
 _INSERT_FORK = QUERIES["stream_insert_fork"]
@@ -243,7 +244,8 @@ class StreamStore:
         stream nobody reads is replaced.
         """
         run_id = run_id_for(new.name)
-        with translated("the event log cannot be written"):
+
+        async def attempt() -> tuple[StreamState, bool]:
             async with self.pool.acquire() as conn, conn.transaction():
                 inserted = await self._insert_stream(conn, new, run_id)
                 if not inserted:
@@ -300,11 +302,28 @@ class StreamStore:
                         conn, run_id, chunks, close=new.closed, batch_min=self.log.batch_min
                     )
                 row = await conn.fetchrow(_LOCK, new.name)
-        assert row is not None
-        _committed(chunks)
-        state = StreamState.of(new.name, row)
-        self.log.announce(run_id, state.last_seq, state.closed)
-        return state, True
+            assert row is not None
+            return StreamState.of(new.name, row), True
+
+        with translated("the event log cannot be written"):
+            state, created = await self._made_partitions(run_id, attempt)
+        if created:
+            _committed(chunks)
+            self.log.announce(run_id, state.last_seq, state.closed)
+        return state, created
+
+    async def _made_partitions(self, run_id: str, attempt: Callable[[], Awaitable[_T]]) -> _T:
+        """`attempt` (one transaction), once more after making the partition `events`
+        had none for: the run's month, or this month for a run the attempt made (as
+        the group commit does; see service.log.partitions)."""
+        try:
+            return await attempt()
+        except asyncpg.CheckViolationError as error:
+            if not partitions.no_partition(error):
+                raise
+        await partitions.ensure_for_runs(self.pool, [run_id])
+        await partitions.ensure_ahead(self.pool)
+        return await attempt()
 
     async def _insert_stream(self, conn: Any, new: NewStream, run_id: str) -> bool:
         inserted = await conn.fetchval(
@@ -339,7 +358,8 @@ class StreamStore:
         """Append (and/or close) under the run's lock, checking and recording the
         producer's and the writer's sequence in the same transaction."""
         run_id = state.run_id
-        with translated("the event log cannot be written"):
+
+        async def attempt() -> tuple[Written, bool]:
             async with self.pool.acquire() as conn, conn.transaction():
                 row = await conn.fetchrow(_LOCK_RUN, run_id)
                 if row is None:
@@ -353,16 +373,16 @@ class StreamStore:
                 if producer is not None:
                     if now.closed:
                         if now.closed_by == producer.key():
-                            return Written(now.last_seq, True, True, producer.seq)
+                            return Written(now.last_seq, True, True, producer.seq), False
                         raise StreamClosed(state.name, now.last_seq)
                     known = await conn.fetchrow(_PRODUCER, run_id, producer.producer_id)
                     duplicate_of = _check_producer(known, producer)
                     if duplicate_of is not None:
-                        return Written(now.last_seq, now.closed, True, duplicate_of)
+                        return Written(now.last_seq, now.closed, True, duplicate_of), False
                     accepted_seq = producer.seq
                 elif now.closed:
                     if close and not chunks:
-                        return Written(now.last_seq, True, True)
+                        return Written(now.last_seq, True, True), False
                     raise StreamClosed(state.name, now.last_seq)
                 if (
                     stream_seq is not None
@@ -391,9 +411,14 @@ class StreamStore:
                         await conn.execute(_SET_CLOSED_BY, run_id, producer.key())
                 if stream_seq is not None:
                     await conn.execute(_SET_STREAM_SEQ, run_id, stream_seq)
-        _committed(chunks)
-        self.log.announce(run_id, last_seq, close)
-        return Written(last_seq, close, False, accepted_seq)
+            return Written(last_seq, close, False, accepted_seq), True
+
+        with translated("the event log cannot be written"):
+            written, appended = await self._made_partitions(run_id, attempt)
+        if appended:
+            _committed(chunks)
+            self.log.announce(run_id, written.last_seq, close)
+        return written
 
     # -- deletion -------------------------------------------------------------
 
