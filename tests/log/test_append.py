@@ -433,3 +433,81 @@ async def test_append_statements_when_planned_generic_on_unanalyzed_runs_then_no
     assert "Seq Scan on runs" in plan or "Index Scan using runs_pkey" in plan, plan
     for join in ("Nested Loop", "Hash Join", "Merge Join"):
         assert join not in plan, plan
+
+
+async def _stalled_on_lock(other: asyncpg.Connection, run_id: str) -> None:
+    """Until a group's statement waits for `run_id`'s row, which `other` holds."""
+    waiting = (
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+        "AND query LIKE 'WITH upd AS%'"
+    )
+    async with asyncio.timeout(10):
+        while not await other.fetchval(waiting):  # noqa: ASYNC110 (server state, no event)
+            await asyncio.sleep(0.01)
+
+
+async def test_appends_when_a_group_waits_on_a_run_lock_then_other_runs_commit_beside_it(
+    event_log: EventLog, database_url: str
+) -> None:
+    """Held behind a group in flight only for the overlap: a statement stalled on a run
+    row another transaction holds (a guarded append, an import) holds no other run."""
+    log = event_log
+    await log.append("stall-a", [{"type": "A"}])
+    await log.append("stall-b", [{"type": "A"}])
+    other = await asyncpg.connect(asyncpg_dsn(database_url))
+    try:
+        tx = other.transaction()
+        await tx.start()
+        await other.execute("SELECT 1 FROM runs WHERE run_id = 'stall-a' FOR UPDATE")
+        stalled = asyncio.create_task(log.append("stall-a", [{"type": "B"}]))
+        await _stalled_on_lock(other, "stall-a")
+        async with asyncio.timeout(10):
+            beside = await log.append("stall-b", [{"type": "B"}])
+        assert beside.last_seq == 2 and not stalled.done()
+        await tx.commit()
+        assert (await stalled).last_seq == 2
+    finally:
+        await other.close()
+
+
+def _groups_committed() -> float:
+    """How many groups this process has committed (the group-size histogram's count)."""
+    from service import metrics
+
+    for family in metrics.GROUP_COMMIT_EVENTS.collect():
+        for sample in family.samples:
+            if sample.name.endswith("_count"):
+                return sample.value
+    raise AssertionError("no group-size histogram")
+
+
+async def test_appends_when_they_trickle_in_behind_a_group_in_flight_then_one_next_group(
+    database_url: str,
+) -> None:
+    """With an overlap longer than the group in flight, what arrives meanwhile (any runs)
+    waits for it and commits as one group, not a group per lane."""
+    log = await EventLog.open(database_url, commit_overlap_seconds=30.0)
+    other = await asyncpg.connect(asyncpg_dsn(database_url))
+    try:
+        runs = [f"trickle-{i}" for i in range(6)]
+        for run in ["trickle-lock", *runs]:
+            await log.append(run, [{"type": "A"}])
+        tx = other.transaction()
+        await tx.start()
+        await other.execute("SELECT 1 FROM runs WHERE run_id = 'trickle-lock' FOR UPDATE")
+        stalled = asyncio.create_task(log.append("trickle-lock", [{"type": "B"}]))
+        await _stalled_on_lock(other, "trickle-lock")
+        before = _groups_committed()
+        trickle = [asyncio.create_task(log.append(run, [{"type": "B"}])) for run in runs]
+        # The lanes' chance to commit them beside the stalled group, which they must not
+        # take: nothing happens to wait for, so a pause.
+        await asyncio.sleep(0.2)
+        assert not any(task.done() for task in trickle)
+        await tx.commit()
+        async with asyncio.timeout(10):
+            results = await asyncio.gather(stalled, *trickle)
+        assert [r.last_seq for r in results] == [2] * 7
+        assert _groups_committed() - before == 2  # the stalled group, then all six at once
+    finally:
+        await other.close()
+        await log.close()
