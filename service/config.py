@@ -63,7 +63,7 @@ class Settings(BaseSettings):
     commit_lanes: int = 4
     # While a group commits, the next lane waits this long before joining it (unless
     # a whole group is queued): a trickle of appends goes in fewer, larger groups.
-    commit_overlap_seconds: float = Field(default=0.005, ge=0)
+    commit_overlap_seconds: float = Field(default=0.05, ge=0)
     # Upper bound on one group commit, so one huge group cannot starve latency.
     group_max_events: int = 1000
     # An append bringing a run at least this many chunks stores them in batch rows

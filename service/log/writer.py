@@ -95,7 +95,7 @@ class GroupCommitter:
         max_events: int = 1000,
         batch_min: int | None = log_rows.BATCH_MIN,
         statement_seconds: float = 30.0,
-        overlap_seconds: float = 0.005,
+        overlap_seconds: float = 0.05,
     ) -> None:
         self._pool = pool
         self._overlap_seconds = overlap_seconds
