@@ -37,83 +37,76 @@ async def event_log(database_url: str) -> AsyncIterator[EventLog]:
 # -- the hub ----------------------------------------------------------------
 
 
-async def test_subscribe_when_idle_channel_of_same_life_then_taken_over_with_its_buffer(
-    event_log: EventLog,
-) -> None:
-    run = f"linger-{uuid.uuid4().hex[:10]}"
-    await event_log.append(run, [{"type": "A"}])
+@pytest.fixture
+async def hub(event_log: EventLog) -> AsyncIterator[Hub]:
+    """A hub told of commits by the test (no LISTEN), stopped after it."""
     hub = Hub(event_log, listen=False)
-    try:
-        with hub.subscribe(run, linger=30, life="one") as sub:
-            first = sub.channel
-            first.anchor(RunState(1, False))
-        remove = event_log.on_commit_rows(
-            lambda run_id, rows, last, closed: (
-                hub.committed(run_id, rows, last, closed) if run_id == run else None
-            )
+    yield hub
+    await hub.stop()
+
+
+def _run_id() -> str:
+    return f"linger-{uuid.uuid4().hex[:10]}"
+
+
+async def test_subscribe_when_idle_channel_of_same_life_then_taken_over_with_its_buffer(
+    event_log: EventLog, hub: Hub
+) -> None:
+    run = _run_id()
+    await event_log.append(run, [{"type": "A"}])
+    with hub.subscribe(run, linger=30, life="one") as sub:
+        first = sub.channel
+        first.anchor(RunState(1, False))
+    remove = event_log.on_commit_rows(
+        lambda run_id, rows, last, closed: (
+            hub.committed(run_id, rows, last, closed) if run_id == run else None
         )
-        try:
-            await event_log.append(run, [{"type": "B", "s": "caf\u00e9"}])
-        finally:
-            remove()
-        # Nobody followed the run as it was appended to, yet the lingering channel took it.
-        with hub.subscribe(run, linger=30, life="one") as sub:
-            assert sub.channel is first
-            stored = [(e.seq, e.chunk) for e in await event_log.read_events(run, after=1)]
-            assert sub.channel.rows_after(1) == stored
+    )
+    try:
+        await event_log.append(run, [{"type": "B", "s": "caf\u00e9"}])
     finally:
-        await hub.stop()
+        remove()
+    # Nobody followed the run as it was appended to, yet the lingering channel took it.
+    with hub.subscribe(run, linger=30, life="one") as sub:
+        assert sub.channel is first
+        stored = [(e.seq, e.chunk) for e in await event_log.read_events(run, after=1)]
+        assert sub.channel.rows_after(1) == stored
 
 
 @pytest.mark.parametrize("life", [None, "two"])
 async def test_subscribe_when_idle_channel_of_other_or_unknown_life_then_new_channel(
-    event_log: EventLog, life: str | None
+    hub: Hub, life: str | None
 ) -> None:
-    run = f"linger-{uuid.uuid4().hex[:10]}"
-    hub = Hub(event_log, listen=False)
-    try:
-        with hub.subscribe(run, linger=30, life="one") as sub:
-            first = sub.channel
-            first.anchor(RunState(0, False))
-        with hub.subscribe(run, life=life) as sub:
-            assert sub.channel is not first
-            assert sub.channel.head is None  # nothing of the other life is served
-        assert hub.stats().channels == 0
-    finally:
-        await hub.stop()
+    run = _run_id()
+    with hub.subscribe(run, linger=30, life="one") as sub:
+        first = sub.channel
+        first.anchor(RunState(0, False))
+    with hub.subscribe(run, life=life) as sub:
+        assert sub.channel is not first
+        assert sub.channel.head is None  # nothing of the other life is served
+    assert hub.stats().channels == 0
 
 
-async def test_release_when_lingering_then_channel_retired_after_the_linger(
-    event_log: EventLog,
-) -> None:
-    run = f"linger-{uuid.uuid4().hex[:10]}"
-    hub = Hub(event_log, listen=False)
-    try:
-        with hub.subscribe(run, linger=0.2, life="one"):
-            pass
-        assert hub.stats().channels == 1
-        await wait_for(lambda: hub.stats().channels == 0, "the lingering channel retired")
-    finally:
-        await hub.stop()
+async def test_release_when_lingering_then_channel_retired_after_the_linger(hub: Hub) -> None:
+    with hub.subscribe(_run_id(), linger=0.2, life="one"):
+        pass
+    assert hub.stats().channels == 1
+    await wait_for(lambda: hub.stats().channels == 0, "the lingering channel retired")
 
 
 async def test_release_when_resubscribed_within_linger_then_earlier_timer_spares_it(
-    event_log: EventLog,
+    hub: Hub,
 ) -> None:
-    run = f"linger-{uuid.uuid4().hex[:10]}"
-    hub = Hub(event_log, listen=False)
-    try:
-        with hub.subscribe(run, linger=0.1, life="one") as sub:
-            first = sub.channel
-        with hub.subscribe(run, linger=0.1, life="one") as sub:
-            assert sub.channel is first
-            # The first release's timer fires while this subscriber holds the channel:
-            # there is no event to wait on for a timer that must do nothing.
-            await asyncio.sleep(0.3)
-            assert hub.stats().channels == 1
-        await wait_for(lambda: hub.stats().channels == 0, "retired after the second release")
-    finally:
-        await hub.stop()
+    run = _run_id()
+    with hub.subscribe(run, linger=0.1, life="one") as sub:
+        first = sub.channel
+    with hub.subscribe(run, linger=0.1, life="one") as sub:
+        assert sub.channel is first
+        # The first release's timer fires while this subscriber holds the channel:
+        # there is no event to wait on for a timer that must do nothing.
+        await asyncio.sleep(0.3)
+        assert hub.stats().channels == 1
+    await wait_for(lambda: hub.stats().channels == 0, "retired after the second release")
 
 
 # -- long-poll over HTTP ------------------------------------------------------
