@@ -595,11 +595,10 @@ class Streams:
             channel.anchor(RunState(now.last_seq, now.closed))
         if after < now.last_seq:
             # Already behind: a catch-up, from the buffer when it holds what follows.
-            rows = (
-                channel.rows_after(after) if channel is not None and if_none_match is None else None
-            )
-            if rows and channel is not None:
-                return self._poll_rows(now, after, start, rows, channel, cursor)
+            if channel is not None and if_none_match is None:
+                rows = channel.rows_after(after)
+                if rows:
+                    return self._poll_rows(now, after, start, rows, channel, cursor)
             reply = await self._catch_up(now, after, start, if_none_match)
             reply.headers["Stream-Cursor"] = response_cursor(cursor)
             return reply

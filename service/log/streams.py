@@ -49,12 +49,13 @@ from service.log.faults import translated
 from service.log.request import Group, thread_of
 from service.log.sql import QUERIES
 
+_T = TypeVar("_T")
+
 _LOOKUP = QUERIES["stream_lookup"]
 _LOCK = QUERIES["stream_lock"]
 _LOCK_RUN = QUERIES["stream_lock_run"]
 _INSERT_STREAM = QUERIES["stream_insert_stream"]
 _ADOPT_RUN = QUERIES["stream_adopt_run"]
-_T = TypeVar("_T")
 _INSERT_RUN = QUERIES["stream_insert_run"]
 _SET_THREAD = QUERIES["stream_set_thread"]
 _INSERT_FORK = QUERIES["stream_insert_fork"]

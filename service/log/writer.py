@@ -107,6 +107,9 @@ class GroupCommitter:
         # (a 503) and takes the next: a database that stopped answering holds no lane.
         self._statement_seconds = statement_seconds
         self._queue: deque[Pending] = deque()
+        # The chunks `_queue` holds, kept as it changes: the hold's test runs on every
+        # wake-up of every idle lane, so it must not walk the queue.
+        self._queued = 0
         self._inflight: set[str] = set()
         # Set (and replaced) each time a lane finishes a group: what `settled` waits on.
         self._group_done = asyncio.Event()
@@ -127,6 +130,7 @@ class GroupCommitter:
             if not item.future.done():
                 item.future.set_exception(Unavailable("the event log is shutting down"))
         self._queue.clear()
+        self._queued = 0
 
     def on_commit(self, hook: CommitHook) -> Callable[[], None]:
         """Call `hook(run_id, last_seq, closed)` after each commit; returns the remover."""
@@ -188,6 +192,7 @@ class GroupCommitter:
             run_id, chunks, expected_seq, close, create, close_status, future, created_at, producer
         )
         self._queue.append(item)
+        self._queued += len(chunks)
         self._wake.set()
         return future
 
@@ -197,7 +202,7 @@ class GroupCommitter:
             return False
         loop = asyncio.get_running_loop()
         left = self._overlap_seconds - (loop.time() - min(self._starts))
-        if left <= 0 or sum(len(item.chunks) for item in self._queue) >= self._max_events:
+        if left <= 0 or self._queued >= self._max_events:
             return False
         if self._hold is None:
             self._hold = loop.call_later(left, self._end_hold)
@@ -213,7 +218,7 @@ class GroupCommitter:
         group: dict[str, list[Pending]] = {}
         blocked = set(self._inflight)
         kept: deque[Pending] = deque()
-        size = 0
+        size = kept_size = 0
         for item in self._queue:
             if item.future.done():
                 continue  # its producer stopped waiting (timed out): never stored
@@ -232,13 +237,14 @@ class GroupCommitter:
                 )
             ):
                 kept.append(item)
+                kept_size += len(item.chunks)
                 blocked.add(run)
                 continue
             group.setdefault(run, []).append(item)
             size += len(item.chunks)
             if item.ends_group:
                 blocked.add(run)
-        self._queue = kept
+        self._queue, self._queued = kept, kept_size
         return group
 
     async def _lane(self) -> None:
@@ -300,6 +306,7 @@ class GroupCommitter:
         if outcomes.retry:
             # Back to the front, in submission order, ahead of later appends.
             self._queue.extendleft(reversed(outcomes.retry))
+            self._queued += sum(len(item.chunks) for item in outcomes.retry)
 
     async def _retrying(
         self, attempt: Callable[[Group], Awaitable[list[asyncpg.Record]]], group: Group
