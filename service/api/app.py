@@ -138,9 +138,9 @@ def create_app(
             )
             await hub.start()
             # Appends committed by this process reach its followers directly, rows
-            # and all (no read back); NOTIFY still covers every other process (and
-            # this one, redundantly: a hint for what the channel already holds).
-            stack.callback(event_log.on_commit_rows(hub.committed))
+            # and all (no read back), for the runs someone here follows; NOTIFY covers
+            # every other process (this one's listener drops its own).
+            stack.callback(event_log.on_commit_rows(hub.committed, hub.follows))
             # Pushed after the log, so it stops first: readers before their pool.
             stack.push_async_callback(hub.stop)
             drivers = Drivers(

@@ -155,6 +155,22 @@ _ROW_CHUNK = itemgetter(2, 4)
 MAX_SEQ = BIGINT_MAX
 
 
+class _Backends:
+    """The server pids of a pool's open connections: its `init` adds each new one, and
+    the connection's end removes it (a pid is reused only after its backend exits)."""
+
+    def __init__(self) -> None:
+        self._pids: set[int] = set()
+
+    async def opened(self, conn: asyncpg.Connection) -> None:
+        pid = conn.get_server_pid()
+        self._pids.add(pid)
+        conn.add_termination_listener(lambda _conn: self._pids.discard(pid))
+
+    def __contains__(self, pid: object) -> bool:
+        return pid in self._pids
+
+
 class PooledConnection(asyncpg.Connection):
     """A pool connection released without asyncpg's reset query.
 
@@ -251,6 +267,9 @@ class EventLog:
         self.read_pool = read_pool
         # Creates `events`' partitions ahead while the log is open (see `open`).
         self._ahead = partitions.Ahead(pool)
+        # The server pids of `pool`'s connections, when `open` made the pool (see
+        # `listen`); a pool handed in is not tracked, and all its notifications count.
+        self._backends: _Backends | None = None
 
     @classmethod
     async def open(
@@ -274,9 +293,11 @@ class EventLog:
         every statement (a connection that hangs without a FIN), so the pool heals.
         `read_url`: a hot standby of `url` for catch-up reads (see `read_page`)."""
         dsn = asyncpg_dsn(url)
+        backends = _Backends()
         with translated("cannot connect to the database"):
             pool = await asyncpg.create_pool(
                 dsn,
+                init=backends.opened,
                 min_size=min(2, pool_size),
                 max_size=pool_size,
                 connection_class=PooledConnection,
@@ -303,6 +324,7 @@ class EventLog:
             read_pool=read_pool,
             batch_min=batch_min,
         )
+        event_log._backends = backends
         try:
             await partitions.ensure_ahead(pool)
         except (asyncpg.PostgresError, OSError) as error:
@@ -327,15 +349,18 @@ class EventLog:
         """
         return self._committer.on_commit(hook)
 
-    def on_commit_rows(self, hook: CommitRowsHook) -> Callable[[], None]:
+    def on_commit_rows(
+        self, hook: CommitRowsHook, wants: Callable[[str], bool] | None = None
+    ) -> Callable[[], None]:
         """Call `hook(run_id, rows, last_seq, closed)` after each group this process commits,
         with the rows it added to the run: not a hint but the committed events, exactly
         as stored, in commit order per run (the committer never has two groups of a run
         in flight). On the committer's task, before the appends are acknowledged: it must
         be quick. A commit made outside the committer (`announce`) gives `rows=None`.
-        Returns a function that removes the hook.
+        With `wants`, only for the runs `wants(run_id)` holds true of. Returns a function
+        that removes the hook.
         """
-        return self._committer.on_commit_rows(hook)
+        return self._committer.on_commit_rows(hook, wants)
 
     async def settled(self, run_id: str) -> None:
         """Returns once this process has no commit of `run_id` under way: any it had
@@ -568,7 +593,8 @@ class EventLog:
         """
         if self._dsn is None:
             raise Unavailable("this event log was made from a pool: it has no URL to LISTEN on")
-        listener = Listener(self._dsn, on_notices, on_connect, on_readers_left)
+        own = None if self._backends is None else self._backends.__contains__
+        listener = Listener(self._dsn, on_notices, on_connect, on_readers_left, own)
         return await listener.start(wait_seconds)
 
     # -- leases ---------------------------------------------------------------

@@ -5,6 +5,13 @@ others), reconnected with backoff when it drops. `on_connect` is called each
 time it (re)starts listening: whatever was committed while nobody listened
 woke nobody, so the caller re-checks. A connection that died without a FIN
 looks alive until something is sent on it: `probe()` sends that something.
+
+`own(pid)` names the backends of this process's own pool. Their commits reached
+this process's hooks before (or as) their NOTIFY arrives (the committer and the
+streams announce each commit in-process), so a notification from one of them
+says nothing new; only the runs it closed are passed on (the close hooks hear
+of every close, whoever made it). Dropping the rest saves every followed run a
+wake-up per commit.
 """
 
 from __future__ import annotations
@@ -37,8 +44,10 @@ class Listener:
         on_notices: Callable[[list[Notice]], None],
         on_connect: Callable[[], None],
         on_readers_left: Callable[[list[str]], None] | None = None,
+        own: Callable[[int], bool] | None = None,
     ) -> None:
         self._dsn = dsn
+        self._own = own
         self._on_notices = on_notices
         self._on_connect = on_connect
         self._on_readers_left = on_readers_left
@@ -78,7 +87,15 @@ class Listener:
             lost.set()
 
     def _notified(self, conn: Any, pid: int, channel: str, payload: object) -> None:
-        self._on_notices(decode(str(payload)))
+        text = str(payload)
+        if self._own is not None and self._own(pid):
+            if " c" not in text:  # a cheap test first: closes are rare
+                return
+            closes = [notice for notice in decode(text) if notice.closed]
+            if closes:
+                self._on_notices(closes)
+            return
+        self._on_notices(decode(text))
 
     def _readers_notified(self, conn: Any, pid: int, channel: str, payload: object) -> None:
         if self._on_readers_left is not None:

@@ -135,8 +135,12 @@ class LogStore(Protocol):
 
     def on_commit(self, hook: CommitHook) -> Callable[[], None]: ...
 
-    def on_commit_rows(self, hook: CommitRowsHook) -> Callable[[], None]:
-        """Call `hook` with the rows of every commit this store makes for this process."""
+    def on_commit_rows(
+        self, hook: CommitRowsHook, wants: Callable[[str], bool] | None = None
+    ) -> Callable[[], None]:
+        """Call `hook` with the rows of every commit this store makes for this process;
+        with `wants`, only for the runs it holds true of when the commit lands (the rows
+        of a run nobody wants are never gathered)."""
         ...
 
     async def settled(self, run_id: str) -> None:

@@ -117,7 +117,7 @@ class GroupCommitter:
         self._max_events = max_events
         self._batch_min = batch_min
         self._hooks: list[CommitHook] = []
-        self._row_hooks: list[CommitRowsHook] = []
+        self._row_hooks: list[tuple[CommitRowsHook, Callable[[str], bool] | None]] = []
         self._lanes = [
             asyncio.create_task(self._lane(), name=f"commit-lane-{i}") for i in range(lanes)
         ]
@@ -137,10 +137,14 @@ class GroupCommitter:
         self._hooks.append(hook)
         return lambda: self._hooks.remove(hook)
 
-    def on_commit_rows(self, hook: CommitRowsHook) -> Callable[[], None]:
-        """Call `hook(run_id, rows, last_seq, closed)` after each commit; returns the remover."""
-        self._row_hooks.append(hook)
-        return lambda: self._row_hooks.remove(hook)
+    def on_commit_rows(
+        self, hook: CommitRowsHook, wants: Callable[[str], bool] | None = None
+    ) -> Callable[[], None]:
+        """Call `hook(run_id, rows, last_seq, closed)` after each commit (with `wants`: of
+        the runs it holds true of); returns the remover."""
+        entry = (hook, wants)
+        self._row_hooks.append(entry)
+        return lambda: self._row_hooks.remove(entry)
 
     async def settled(self, run_id: str) -> None:
         """Returns once no lane holds `run_id`: whatever of it was committing here has
@@ -162,18 +166,30 @@ class GroupCommitter:
                 log.exception("on_commit hook failed for run %s", run_id)
 
     def _tell_rows(self, run_id: str, rows: list[Row] | None, last_seq: int, closed: bool) -> None:
-        for hook in self._row_hooks:
-            try:
-                hook(run_id, rows, last_seq, closed)
-            except Exception:  # nor may a follower's
-                log.exception("on_commit_rows hook failed for run %s", run_id)
+        for hook, wants in self._row_hooks:
+            if wants is None or wants(run_id):
+                self._call_row_hook(hook, run_id, rows, last_seq, closed)
+
+    @staticmethod
+    def _call_row_hook(
+        hook: CommitRowsHook, run_id: str, rows: list[Row] | None, last_seq: int, closed: bool
+    ) -> None:
+        try:
+            hook(run_id, rows, last_seq, closed)
+        except Exception:  # nor may a follower's
+            log.exception("on_commit_rows hook failed for run %s", run_id)
 
     def _committed_rows(self, appends: dict[str, list[Pending]], outcomes: Outcomes) -> None:
-        """The rows each applied run's share added, numbered back from its new last_seq."""
+        """The rows each applied run's share added, numbered back from its new last_seq:
+        gathered only for a run some hook wants (a big batch nobody follows costs none)."""
         for run, last_seq, closed in outcomes.hints:
+            hooks = [hook for hook, wants in self._row_hooks if wants is None or wants(run)]
+            if not hooks:
+                continue
             texts = list(map(_TEXT, chain.from_iterable(map(_CHUNKS, appends[run]))))
             rows = list(zip(range(last_seq - len(texts) + 1, last_seq + 1), texts, strict=True))
-            self._tell_rows(run, rows, last_seq, closed)
+            for hook in hooks:
+                self._call_row_hook(hook, run, rows, last_seq, closed)
 
     def submit(
         self,

@@ -200,6 +200,10 @@ class Hub:
         if channel is not None:
             channel.announce(last_seq, closed)
 
+    def follows(self, run_id: str) -> bool:
+        """Whether a channel here follows the run (what `committed` wants rows of)."""
+        return run_id in self._channels
+
     def committed(
         self, run_id: str, rows: list[Row] | None, last_seq: int, closed: bool = False
     ) -> None:

@@ -221,6 +221,28 @@ class LogStoreContract:
         assert told[-1] == ([], 8, True)
         assert not any(closed for _, _, closed in told[:-1])
 
+    async def test_on_commit_rows_when_wants_given_then_only_wanted_runs_told(
+        self, store: LogStore
+    ) -> None:
+        wanted, other = new_run("c-want"), new_run("c-unwanted")
+        told: list[str] = []
+        asked: set[str] = set()
+
+        def wants(run: str) -> bool:
+            asked.add(run)
+            return run == wanted
+
+        remove = store.on_commit_rows(lambda run, rows, last, closed: told.append(run), wants)
+        try:
+            # Side by side: most likely one group holding both runs.
+            await asyncio.gather(
+                *(store.append(run, [chunk(n=i)]) for i in range(1, 6) for run in (wanted, other))
+            )
+        finally:
+            remove()
+        assert {wanted, other} <= asked
+        assert told and set(told) == {wanted}
+
     # -- reads --------------------------------------------------------------
 
     async def test_read_page_when_after_and_limit_given_then_rows_and_state_from_one_read(
@@ -382,44 +404,38 @@ class LogStoreContract:
             await listening.stop()
         assert got == [Notice(run_id, 1, False), Notice(run_id, 1, True)]
 
-    async def test_settled_when_own_commit_notified_then_its_rows_were_told_by_then(
+    async def test_listen_when_own_handle_commits_then_rows_told_and_only_closes_notified(
         self, store: LogStore
     ) -> None:
-        """A notification of this store's commit may beat its `on_commit_rows` call;
-        `settled` waits for that call, so a reader woken by the notice need not read."""
-        run_id = new_run("c-settled")
+        """This handle's own commits reach its `on_commit_rows` hooks, before the append
+        returns; their notifications would say nothing new, so only the close is passed
+        on (the close hooks hear of every close). No reader is woken twice per commit."""
+        run_id = new_run("c-own")
         told: list[int] = []
         remove = store.on_commit_rows(
             lambda run, rows, last, closed: told.append(last) if run == run_id else None
         )
-        checks: list[asyncio.Task[bool]] = []
-
-        async def check(last_seq: int) -> bool:
-            await store.settled(run_id)
-            return last_seq in told
-
-        all_arrived = asyncio.Event()
+        got: list[Notice] = []
+        closed = asyncio.Event()
 
         def on_notices(notices: list[Notice]) -> None:
-            # Checked from the notice's own callback, as the stream's hub is woken.
-            for notice in notices:
-                if notice.run_id == run_id:
-                    checks.append(asyncio.create_task(check(notice.last_seq)))
-            if len(checks) == 30:
-                all_arrived.set()
+            got.extend(n for n in notices if n.run_id == run_id)
+            if any(n.closed for n in got):
+                closed.set()
 
         listening = await store.listen(on_notices, lambda: None)
         try:
             for i in range(1, 31):
                 await store.append(run_id, [chunk(n=i)])
+                assert told[-1] == i
+            await store.append(run_id, [chunk(n=31)], close=True)
             async with asyncio.timeout(DEADLINE):
-                await all_arrived.wait()  # a notice per append
-                results = await asyncio.gather(*checks)
+                await closed.wait()  # one connection delivers in commit order
         finally:
             await listening.stop()
             remove()
-        assert told == list(range(1, 31))
-        assert results == [True] * 30
+        assert told == list(range(1, 32))
+        assert got == [Notice(run_id, 31, True)]
 
     # -- leases -------------------------------------------------------------
 

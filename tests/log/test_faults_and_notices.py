@@ -31,28 +31,46 @@ def test_notice_payload_when_line_malformed_then_only_that_line_skipped() -> Non
     assert decode(payload) == [Notice("run-1", 5, False), Notice("run-3", 7, True)]
 
 
-async def test_append_when_committed_then_listener_decodes_its_notice_from_the_versioned_channel(
-    event_log: EventLog,
-) -> None:
+async def _notices_until_closed(
+    listening: EventLog, appending: EventLog, run_id: str
+) -> list[Notice]:
+    """What `listening`'s listener hears of two appends by `appending`, the second closing
+    the run: everything up to that close (one connection delivers in commit order)."""
     received: list[Notice] = []
     arrived = asyncio.Event()
 
     def on_notices(batch: list[Notice]) -> None:
         received.extend(batch)
-        if any(n.run_id == "notice-1" and n.closed for n in batch):
+        if any(n.run_id == run_id and n.closed for n in batch):
             arrived.set()
 
-    listener = await event_log.listen(on_notices, lambda: None)
+    listener = await listening.listen(on_notices, lambda: None)
     try:
         assert listener.listening and CHANNEL.endswith("_v1")
-        await event_log.append("notice-1", [{"type": "A"}, {"type": "B"}])
-        await event_log.append("notice-1", [{"type": "C"}], close=True)
+        await appending.append(run_id, [{"type": "A"}, {"type": "B"}])
+        await appending.append(run_id, [{"type": "C"}], close=True)
         async with asyncio.timeout(DEADLINE):
             await arrived.wait()
     finally:
         await listener.stop()
-    mine = [n for n in received if n.run_id == "notice-1"]
-    assert mine == [Notice("notice-1", 2, False), Notice("notice-1", 3, True)]
+    return [n for n in received if n.run_id == run_id]
+
+
+async def test_append_when_committed_by_another_process_then_listener_decodes_each_notice(
+    event_log: EventLog, database_url: str
+) -> None:
+    async with EventLog.connect(database_url) as other:
+        heard = await _notices_until_closed(event_log, other, "notice-1")
+    assert heard == [Notice("notice-1", 2, False), Notice("notice-1", 3, True)]
+
+
+async def test_append_when_committed_by_own_pool_then_listener_passes_only_the_close(
+    event_log: EventLog,
+) -> None:
+    # The hooks told this process of both commits already; the close still reaches the
+    # close hooks (a driver stops at a close, whoever made it).
+    heard = await _notices_until_closed(event_log, event_log, "notice-own")
+    assert heard == [Notice("notice-own", 3, True)]
 
 
 async def test_open_when_database_unreachable_then_unavailable_without_driver_text() -> None:
