@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
+import contextlib
 import logging
 import os
 import sys
@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from service import logs
 from service.config import Settings
@@ -42,44 +42,92 @@ lists each command's options and their defaults.
 _QUIET = frozenset({"project", "export", "import", "transcript", "prune", "tail"})
 
 
+def _positive(text: str) -> int:
+    value = int(text) if text.isascii() and text.isdigit() else 0
+    if not 1 <= value <= 64:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number from 1 to 64")
+    return value
+
+
 def _plural(count: int, noun: str, plural: str | None = None) -> str:
     return f"{count} {noun if count == 1 else plural or noun + 's'}"
+
+
+def _uvicorn_options(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
+    # Our access log (service.api.access) replaces uvicorn's; log_config=None keeps
+    # uvicorn's own lines on the root handler, in REPLAY_LOG_FORMAT.
+    return {
+        "host": args.host,
+        "port": args.port,
+        "log_level": args.log_level,
+        "access_log": False,
+        "log_config": None,
+        # SIGTERM: uvicorn stops accepting and sse-starlette ends every stream; the
+        # appends in flight finish within this bound, then the lifespan closes the rest.
+        "timeout_graceful_shutdown": max(1, round(settings.shutdown_grace_seconds)),
+    }
 
 
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from service.api.app import create_app
+    from service.workers import tune_collector
 
     settings = Settings()
     if args.database_url:
         settings.database_url = args.database_url
     if args.data_dir:
         settings.data_dir = args.data_dir
-    app = create_app(settings, migrate_on_start=True if args.migrate else None)
+    workers = args.workers or settings.workers
     where = (
         settings.database_url and "the configured database"
     ) or f"embedded PostgreSQL in {settings.data_dir}/pg"
     logs.configure(settings.log_format, args.log_level)
-    logging.getLogger("replay").info("serving on http://%s:%s with %s", args.host, args.port, where)
-    # Fewer, cheaper collections: a server holding thousands of live streams
-    # keeps hundreds of thousands of tracked objects, and CPython's default
-    # thresholds walk them all every few seconds (pauses of hundreds of ms
-    # under a 1,000-subscriber fan-out, measured with ops/bench/stream.py).
-    gc.set_threshold(20_000, 50, 100)
-    # Our access log (service.api.access) replaces uvicorn's; log_config=None keeps
-    # uvicorn's own lines on the root handler, in REPLAY_LOG_FORMAT.
-    uvicorn.run(
-        app,
-        host=args.host,
-        port=args.port,
-        log_level=args.log_level,
-        access_log=False,
-        log_config=None,
-        # SIGTERM: uvicorn stops accepting and sse-starlette ends every stream; the
-        # appends in flight finish within this bound, then the lifespan closes the rest.
-        timeout_graceful_shutdown=max(1, round(settings.shutdown_grace_seconds)),
+    logging.getLogger("replay").info(
+        "serving on http://%s:%s with %s%s",
+        args.host,
+        args.port,
+        where,
+        f", {workers} worker processes" if workers > 1 else "",
     )
+    if workers > 1:
+        return _serve_workers(args, settings, workers)
+    app = create_app(settings, migrate_on_start=True if args.migrate else None)
+    tune_collector()
+    uvicorn.run(app, **_uvicorn_options(args, settings))
+    return 0
+
+
+def _serve_workers(args: argparse.Namespace, settings: Settings, workers: int) -> int:
+    """`workers` processes on one port, each the whole service (as replicas are).
+
+    The database is settled once, here, before any worker starts: the embedded
+    cluster is started (and stopped after the last worker) by this process, and
+    migrations run once, not once per worker racing the others. Each worker
+    then makes its app from the environment (`service.api.app:worker_app`).
+    """
+    import uvicorn
+
+    from service import migrate
+    from service.embedded import embedded_postgres
+    from service.workers import WORKER_LOG_LEVEL
+
+    with contextlib.ExitStack() as stack:
+        url = settings.database_url
+        if url is None:
+            url = stack.enter_context(embedded_postgres(settings.data_dir))
+        if args.migrate or settings.database_url is None:
+            migrate.upgrade(url)
+        # Spawned workers inherit the environment: what they must agree on goes there.
+        os.environ["REPLAY_DATABASE_URL"] = url
+        os.environ[WORKER_LOG_LEVEL] = args.log_level
+        uvicorn.run(
+            "service.api.app:worker_app",
+            factory=True,
+            workers=workers,
+            **_uvicorn_options(args, settings),
+        )
     return 0
 
 
@@ -487,6 +535,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--migrate",
         action="store_true",
         help="apply migrations before serving (default: only on the embedded database)",
+    )
+    serve.add_argument(
+        "--workers",
+        type=_positive,
+        default=None,
+        help="processes serving the port, each with its own pool and event loop "
+        "(default: REPLAY_WORKERS, else 1; about one per core the database leaves free)",
     )
     serve.add_argument(
         "--log-level",

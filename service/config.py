@@ -93,6 +93,9 @@ class Settings(BaseSettings):
     # SIGTERM: stop accepting, end streams (clients resume elsewhere), finish the
     # appends in flight, close hosted runs; whatever is left after this long is cut.
     shutdown_grace_seconds: float = 20.0
+    # `replay serve`'s processes on one port (uvicorn workers): each its own event
+    # loop, pool and hub, as replicas are (notifications join them). 1: one process.
+    workers: int = Field(default=1, ge=1, le=64)
     lease_seconds: float = 30.0
     # Hosted runs (service.agents).
     agents: str | None = Field(default=None, description="JSON {name: url | {url, headers}}")

@@ -37,8 +37,12 @@ batch POSTed as a JSON array (installed into ops/bench/peer on first use).
 Phases start after a CHECKPOINT; the 1,000-chunk phases run twice and report
 the better run of each, as the machine's disk is noisy.
 
+With `--workers N` (default 2), the HTTP phases run again against `replay
+serve --workers N` ("HTTP, N workers"; the peer is one Node process).
+
 `--json FILE` writes {"http_vs_peer": {"1", "10", "100", "1000"},
-"http_vs_raw": {"1000"}, "in_process_vs_group_commit": r, "events_per_second":
+"http_vs_raw": {"1000"}, "workers": N, "http_workers_vs_peer": {size},
+"http_workers_vs_raw": {size}, "in_process_vs_group_commit": r, "events_per_second":
 {size: {phase: ev/s}}, "bytes_per_event": {table: bytes}, "layout": "rows" or
 "batch"} (ratios as fractions; "http_vs_raw" against the raw limit of the
 log's own layout).
@@ -56,6 +60,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -360,12 +365,15 @@ async def writer_bench(
         return await drive(producers, batches(total, size), send)
 
 
-async def http_bench(base: str, size: int, total: int) -> Result:
+async def http_bench(base: str, size: int, total: int, spread: int = 1) -> Result:
     # A raw keep-alive client (a connection per producer): on 2 cores aiohttp
     # cost about as much CPU per request as the server, and httpx ~10x more.
+    # `spread` connections per producer, each request on whichever is free: the
+    # kernel hands each new connection to one worker, so against several workers
+    # a connection per producer could leave one idle.
     producers = PRODUCERS_SINGLE if size == 1 else 4
     work = batches(total, size)
-    poster = RawPoster(port_of(base), connections=producers)
+    poster = RawPoster(port_of(base), connections=producers * spread)
     await poster.open()
     try:
         runs = [f"http-{size}-{uuid.uuid4().hex[:6]}-{p}" for p in range(producers)]
@@ -429,6 +437,18 @@ async def peer_bench(port: int, size: int, total: int) -> Result:
         return await drive(producers, work, send)
     finally:
         await poster.close()
+
+
+def wait_for_workers(base: str, workers: int, seconds: float = 60) -> None:
+    """Until `workers` processes answer /healthz (the first up answers alone at first)."""
+    seen: set[int] = set()
+    deadline = time.monotonic() + seconds
+    while len(seen) < workers:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"only {len(seen)} of {workers} workers answered")
+        # A fresh connection each time: the kernel may hand it to any worker.
+        with urllib.request.urlopen(base + "/healthz", timeout=5) as answer:
+            seen.add(json.load(answer)["pid"])
 
 
 def port_of(base: str) -> int:
@@ -506,6 +526,12 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="fewer events (a smoke run)")
     parser.add_argument("--json", type=Path, help="write the figures and ratios here")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=2,
+        help="also over HTTP to `replay serve --workers N` (default 2; 1: not)",
+    )
     args = parser.parse_args()
     scale = 0.2 if args.quick else 1.0
     totals = {
@@ -538,6 +564,14 @@ def main() -> None:
                 runs = repeats.get(size, 1)
                 results[size]["http"] = measure(url, runs, http_bench, base, size, total)
             paced = measure(url, 1, paced_http, base, 2500, 8 * scale)
+        if args.workers > 1:
+            with server_process(url, REPLAY_WORKERS=str(args.workers)) as base:
+                wait_for_workers(base, args.workers)
+                for size, total in totals.items():
+                    runs = repeats.get(size, 1)
+                    results[size]["http-workers"] = measure(
+                        url, runs, http_bench, base, size, total, 4
+                    )
         with peer_process() as peer:
             for size, total in totals.items():
                 if peer is not None:
@@ -571,9 +605,16 @@ def main() -> None:
         else:
             print(line("in-process writer", *r["writer"], raw))
             print(line("HTTP POST /events", *r["http"], raw))
+        if "http-workers" in r:
+            print(line(f"HTTP, {args.workers} workers", *r["http-workers"], raw))
         if "peer" in r:
             print(line("Durable Streams server", *r["peer"], raw))
             print(f"  {'':<28} HTTP is {r['http'][0] / r['peer'][0]:>6.0%} of the peer")
+            if "http-workers" in r:
+                print(
+                    f"  {'':<28} with {args.workers} workers "
+                    f"{r['http-workers'][0] / r['peer'][0]:>6.0%} of the peer"
+                )
         else:
             print("  Durable Streams server: skipped (no node on PATH)")
 
@@ -582,6 +623,17 @@ def main() -> None:
             str(size): r["http"][0] / r["peer"][0] for size, r in results.items() if "peer" in r
         },
         "http_vs_raw": {"1000": results[1000]["http"][0] / raw_limit(results[1000], layout)},
+        "workers": args.workers,
+        "http_workers_vs_peer": {
+            str(size): r["http-workers"][0] / r["peer"][0]
+            for size, r in results.items()
+            if "peer" in r and "http-workers" in r
+        },
+        "http_workers_vs_raw": {
+            str(size): r["http-workers"][0] / raw_limit(r, layout)
+            for size, r in results.items()
+            if "http-workers" in r
+        },
         "layout": layout,
         "in_process_vs_group_commit": results[1]["writer"][0] / results[1]["ceiling-bump"][0],
         "events_per_second": {

@@ -63,11 +63,18 @@ from service.log.engine import open_engine
 from service.log.streams import StreamStore
 from service.stream import Hub, Limits
 from service.stream.presence import Presence
+from service.workers import worker_settings
 
 log = logging.getLogger("replay")
 
 # Connections the audit's engine may open past its pool size.
 _AUDIT_OVERFLOW = 2
+
+
+def worker_app() -> FastAPI:
+    """The app of one `replay serve --workers N` process (uvicorn's factory): its parent
+    settled the database (`service.cli`), so it only connects."""
+    return create_app(worker_settings(), migrate_on_start=False)
 
 
 def create_app(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from fastapi import APIRouter
 from starlette.responses import Response
 
@@ -15,8 +17,8 @@ router = APIRouter(tags=["health"])
 
 @router.get("/healthz")
 async def healthz() -> Response:
-    """The process is up."""
-    return JSON({"status": "ok"})
+    """The process is up; `pid` names which one (of `replay serve --workers N`) answered."""
+    return JSON({"status": "ok", "pid": os.getpid()})
 
 
 @router.get("/readyz")

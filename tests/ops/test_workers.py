@@ -1,0 +1,124 @@
+"""`replay serve --workers N`: processes on one port, joined as replicas are."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import httpx
+import orjson
+import pytest
+
+from tests.pg import Databases
+from tests.servers import free_port
+
+DEADLINE = 30.0
+
+
+async def _pid_of(client: httpx.AsyncClient) -> int:
+    """The worker behind `client`'s keep-alive connection."""
+    answer = await client.get("/healthz")
+    assert answer.status_code == 200
+    pid: int = answer.json()["pid"]
+    return pid
+
+
+@asynccontextmanager
+async def _workers(url: str, count: int) -> AsyncIterator[tuple[str, asyncio.subprocess.Process]]:
+    port = free_port()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "service.cli", "serve", "--port", str(port), "--migrate",
+        "--workers", str(count), "--log-level", "warning", "--database-url", url,
+        stderr=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    try:
+        async with asyncio.timeout(DEADLINE), httpx.AsyncClient(timeout=1) as probe:
+            while True:
+                try:
+                    if (await probe.get(base + "/readyz")).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                assert proc.returncode is None, "replay serve --workers exited"
+                await asyncio.sleep(0.05)
+        yield base, proc
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+
+async def _client_on(
+    base: str, avoid: frozenset[int] = frozenset()
+) -> tuple[httpx.AsyncClient, int]:
+    """A keep-alive client whose connection a worker outside `avoid` serves."""
+    for _ in range(400):
+        client = httpx.AsyncClient(base_url=base, timeout=10)
+        pid = await _pid_of(client)
+        if pid not in avoid:
+            return client, pid
+        await client.aclose()
+    pytest.fail(f"400 connections in a row went to workers {sorted(avoid)}")
+
+
+async def test_serve_when_two_workers_then_both_answer_and_a_follower_gets_the_others_appends(
+    databases: Databases,
+) -> None:
+    # An unmigrated database and --migrate: the parent migrates once, before any worker
+    # starts (two workers migrating side by side would race on alembic's version row).
+    url = await databases.empty()
+    try:
+        async with _workers(url, 2) as (base, proc):
+            follower, follower_pid = await _client_on(base)
+            appender, appender_pid = await _client_on(base, avoid=frozenset({follower_pid}))
+            assert proc.pid not in (follower_pid, appender_pid)
+            started = await appender.post(
+                "/v1/runs/w-1/events", json={"events": [{"type": "RUN_STARTED"}]}
+            )
+            assert started.status_code == 200
+            seen: list[int] = []
+            async with follower.stream(
+                "GET", "/v1/runs/w-1/stream", params={"format": "ndjson"}
+            ) as stream:
+                assert stream.status_code == 200
+                for i in range(2, 31):
+                    delta = {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": str(i)}
+                    answer = await appender.post(
+                        "/v1/runs/w-1/events", json={"events": [delta], "close": i == 30}
+                    )
+                    assert answer.json()["last_seq"] == i
+                async with asyncio.timeout(DEADLINE):
+                    async for line in stream.aiter_lines():
+                        if line.strip():
+                            seen.append(int(orjson.loads(line)["id"]))
+            assert seen == list(range(1, 31))
+            # Both connections stayed on their workers all along.
+            assert (await _pid_of(follower), await _pid_of(appender)) == (
+                follower_pid,
+                appender_pid,
+            )
+            await follower.aclose()
+            await appender.aclose()
+            # SIGTERM to the parent: every worker ends, and so does it, cleanly.
+            proc.send_signal(signal.SIGTERM)
+            async with asyncio.timeout(DEADLINE):
+                assert await proc.wait() == 0
+    finally:
+        await databases.drop(url)
+
+
+def test_serve_when_workers_not_a_positive_number_then_refused_before_starting() -> None:
+    for bad in ("0", "-1", "two", "65"):
+        done = subprocess.run(
+            [sys.executable, "-m", "service.cli", "serve", "--workers", bad],
+            capture_output=True,
+            text=True,
+            timeout=DEADLINE,
+        )
+        assert done.returncode == 2
+        assert "not a whole number from 1 to 64" in done.stderr
