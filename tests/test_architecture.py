@@ -41,9 +41,11 @@ ALLOWED: dict[str, set[str]] = {
     # Who may do what (keys, tokens, rules): pure, applied by the HTTP edge.
     "access": set(),
     "api": {"log", "ingest", "projector", "stream", "audit", "archive", "agents", "durable",
-            "access", "migrate", "embedded", "transcript", "tracing"},
+            "access", "migrate", "embedded", "transcript", "tracing", "workers"},
     "cli": {"log", "ingest", "projector", "stream", "audit", "archive", "agents", "durable",
-            "migrate", "embedded", "transcript", "console", "api"},
+            "migrate", "embedded", "transcript", "console", "api", "workers"},
+    # What each `replay serve --workers N` process sets up for itself.
+    "workers": set(),
     # Connections opened as the log opens them (service.log.engine: several hosts work).
     "migrate": {"log"},
     "embedded": set(),
