@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import httpx
 import orjson
@@ -28,16 +30,18 @@ async def _pid_of(client: httpx.AsyncClient) -> int:
 
 
 @asynccontextmanager
-async def _workers(url: str, count: int) -> AsyncIterator[tuple[str, asyncio.subprocess.Process]]:
+async def _workers(
+    count: int, *options: str, env: dict[str, str] | None = None
+) -> AsyncIterator[tuple[str, asyncio.subprocess.Process]]:
     port = free_port()
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "service.cli", "serve", "--port", str(port), "--migrate",
-        "--workers", str(count), "--log-level", "warning", "--database-url", url,
-        stderr=asyncio.subprocess.DEVNULL,
+        sys.executable, "-m", "service.cli", "serve", "--port", str(port),
+        "--workers", str(count), "--log-level", "warning", *options,
+        stderr=asyncio.subprocess.DEVNULL, env=env,
     )  # fmt: skip
     base = f"http://127.0.0.1:{port}"
     try:
-        async with asyncio.timeout(DEADLINE), httpx.AsyncClient(timeout=1) as probe:
+        async with asyncio.timeout(DEADLINE * 2), httpx.AsyncClient(timeout=1) as probe:
             while True:
                 try:
                     if (await probe.get(base + "/readyz")).status_code == 200:
@@ -51,6 +55,13 @@ async def _workers(url: str, count: int) -> AsyncIterator[tuple[str, asyncio.sub
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
+
+
+async def _stopped_cleanly(proc: asyncio.subprocess.Process) -> None:
+    """SIGTERM to the parent: every worker ends, and so does it, cleanly."""
+    proc.send_signal(signal.SIGTERM)
+    async with asyncio.timeout(DEADLINE):
+        assert await proc.wait() == 0
 
 
 async def _client_on(
@@ -73,7 +84,7 @@ async def test_serve_when_two_workers_then_both_answer_and_a_follower_gets_the_o
     # starts (two workers migrating side by side would race on alembic's version row).
     url = await databases.empty()
     try:
-        async with _workers(url, 2) as (base, proc):
+        async with _workers(2, "--migrate", "--database-url", url) as (base, proc):
             follower, follower_pid = await _client_on(base)
             appender, appender_pid = await _client_on(base, avoid=frozenset({follower_pid}))
             assert proc.pid not in (follower_pid, appender_pid)
@@ -104,12 +115,30 @@ async def test_serve_when_two_workers_then_both_answer_and_a_follower_gets_the_o
             )
             await follower.aclose()
             await appender.aclose()
-            # SIGTERM to the parent: every worker ends, and so does it, cleanly.
-            proc.send_signal(signal.SIGTERM)
-            async with asyncio.timeout(DEADLINE):
-                assert await proc.wait() == 0
+            await _stopped_cleanly(proc)
     finally:
         await databases.drop(url)
+
+
+async def test_serve_when_workers_on_the_embedded_database_then_the_parent_runs_it_for_all(
+    tmp_path: Path,
+) -> None:
+    # No URL: the parent starts the embedded cluster and migrates it once; both workers
+    # use it; it stops after the last worker.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("REPLAY_")}
+    async with _workers(2, "--data-dir", str(tmp_path), env=env) as (base, proc):
+        first, first_pid = await _client_on(base)
+        second, second_pid = await _client_on(base, avoid=frozenset({first_pid}))
+        body = {"events": [{"type": "RUN_STARTED"}, {"type": "RUN_FINISHED"}], "close": True}
+        assert (await first.post("/v1/runs/e-1/events", json=body)).status_code == 200
+        read = await second.get("/v1/runs/e-1/events")
+        assert [e["seq"] for e in read.json()["events"]] == [1, 2]
+        assert (await _pid_of(second)) == second_pid
+        await first.aclose()
+        await second.aclose()
+        assert (tmp_path / "pg" / "postmaster.pid").exists()
+        await _stopped_cleanly(proc)
+    assert not (tmp_path / "pg" / "postmaster.pid").exists()
 
 
 def test_serve_when_workers_not_a_positive_number_then_refused_before_starting() -> None:
