@@ -588,13 +588,18 @@ class EventLog:
         """Decoded notifications of every process's commits, on a connection of their own.
 
         Returns once listening, or after `wait_seconds` (it keeps trying; the
-        caller's re-check covers the gap). `on_connect` runs at every (re)connect.
+        caller's re-check covers the gap). `on_connect` runs at every (re)connect, and
+        whenever a group commit of this store's failed (it may have committed unheard).
         `on_readers_left`, if given, hears the runs whose last reader just left.
         """
         if self._dsn is None:
             raise Unavailable("this event log was made from a pool: it has no URL to LISTEN on")
         own = None if self._backends is None else self._backends.__contains__
         listener = Listener(self._dsn, on_notices, on_connect, on_readers_left, own)
+        # The listener drops this pool's own notifications (the hooks told of those
+        # commits), so a group whose answer was lost, committed or not, is the caller's
+        # to re-check, as after a reconnect.
+        listener.on_stop(self._committer.on_unsure(lambda _runs: on_connect()))
         return await listener.start(wait_seconds)
 
     # -- leases ---------------------------------------------------------------

@@ -55,6 +55,7 @@ class Listener:
         self._lost: asyncio.Event | None = None
         self._connected = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._on_stop: list[Callable[[], None]] = []
         self.connects = 0
 
     async def start(self, wait_seconds: float) -> Listener:
@@ -64,9 +65,16 @@ class Listener:
             await asyncio.wait_for(self._connected.wait(), wait_seconds)
         return self
 
+    def on_stop(self, callback: Callable[[], None]) -> None:
+        """Call `callback` once this listener stops (what it registered elsewhere)."""
+        self._on_stop.append(callback)
+
     async def stop(self) -> None:
         await stopped(self._task)
         self._task = None
+        for callback in self._on_stop:
+            callback()
+        self._on_stop.clear()
 
     @property
     def listening(self) -> bool:

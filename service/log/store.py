@@ -175,7 +175,11 @@ class LogStore(Protocol):
         *,
         wait_seconds: float = 5.0,
         on_readers_left: Callable[[list[str]], None] | None = None,
-    ) -> Listening: ...
+    ) -> Listening:
+        """Decoded notifications of other processes' commits (this store's own were told
+        to its hooks). `on_connect` is the caller's cue to re-check what it follows: at
+        every (re)connect, and when a commit of this store's may have gone unheard."""
+        ...
 
     # -- leases (hosted runs) -------------------------------------------------
 

@@ -118,6 +118,7 @@ class GroupCommitter:
         self._batch_min = batch_min
         self._hooks: list[CommitHook] = []
         self._row_hooks: list[tuple[CommitRowsHook, Callable[[str], bool] | None]] = []
+        self._unsure_hooks: list[Callable[[list[str]], None]] = []
         self._lanes = [
             asyncio.create_task(self._lane(), name=f"commit-lane-{i}") for i in range(lanes)
         ]
@@ -146,6 +147,12 @@ class GroupCommitter:
         self._row_hooks.append(entry)
         return lambda: self._row_hooks.remove(entry)
 
+    def on_unsure(self, hook: Callable[[list[str]], None]) -> Callable[[], None]:
+        """Call `hook(run_ids)` when a group fails: its statement may have committed
+        without the other hooks hearing of it (the answer was lost). Returns the remover."""
+        self._unsure_hooks.append(hook)
+        return lambda: self._unsure_hooks.remove(hook)
+
     async def settled(self, run_id: str) -> None:
         """Returns once no lane holds `run_id`: whatever of it was committing here has
         been told to the hooks (or failed). A notification of this process's own commit
@@ -169,6 +176,13 @@ class GroupCommitter:
         for hook, wants in self._row_hooks:
             if wants is None or wants(run_id):
                 self._call_row_hook(hook, run_id, rows, last_seq, closed)
+
+    def _tell_unsure(self, run_ids: list[str]) -> None:
+        for hook in self._unsure_hooks:
+            try:
+                hook(run_ids)
+            except Exception:  # nor may a reader's
+                log.exception("on_unsure hook failed for runs %s", run_ids[:5])
 
     @staticmethod
     def _call_row_hook(
@@ -281,6 +295,7 @@ class GroupCommitter:
                     for item in items:
                         if not item.future.done():
                             item.future.set_exception(error)
+                self._tell_unsure(list(group))
             finally:
                 self._starts.remove(start)
                 self._inflight.difference_update(group)
@@ -380,6 +395,11 @@ class GroupCommitter:
             outcomes = explain(refused, states, stored)
             for run, thread in outcomes.create.items():
                 await conn.execute(_CREATE_RUN_IF_MISSING, run, thread)
+        # A retry found stored already: its first try committed, perhaps unheard (its
+        # answer lost). The run's state as read is the hint.
+        for run in stored:
+            state = states[run]
+            self._tell_rows(run, None, state.last_seq, state.closed)
         self._apply(outcomes)
 
 

@@ -16,6 +16,7 @@ from service.errors import (
     RunClosed,
     RunNotFound,
     SeqConflict,
+    Unavailable,
 )
 from service.log import EventLog, sql
 
@@ -510,4 +511,50 @@ async def test_appends_when_they_trickle_in_behind_a_group_in_flight_then_one_ne
         assert _groups_committed() - before == 2  # the stalled group, then all six at once
     finally:
         await other.close()
+        await log.close()
+
+
+async def test_append_when_retry_found_stored_then_row_hooks_hear_the_runs_state(
+    event_log: EventLog,
+) -> None:
+    """A retry's first try committed, perhaps unheard (its answer lost): the row hooks
+    get the run's state as a hint (no rows), so a follower here looks at the log."""
+    told: list[tuple[list[tuple[int, str]] | None, int]] = []
+    remove = event_log.on_commit_rows(
+        lambda run, rows, last, closed: told.append((rows, last)) if run == "heard-1" else None
+    )
+    try:
+        batch = [{"type": "A"}, {"type": "B"}]
+        await event_log.append("heard-1", batch, expected_seq=1)
+        again = await event_log.append("heard-1", batch, expected_seq=1)
+    finally:
+        remove()
+    assert (again.first_seq, again.last_seq) == (1, 2)
+    assert [last for _, last in told] == [2, 2]
+    assert told[0][0] is not None and told[1][0] is None
+
+
+async def test_append_when_its_group_fails_then_each_listener_is_told_to_recheck(
+    database_url: str,
+) -> None:
+    """The listener drops this pool's own notifications, so a group whose answer never
+    came (it may have committed) must make the listener's owner re-check, as after a
+    reconnect. Here the statement times out behind a run row another transaction holds."""
+    log = await EventLog.open(database_url, statement_seconds=0.5, answer_seconds=10)
+    rechecks: list[int] = []
+    listener = await log.listen(lambda notices: None, lambda: rechecks.append(1))
+    other = await asyncpg.connect(asyncpg_dsn(database_url))
+    try:
+        await log.append("unsure-1", [{"type": "A"}])
+        connects = len(rechecks)
+        tx = other.transaction()
+        await tx.start()
+        await other.execute("SELECT 1 FROM runs WHERE run_id = 'unsure-1' FOR UPDATE")
+        with pytest.raises(Unavailable):
+            await log.append("unsure-1", [{"type": "B"}])
+        assert len(rechecks) == connects + 1
+        await tx.rollback()
+    finally:
+        await other.close()
+        await listener.stop()
         await log.close()
