@@ -599,7 +599,7 @@ class EventLog:
         # The listener drops this pool's own notifications (the hooks told of those
         # commits), so a group whose answer was lost, committed or not, is the caller's
         # to re-check, as after a reconnect.
-        listener.on_stop(self._committer.on_unsure(lambda _runs: on_connect()))
+        listener.on_stop(self._committer.on_unsure(on_connect))
         return await listener.start(wait_seconds)
 
     # -- leases ---------------------------------------------------------------

@@ -118,7 +118,7 @@ class GroupCommitter:
         self._batch_min = batch_min
         self._hooks: list[CommitHook] = []
         self._row_hooks: list[tuple[CommitRowsHook, Callable[[str], bool] | None]] = []
-        self._unsure_hooks: list[Callable[[list[str]], None]] = []
+        self._unsure_hooks: list[Callable[[], None]] = []
         self._lanes = [
             asyncio.create_task(self._lane(), name=f"commit-lane-{i}") for i in range(lanes)
         ]
@@ -147,9 +147,9 @@ class GroupCommitter:
         self._row_hooks.append(entry)
         return lambda: self._row_hooks.remove(entry)
 
-    def on_unsure(self, hook: Callable[[list[str]], None]) -> Callable[[], None]:
-        """Call `hook(run_ids)` when a group fails: its statement may have committed
-        without the other hooks hearing of it (the answer was lost). Returns the remover."""
+    def on_unsure(self, hook: Callable[[], None]) -> Callable[[], None]:
+        """Call `hook()` when a group fails: its statement may have committed without
+        the other hooks hearing of it (the answer was lost). Returns the remover."""
         self._unsure_hooks.append(hook)
         return lambda: self._unsure_hooks.remove(hook)
 
@@ -172,38 +172,40 @@ class GroupCommitter:
             except Exception:  # a hint's failure must not fail a committed append
                 log.exception("on_commit hook failed for run %s", run_id)
 
-    def _tell_rows(self, run_id: str, rows: list[Row] | None, last_seq: int, closed: bool) -> None:
-        for hook, wants in self._row_hooks:
-            if wants is None or wants(run_id):
-                self._call_row_hook(hook, run_id, rows, last_seq, closed)
+    def _wanting(self, run_id: str) -> list[CommitRowsHook]:
+        """The row hooks that want `run_id`'s rows."""
+        return [hook for hook, wants in self._row_hooks if wants is None or wants(run_id)]
 
-    def _tell_unsure(self, run_ids: list[str]) -> None:
+    def _tell_rows(
+        self,
+        run_id: str,
+        rows: list[Row] | None,
+        last_seq: int,
+        closed: bool,
+        hooks: list[CommitRowsHook] | None = None,
+    ) -> None:
+        for hook in self._wanting(run_id) if hooks is None else hooks:
+            try:
+                hook(run_id, rows, last_seq, closed)
+            except Exception:  # nor may a follower's
+                log.exception("on_commit_rows hook failed for run %s", run_id)
+
+    def _tell_unsure(self) -> None:
         for hook in self._unsure_hooks:
             try:
-                hook(run_ids)
+                hook()
             except Exception:  # nor may a reader's
-                log.exception("on_unsure hook failed for runs %s", run_ids[:5])
-
-    @staticmethod
-    def _call_row_hook(
-        hook: CommitRowsHook, run_id: str, rows: list[Row] | None, last_seq: int, closed: bool
-    ) -> None:
-        try:
-            hook(run_id, rows, last_seq, closed)
-        except Exception:  # nor may a follower's
-            log.exception("on_commit_rows hook failed for run %s", run_id)
+                log.exception("on_unsure hook failed")
 
     def _committed_rows(self, appends: dict[str, list[Pending]], outcomes: Outcomes) -> None:
         """The rows each applied run's share added, numbered back from its new last_seq:
         gathered only for a run some hook wants (a big batch nobody follows costs none)."""
         for run, last_seq, closed in outcomes.hints:
-            hooks = [hook for hook, wants in self._row_hooks if wants is None or wants(run)]
-            if not hooks:
-                continue
-            texts = list(map(_TEXT, chain.from_iterable(map(_CHUNKS, appends[run]))))
-            rows = list(zip(range(last_seq - len(texts) + 1, last_seq + 1), texts, strict=True))
-            for hook in hooks:
-                self._call_row_hook(hook, run, rows, last_seq, closed)
+            hooks = self._wanting(run)
+            if hooks:
+                texts = list(map(_TEXT, chain.from_iterable(map(_CHUNKS, appends[run]))))
+                rows = list(zip(range(last_seq - len(texts) + 1, last_seq + 1), texts, strict=True))
+                self._tell_rows(run, rows, last_seq, closed, hooks)
 
     def submit(
         self,
@@ -295,7 +297,7 @@ class GroupCommitter:
                     for item in items:
                         if not item.future.done():
                             item.future.set_exception(error)
-                self._tell_unsure(list(group))
+                self._tell_unsure()
             finally:
                 self._starts.remove(start)
                 self._inflight.difference_update(group)
