@@ -8,7 +8,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import IO, Any
@@ -67,11 +67,13 @@ def serve_subprocess(
     inherit: bool = True,
     log_level: str = "warning",
     log_file: IO[bytes] | None = None,
+    args: Sequence[str] = (),
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """`replay serve` as its own process (for multi-process and kill -9 tests).
 
     Its log goes to `log_file` when given (a pipe nobody reads would fill and
     stall the server), else only its last words are kept, for a failed start.
+    `args`: more `replay serve` options (`--workers 2`).
     """
     port = port or free_port()
     proc = subprocess.Popen(
@@ -84,6 +86,7 @@ def serve_subprocess(
             str(port),
             "--log-level",
             log_level,
+            *args,
         ],
         # inherit=False: exactly `env` (a test that must not see REPLAY_DATABASE_URL).
         env={**os.environ, **env} if inherit else dict(env),

@@ -7,8 +7,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import time
 from pathlib import Path
 
 import httpx
@@ -16,7 +15,7 @@ import orjson
 import pytest
 
 from tests.pg import Databases
-from tests.servers import free_port
+from tests.servers import serve_subprocess
 
 DEADLINE = 30.0
 
@@ -29,52 +28,25 @@ async def _pid_of(client: httpx.AsyncClient) -> int:
     return pid
 
 
-@asynccontextmanager
-async def _workers(
-    count: int, *options: str, env: dict[str, str] | None = None
-) -> AsyncIterator[tuple[str, asyncio.subprocess.Process]]:
-    port = free_port()
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "service.cli", "serve", "--port", str(port),
-        "--workers", str(count), "--log-level", "warning", *options,
-        stderr=asyncio.subprocess.DEVNULL, env=env,
-    )  # fmt: skip
-    base = f"http://127.0.0.1:{port}"
-    try:
-        async with asyncio.timeout(DEADLINE * 2), httpx.AsyncClient(timeout=1) as probe:
-            while True:
-                try:
-                    if (await probe.get(base + "/readyz")).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                assert proc.returncode is None, "replay serve --workers exited"
-                await asyncio.sleep(0.05)
-        yield base, proc
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
-
-
-async def _stopped_cleanly(proc: asyncio.subprocess.Process) -> None:
-    """SIGTERM to the parent: every worker ends, and so does it, cleanly."""
-    proc.send_signal(signal.SIGTERM)
-    async with asyncio.timeout(DEADLINE):
-        assert await proc.wait() == 0
-
-
 async def _client_on(
     base: str, avoid: frozenset[int] = frozenset()
 ) -> tuple[httpx.AsyncClient, int]:
-    """A keep-alive client whose connection a worker outside `avoid` serves."""
-    for _ in range(400):
+    """A keep-alive client whose connection a worker outside `avoid` serves (a worker
+    still starting answers nothing: new connections until one does, or the deadline)."""
+    deadline = time.monotonic() + DEADLINE
+    while time.monotonic() < deadline:
         client = httpx.AsyncClient(base_url=base, timeout=10)
         pid = await _pid_of(client)
         if pid not in avoid:
             return client, pid
         await client.aclose()
-    pytest.fail(f"400 connections in a row went to workers {sorted(avoid)}")
+    pytest.fail(f"for {DEADLINE:g} s every new connection went to workers {sorted(avoid)}")
+
+
+async def _stopped_cleanly(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM to the parent: every worker ends, and so does it, cleanly."""
+    proc.send_signal(signal.SIGTERM)
+    assert await asyncio.to_thread(proc.wait, DEADLINE) == 0
 
 
 async def test_serve_when_two_workers_then_both_answer_and_a_follower_gets_the_others_appends(
@@ -84,7 +56,8 @@ async def test_serve_when_two_workers_then_both_answer_and_a_follower_gets_the_o
     # starts (two workers migrating side by side would race on alembic's version row).
     url = await databases.empty()
     try:
-        async with _workers(2, "--migrate", "--database-url", url) as (base, proc):
+        env = {"REPLAY_DATABASE_URL": url}
+        with serve_subprocess(env, args=["--workers", "2", "--migrate"]) as (base, proc):
             follower, follower_pid = await _client_on(base)
             appender, appender_pid = await _client_on(base, avoid=frozenset({follower_pid}))
             assert proc.pid not in (follower_pid, appender_pid)
@@ -126,7 +99,8 @@ async def test_serve_when_workers_on_the_embedded_database_then_the_parent_runs_
     # No URL: the parent starts the embedded cluster and migrates it once; both workers
     # use it; it stops after the last worker.
     env = {k: v for k, v in os.environ.items() if not k.startswith("REPLAY_")}
-    async with _workers(2, "--data-dir", str(tmp_path), env=env) as (base, proc):
+    env["REPLAY_DATA_DIR"] = str(tmp_path)
+    with serve_subprocess(env, inherit=False, args=["--workers", "2"]) as (base, proc):
         first, first_pid = await _client_on(base)
         second, second_pid = await _client_on(base, avoid=frozenset({first_pid}))
         body = {"events": [{"type": "RUN_STARTED"}, {"type": "RUN_FINISHED"}], "close": True}
