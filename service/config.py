@@ -64,6 +64,10 @@ class Settings(BaseSettings):
     # While a group commits, the next lane waits this long before joining it (unless
     # a whole group is queued): a trickle of appends goes in fewer, larger groups.
     commit_overlap_seconds: float = Field(default=0.05, ge=0)
+    # After a group of several runs' appends, the next group starts no sooner than
+    # this after it started (unless a whole group is queued): many producers at once
+    # commit in fewer, larger groups, at up to this much more latency.
+    commit_pace_seconds: float = Field(default=0.0, ge=0, le=1)
     # Upper bound on one group commit, so one huge group cannot starve latency.
     group_max_events: int = 1000
     # An append bringing a run at least this many chunks stores them in batch rows

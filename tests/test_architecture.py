@@ -5,7 +5,7 @@
                                                  └─► audit ─► archive ─► transcript ┘
 
 Each package under `service/` may import only the packages its arrows come
-from (and the shared modules: errors, config, metrics, logs, tasks); nothing but the
+from (and the shared modules: errors, config, metrics, logs, tasks, loopevent); nothing but the
 CLI imports the HTTP layer, nothing imports the CLI. And no module imports
 itself through others, at import time or inside a function (a lazy import is
 still a dependency); only `if TYPE_CHECKING:` blocks are left out.
@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 SERVICE = Path(__file__).resolve().parents[1] / "service"
-SHARED = {"errors", "config", "metrics", "logs", "tasks"}
+SHARED = {"errors", "config", "metrics", "logs", "tasks", "loopevent"}
 
 # package -> the packages it may import (besides itself and SHARED)
 ALLOWED: dict[str, set[str]] = {
@@ -56,6 +56,7 @@ ALLOWED: dict[str, set[str]] = {
     "metrics": set(),
     "logs": set(),
     "tasks": set(),
+    "loopevent": set(),
 }  # fmt: skip
 
 

@@ -102,6 +102,7 @@ def create_app(
                 pool_size=settings.pool_size,
                 commit_lanes=settings.commit_lanes,
                 commit_overlap_seconds=settings.commit_overlap_seconds,
+                commit_pace_seconds=settings.commit_pace_seconds,
                 group_max_events=settings.group_max_events,
                 answer_seconds=settings.append_timeout_seconds,
                 connect_seconds=settings.db_connect_timeout_seconds,

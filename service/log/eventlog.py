@@ -240,6 +240,7 @@ class EventLog:
         dsn: str | None = None,
         commit_lanes: int = 4,
         commit_overlap_seconds: float = 0.05,
+        commit_pace_seconds: float = 0.0,
         group_max_events: int = 1000,
         answer_seconds: float = 4.5,
         statement_seconds: float = 30.0,
@@ -254,6 +255,7 @@ class EventLog:
             pool,
             lanes=commit_lanes,
             overlap_seconds=commit_overlap_seconds,
+            pace_seconds=commit_pace_seconds,
             max_events=group_max_events,
             statement_seconds=statement_seconds,
             batch_min=batch_min,
@@ -279,6 +281,7 @@ class EventLog:
         pool_size: int = 10,
         commit_lanes: int = 4,
         commit_overlap_seconds: float = 0.05,
+        commit_pace_seconds: float = 0.0,
         group_max_events: int = 1000,
         answer_seconds: float = 4.5,
         connect_seconds: float = 3.0,
@@ -318,6 +321,7 @@ class EventLog:
             dsn=dsn,
             commit_lanes=commit_lanes,
             commit_overlap_seconds=commit_overlap_seconds,
+            commit_pace_seconds=commit_pace_seconds,
             group_max_events=group_max_events,
             answer_seconds=answer_seconds,
             statement_seconds=statement_seconds,
@@ -420,6 +424,18 @@ class EventLog:
                 producer=producer,
             )
         )
+
+    def submit_append(
+        self, run_id: str, chunks: Sequence[StoredChunk], *, expected_seq: int, create: bool = False
+    ) -> asyncio.Future[AppendResult]:
+        check_run_id(run_id)
+        if not 1 <= expected_seq <= MAX_SEQ:
+            raise InvalidRequest(f"expected_seq must be from 1 to {MAX_SEQ}")
+        future = self._committer.submit(
+            run_id, _stored_chunks(chunks), expected_seq=expected_seq, close=False, create=create
+        )
+        self._deadlines.add(future)
+        return future
 
     async def _answered(self, future: asyncio.Future[AppendResult]) -> AppendResult:
         """The commit's outcome, or `Unavailable` once `answer_seconds` have passed.

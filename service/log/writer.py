@@ -14,6 +14,14 @@ next one: a trickle of appends from many runs (hosted runs streaming tokens)
 then commits in fewer, larger groups, which costs the database and this process
 less per event than lanes committing side by side in groups of one or two.
 
+After a group that held several runs' appends (many producers at once), the
+next group starts no sooner than `pace_seconds` after that one started, unless
+a whole group's worth is queued: at a steady stream from many producers (hosted
+runs' tokens) the groups then come at that pace, each a pace's worth, instead of
+back to back as small as one commit's time gathers; a transaction's fixed cost
+(here and in PostgreSQL, where a commit is a WAL flush) is then paid per pace, not
+per few events. A lone producer's groups hold one run each and are never paced.
+
 Per-run order is kept: a lane never takes a run that another lane has in
 flight, so appends for one run commit in the order they were submitted. An
 append that carries `expected_seq` or `close` ends its run's share of a group,
@@ -52,6 +60,7 @@ from service.log.chunks import StoredChunk, loads
 from service.log.faults import acquire, translate
 from service.log.request import AppendResult, Group, Outcomes, Pending, explain, settle
 from service.log.store import CommitHook, CommitRowsHook, Row, RunState
+from service.loopevent import LoopEvent
 from service.tasks import stopped
 
 _TEXT = attrgetter("text")
@@ -96,13 +105,18 @@ class GroupCommitter:
         batch_min: int | None = log_rows.BATCH_MIN,
         statement_seconds: float = 30.0,
         overlap_seconds: float = 0.05,
+        pace_seconds: float = 0.0,
     ) -> None:
         self._pool = pool
         self._overlap_seconds = overlap_seconds
+        self._pace_seconds = pace_seconds
         # When each group in flight began (the loop's clock), and the timer that ends
-        # the hold of what arrived meanwhile (see the module's doc).
+        # the hold of what arrived meanwhile (see the module's doc), and when it fires.
         self._starts: list[float] = []
         self._hold: asyncio.TimerHandle | None = None
+        self._hold_at = 0.0
+        # When the last group began, if it held several runs (the next one is paced).
+        self._paced_from: float | None = None
         # A lane waits this long for a connection or a statement, then fails its group
         # (a 503) and takes the next: a database that stopped answering holds no lane.
         self._statement_seconds = statement_seconds
@@ -112,8 +126,10 @@ class GroupCommitter:
         self._queued = 0
         self._inflight: set[str] = set()
         # Set (and replaced) each time a lane finishes a group: what `settled` waits on.
-        self._group_done = asyncio.Event()
-        self._wake = asyncio.Event()
+        # Made in the loop the lanes run on (they are its tasks), which it keeps.
+        self._loop = asyncio.get_running_loop()
+        self._group_done = LoopEvent(self._loop)
+        self._wake = LoopEvent(self._loop)
         self._max_events = max_events
         self._batch_min = batch_min
         self._hooks: list[CommitHook] = []
@@ -219,7 +235,7 @@ class GroupCommitter:
         created_at: datetime | None = None,
         producer: tuple[str, int, int] | None = None,
     ) -> asyncio.Future[AppendResult]:
-        future: asyncio.Future[AppendResult] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[AppendResult] = self._loop.create_future()
         item = Pending(
             run_id, chunks, expected_seq, close, create, close_status, future, created_at, producer
         )
@@ -229,14 +245,24 @@ class GroupCommitter:
         return future
 
     def _held(self) -> bool:
-        """Whether what is queued waits for the group in flight (see the module's doc)."""
-        if not self._starts or not self._queue:
+        """Whether what is queued waits: for the group in flight, or for the pace
+        after a group of several runs (see the module's doc)."""
+        if not self._queue or self._queued >= self._max_events:
             return False
-        loop = asyncio.get_running_loop()
-        left = self._overlap_seconds - (loop.time() - min(self._starts))
-        if left <= 0 or self._queued >= self._max_events:
+        loop = self._loop
+        now = loop.time()
+        if self._starts:
+            left = self._overlap_seconds - (now - min(self._starts))
+        elif self._paced_from is not None:
+            left = self._pace_seconds - (now - self._paced_from)
+        else:
             return False
-        if self._hold is None:
+        if left <= 0:
+            return False
+        if self._hold is None or self._hold_at > now + left:
+            if self._hold is not None:
+                self._hold.cancel()
+            self._hold_at = now + left
             self._hold = loop.call_later(left, self._end_hold)
         return True
 
@@ -287,8 +313,10 @@ class GroupCommitter:
                 await self._wake.wait()
                 continue
             self._inflight.update(group)
-            start = asyncio.get_running_loop().time()
+            start = self._loop.time()
             self._starts.append(start)
+            if self._pace_seconds > 0:
+                self._paced_from = start if len(group) > 1 else None
             try:
                 await self._commit(group)
             except Exception as exc:  # a lane must outlive any one group
@@ -303,7 +331,7 @@ class GroupCommitter:
                 self._inflight.difference_update(group)
                 # Whatever waited on these runs may go now.
                 self._wake.set()
-                done, self._group_done = self._group_done, asyncio.Event()
+                done, self._group_done = self._group_done, LoopEvent(self._loop)
                 done.set()
 
     async def _commit(self, appends: dict[str, list[Pending]]) -> None:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from service import metrics
 from service.errors import Unavailable
 from service.log.store import LogStore, Page, Row, RunState
+from service.loopevent import LoopEvent
 from service.stream.framing import Framer
 
 log = logging.getLogger("replay.stream")
@@ -94,10 +95,11 @@ class Channel:
         self._batches: deque[Batch] = deque()
         self._buffered_events = 0
         self._buffered_bytes = 0
-        self._wake = asyncio.Event()
+        self._loop = asyncio.get_running_loop()
+        self._wake = LoopEvent(self._loop)
         # Replaced on every advance: a follower takes the current one *before*
         # looking at the buffer, so an advance in between still wakes it.
-        self.advanced = asyncio.Event()
+        self.advanced = LoopEvent(self._loop)
         self._task = asyncio.create_task(self._read_forever(), name=f"stream-channel:{run_id}")
 
     # -- what the hub and followers tell the channel ------------------------
@@ -208,11 +210,11 @@ class Channel:
                 await self._read_ahead()
             except Unavailable as exc:
                 log.warning("stream: reading run %s failed, retrying: %s", self.run_id, exc)
-                asyncio.get_running_loop().call_later(0.5, self._wake.set)
+                self._loop.call_later(0.5, self._wake.set)
             except Exception:
                 # The reader must outlive any one failure: its followers wait on it.
                 log.exception("stream: reading run %s failed, retrying", self.run_id)
-                asyncio.get_running_loop().call_later(0.5, self._wake.set)
+                self._loop.call_later(0.5, self._wake.set)
 
     async def _read_ahead(self) -> None:
         page_size = self._limits.page_size
@@ -264,7 +266,7 @@ class Channel:
             self._buffered_bytes -= old.size
 
     def _advance(self) -> None:
-        done, self.advanced = self.advanced, asyncio.Event()
+        done, self.advanced = self.advanced, LoopEvent(self._loop)
         done.set()
 
     async def close(self) -> None:
