@@ -1,12 +1,14 @@
 """`Driver`: one hosted run, from its upstream into the log, until it ends.
 
-It reads the upstream in one task and appends in another, so events that
-arrive while an append commits go into the next append together; a third
-task renews the run's lease. However it stops, the run is closed with a
-terminal event: the upstream's own, or the RUN_ERROR its `EndReason` maps to
-(`service.agents.endings`). Nothing here knows about other runs: the
-registry (`Drivers`) starts drivers and the `Reaper` closes runs whose
-driver died.
+One task reads the upstream and hands each read to the append pipeline: at
+most one append in flight, and what arrives while it commits goes into the
+next one together. The pipeline runs on the appends' own futures (callbacks,
+not a task of its own), so a streamed token costs one task wake-up, the
+reader's; a second task renews the run's lease. However it stops, the run is
+closed with a terminal event: the upstream's own, or the RUN_ERROR its
+`EndReason` maps to (`service.agents.endings`). Nothing here knows about
+other runs: the registry (`Drivers`) starts drivers and the `Reaper` closes
+runs whose driver died.
 
 Cancel works across processes without a side channel: it appends RUN_ERROR
 and closes the run; the driving process hears the close (a notification, its
@@ -29,13 +31,14 @@ from service.agents.endings import EndReason, close_run
 from service.agents.policy import DEFAULT, FIRST_READER_SECONDS, OnDisconnect
 from service.errors import ReplayError, RunClosed, SeqConflict, Unavailable
 from service.ingest import Limits
-from service.log import LogStore, StoredChunk
+from service.log import AppendResult, LogStore, StoredChunk
 from service.log.chunks import TERMINAL_TYPES
 
 log = logging.getLogger("replay.agents")
 
-# Upstream reads (each a list of events) waiting for the appender.
-_QUEUE_READS = 256
+# Upstream reads (each a list of events) waiting for the append in flight; past
+# this the reader waits too (TCP backpressure on the upstream).
+_PENDING_READS = 256
 # Appends and closes the database refused for now: retried with backoff in this range.
 _RETRY_FIRST_SECONDS = 0.05
 _RETRY_MAX_SECONDS = 1.0
@@ -100,9 +103,23 @@ class Driver:
         # retried after a lost answer is stored once.
         self._next_seq = next_seq
         self._stop: EndReason | None = None  # why we asked the reader to stop
-        self._reader: asyncio.Task[None] | None = None
+        self._reader: asyncio.Task[_End] | None = None
         self._task: asyncio.Task[None] | None = None
         self.done = asyncio.Event()
+        # The append pipeline (`_feed`): the chunks of the append in flight (or
+        # waiting to be retried), the chunks read since, and how many reads they are.
+        self._inflight: list[StoredChunk] | None = None
+        self._pending: list[StoredChunk] = []
+        self._pending_reads = 0
+        self._retry_delay = _RETRY_FIRST_SECONDS
+        self._retry: asyncio.TimerHandle | None = None
+        self._last_type: str | None = None  # of the last chunk appended
+        # Why the pipeline stopped for good (it then cancels the reader).
+        self._failure: BaseException | None = None
+        # Resolved when the pipeline empties or fails (`_settled`), and when there
+        # is room for more reads (`_feed`).
+        self._drained: asyncio.Future[None] | None = None
+        self._room: asyncio.Future[None] | None = None
 
     def start(self, on_done: Callable[[Driver], None]) -> None:
         self._task = asyncio.create_task(self._drive(on_done), name=f"drive-{self.run_id}")
@@ -122,32 +139,18 @@ class Driver:
             await asyncio.wait_for(self.done.wait(), seconds)
 
     async def _drive(self, on_done: Callable[[Driver], None]) -> None:
-        # Bounded: an upstream faster than the log waits (TCP backpressure)
-        # instead of growing this process's memory.
-        queue: asyncio.Queue[list[StoredChunk] | _End] = asyncio.Queue(maxsize=_QUEUE_READS)
-        self._reader = asyncio.create_task(self._read(queue))
+        self._reader = asyncio.create_task(self._read(), name=f"read-{self.run_id}")
         if self._stop is not None:  # halted before it started
             self._reader.cancel()
         renewer = asyncio.create_task(self._renew())
         watcher = asyncio.create_task(self._watch()) if self.on_disconnect.watched else None
-        last_type: str | None = None
         try:
-            while True:
-                items = [await queue.get()]
-                while not queue.empty():
-                    items.append(queue.get_nowait())
-                # The reader's _End is always its last item.
-                end = items[-1] if isinstance(items[-1], _End) else None
-                chunks = [c for item in items if not isinstance(item, _End) for c in item]
-                if chunks:
-                    await self._append(chunks)
-                    last_type = chunks[-1].type
-                if end is not None:
-                    reason = end.reason
-                    if reason is EndReason.FINISHED and last_type not in TERMINAL_TYPES:
-                        reason = EndReason.INCOMPLETE
-                    await self._close(reason, end.detail)
-                    return
+            end = await self._reader
+            await self._settled()
+            reason = end.reason
+            if reason is EndReason.FINISHED and self._last_type not in TERMINAL_TYPES:
+                reason = EndReason.INCOMPLETE
+            await self._close(reason, end.detail)
         except (RunClosed, SeqConflict):
             # Closed elsewhere (a cancel on another process, a reaper that took the
             # lease after an outage longer than it), or written by another: stop.
@@ -158,32 +161,86 @@ class Driver:
             log.error("run %s: cannot append (%s); leaving it to the reaper", self.run_id, exc)
         finally:
             self._reader.cancel()
+            if self._retry is not None:
+                self._retry.cancel()
             renewer.cancel()
             if watcher is not None:
                 watcher.cancel()
             on_done(self)
             self.done.set()
 
-    async def _append(self, chunks: list[StoredChunk]) -> None:
-        """Append at the run's next seq, retrying while the database is away.
+    # -- the append pipeline --------------------------------------------------
 
-        Meanwhile the reader goes on filling the bounded queue, then waits on it
-        (backpressure on the upstream); once the log answers, this batch goes in once
-        (same chunks, same expected_seq) and the next takes everything queued since.
+    async def _feed(self, chunks: list[StoredChunk]) -> None:
+        """Append `chunks` now if nothing is in flight, else with the next append.
+
+        Every append carries the run's next seq, so one retried after a lost answer
+        is stored once. While the log is away the retries go on (same chunks, same
+        expected_seq) and reads gather; past `_PENDING_READS` the reader waits
+        (backpressure on the upstream instead of this process's memory).
         """
-        delay = _RETRY_FIRST_SECONDS
-        while True:
-            try:
-                result = await self.log.append(
-                    self.run_id, chunks, expected_seq=self._next_seq, create=False
-                )
-            except Unavailable as exc:
-                log.warning("run %s: append failed (%s); retrying", self.run_id, exc)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, _RETRY_MAX_SECONDS)
-                continue
-            self._next_seq = result.last_seq + 1
+        self._pending.extend(chunks)
+        self._pending_reads += 1
+        if self._inflight is None and self._failure is None:
+            self._send()
+        elif self._pending_reads >= _PENDING_READS:
+            self._room = asyncio.get_running_loop().create_future()
+            await self._room
+
+    def _send(self) -> None:
+        chunks, self._pending, self._pending_reads = self._pending, [], 0
+        self._inflight = chunks
+        self._submit()
+        _resolve(self._room)
+
+    def _submit(self) -> None:
+        self._retry = None
+        assert self._inflight is not None
+        try:
+            future = self.log.submit_append(
+                self.run_id, self._inflight, expected_seq=self._next_seq
+            )
+        except ReplayError as exc:
+            self._fail(exc)
             return
+        future.add_done_callback(self._appended)
+
+    def _appended(self, future: asyncio.Future[AppendResult]) -> None:
+        chunks = self._inflight
+        if chunks is None or self._failure is not None:
+            return
+        error = future.exception() if not future.cancelled() else Unavailable("append cancelled")
+        if isinstance(error, Unavailable):
+            log.warning("run %s: append failed (%s); retrying", self.run_id, error)
+            delay = self._retry_delay
+            self._retry_delay = min(delay * 2, _RETRY_MAX_SECONDS)
+            self._retry = asyncio.get_running_loop().call_later(delay, self._submit)
+            return
+        if error is not None:
+            self._fail(error)
+            return
+        self._retry_delay = _RETRY_FIRST_SECONDS
+        self._next_seq = future.result().last_seq + 1
+        self._last_type = chunks[-1].type
+        self._inflight = None
+        if self._pending:
+            self._send()
+        else:
+            _resolve(self._drained)
+
+    def _fail(self, error: BaseException) -> None:
+        self._failure = self._failure or error
+        if self._reader is not None:
+            self._reader.cancel()
+        _resolve(self._drained)
+
+    async def _settled(self) -> None:
+        """Returns once everything read is appended; raises what stopped the pipeline."""
+        while self._failure is None and (self._inflight is not None or self._pending):
+            self._drained = asyncio.get_running_loop().create_future()
+            await self._drained
+        if self._failure is not None:
+            raise self._failure
 
     async def _close(self, reason: EndReason, detail: str) -> None:
         """Close the run as `reason` says, retried like an append."""
@@ -200,23 +257,22 @@ class Driver:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, _RETRY_MAX_SECONDS)
 
-    async def _read(self, queue: asyncio.Queue[list[StoredChunk] | _End]) -> None:
+    async def _read(self) -> _End:
+        """Feed the upstream's events to the pipeline; why it stopped."""
         try:
             async for batch in upstream.events(
                 self._agent, self._input, self._client(), self._idle_seconds, self._limits
             ):
-                await queue.put(batch)
-            end = _End(EndReason.FINISHED)
+                await self._feed(batch)
+            return _End(EndReason.FINISHED)
         except asyncio.CancelledError:
             # Leaving the upstream request aborts it; say why we stopped.
-            end = _End(self._stop or EndReason.CANCELLED)
+            return _End(self._stop or EndReason.CANCELLED)
         except upstream.UpstreamError as exc:
-            end = _End(EndReason.UPSTREAM_ERROR, str(exc))
+            return _End(EndReason.UPSTREAM_ERROR, str(exc))
         except Exception as exc:  # an in-process agent's own bug ends its run, not us
             log.exception("agent of run %s failed", self.run_id)
-            end = _End(EndReason.UPSTREAM_ERROR, f"the agent failed: {exc!r}")
-        # The appender drains the queue, so this waits at most one append.
-        await queue.put(end)
+            return _End(EndReason.UPSTREAM_ERROR, f"the agent failed: {exc!r}")
 
     async def _renew(self) -> None:
         lease = self._lease
@@ -274,3 +330,8 @@ class Driver:
                 return
             # Look again the moment the wait runs out (or a notice comes first).
             wait = min(poll, allowed - absence.absent_seconds)
+
+
+def _resolve(waiter: asyncio.Future[None] | None) -> None:
+    if waiter is not None and not waiter.done():
+        waiter.set_result(None)

@@ -26,6 +26,7 @@ The guarantees every implementation keeps (the suite checks each):
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -118,6 +119,15 @@ class LogStore(Protocol):
         create: bool = True,
         close_status: str | None = None,
     ) -> AppendResult: ...
+
+    def submit_append(
+        self, run_id: str, chunks: Sequence[StoredChunk], *, expected_seq: int, create: bool = False
+    ) -> asyncio.Future[AppendResult]:
+        """`append` without waiting: the append is queued now (in submission order
+        with every other) and the future settles as `append` would return or raise.
+        For a caller that pipelines its appends with callbacks (a hosted run's driver)
+        rather than a task awaiting each."""
+        ...
 
     async def close_run(self, run_id: str) -> Run: ...
 
