@@ -157,6 +157,19 @@ class Target:
         except httpx.HTTPError:
             return 0
 
+    def commits(self) -> tuple[float, float]:
+        """replay's group commits so far and the events they held (others: 0, 0)."""
+        count = total = 0.0
+        if self.metrics_url is None:
+            return count, total
+        with suppress(httpx.HTTPError):
+            for line in httpx.get(self.metrics_url, timeout=10).text.splitlines():
+                if line.startswith("replay_group_commit_events_count "):
+                    count = float(line.split()[1])
+                elif line.startswith("replay_group_commit_events_sum "):
+                    total = float(line.split()[1])
+        return count, total
+
     def stats(self) -> dict[str, Any]:
         if self.stats_url is None:
             return {}
@@ -188,6 +201,8 @@ class Trial:
 
     def brief(self) -> str:
         verdict = "pass" if self.passed else "FAIL"
+        per_commit = self.harness["events_per_commit"]
+        commits = f", events per commit {per_commit:.1f}" if per_commit else ""
         early = " (stopped early)" if self.stopped_early else ""
         return (
             f"K={self.k:<5} {verdict}  p99 {self.p99_ms:8.1f} ms  p50 {self.p50_ms:7.1f} ms  "
@@ -197,7 +212,7 @@ class Trial:
             f"lag p99 {self.harness['client_lag_p99_ms']:.0f} ms, server warnings "
             f"{self.harness['server_warnings']:.0f}, CPU per 1k events: server "
             f"{self.harness['server_cpu_ms_per_kev']:.0f} ms, db "
-            f"{self.harness['db_cpu_ms_per_kev']:.0f} ms, load {self.load:.1f}]"
+            f"{self.harness['db_cpu_ms_per_kev']:.0f} ms, load {self.load:.1f}{commits}]"
         )
 
 
@@ -490,6 +505,7 @@ async def run_trial(
     began = time.monotonic()
     memory = {"idle_kb": float(target.rss_kb())}
     cpu_before = target.cpu_seconds()
+    commits_before = await asyncio.to_thread(target.commits)
     before = await asyncio.to_thread(target.stats)
     redis_idle = before.get("redisUsedMemory")
     target.new_log_lines()  # what it logged before this trial is not this trial's
@@ -549,6 +565,9 @@ async def run_trial(
     cpu_after = target.cpu_seconds()
     memory["server_cpu_s"] = cpu_after[0] - cpu_before[0]
     memory["db_cpu_s"] = cpu_after[1] - cpu_before[1]
+    commits_after = await asyncio.to_thread(target.commits)
+    memory["commits"] = commits_after[0] - commits_before[0]
+    memory["committed_events"] = commits_after[1] - commits_before[1]
     if redis_idle is not None:
         memory["redis_peak_delta_kb"] = max(0, redis_peak[0] - redis_idle) / 1024
     result = _judge(target, k, runs, procs, upstream_stats, memory, stopped_early,
@@ -635,6 +654,8 @@ def _judge(
         # changes this little, so it compares a change with its baseline.
         "server_cpu_ms_per_kev": 1e6 * memory["server_cpu_s"] / max(events, 1),
         "db_cpu_ms_per_kev": 1e6 * memory["db_cpu_s"] / max(events, 1),
+        # replay's group commits: how many events one transaction held, on average.
+        "events_per_commit": memory["committed_events"] / max(memory["commits"], 1),
     }
     return Trial(k, passed, p99, _pct(hist, latencies, 50), lost, dups, disorder, failed,
                  errors, latencies, events, stopped_early, seconds, memory, harness,
