@@ -14,7 +14,7 @@ from typing import Any
 import aiohttp
 
 from service.agents.catalog import Agent, HttpAgent, RunInput
-from service.agents.sse import ndjson_batches, sse_batches
+from service.agents.sse import NdjsonParser, Parser, SseParser
 from service.errors import InvalidEvent, InvalidInput, InvalidJson, PayloadTooLarge
 from service.ingest import Limits, chunk_from_text, chunk_from_value
 from service.log.chunks import StoredChunk, dumps
@@ -59,20 +59,29 @@ async def _http_events(
                 detail = body or response.reason or ""
                 raise UpstreamError(f"upstream answered HTTP {response.status}: {detail}")
             media = response.headers.get("content-type", "").split(";")[0].strip().lower()
-            reads = response.content.iter_any()
-            ndjson = "ndjson" in media or "jsonl" in media
+            parser: Parser = (
+                NdjsonParser() if "ndjson" in media or "jsonl" in media else SseParser()
+            )
+            # The socket read straight into the parser: a streamed token costs one
+            # resumption of this generator, not of a stack of async iterators.
+            content = response.content
             number = 0
-            async for texts in ndjson_batches(reads) if ndjson else sse_batches(reads):
-                batch: list[StoredChunk] = []
-                for text in texts:
-                    number += 1
-                    try:
-                        batch.append(chunk_from_text(text, number - 1, limits))
-                    except InvalidInput as exc:
-                        if batch:
-                            yield batch  # what came before the bad event is kept
-                        raise _refused(exc, number, limits) from exc
-                yield batch
+            while True:
+                read = await content.readany()
+                texts = parser.feed(read) if read else parser.end()
+                if texts:
+                    batch: list[StoredChunk] = []
+                    for text in texts:
+                        number += 1
+                        try:
+                            batch.append(chunk_from_text(text, number - 1, limits))
+                        except InvalidInput as exc:
+                            if batch:
+                                yield batch  # what came before the bad event is kept
+                            raise _refused(exc, number, limits) from exc
+                    yield batch
+                if not read:
+                    return
     except TimeoutError as exc:
         raise UpstreamError(f"upstream stalled: no event for {idle_seconds:g} s") from exc
     except aiohttp.ClientConnectorError as exc:

@@ -14,9 +14,12 @@ SSE = (
     b'data: {"type":\r\ndata:"B"}\n\n'
     b"retry: 10\n\n"
     b'data: {"type":"C","s":"\xc3\xa9 \\ud83d"}\r\r'
+    b'data:{"type":"E"}\n\n'
     b'data: {"type":"D"}'
 )
-EXPECTED = ['{"type":"A"}', '{"type":\n"B"}', '{"type":"C","s":"é \\ud83d"}', '{"type":"D"}']
+EXPECTED = [
+    '{"type":"A"}', '{"type":\n"B"}', '{"type":"C","s":"é \\ud83d"}', '{"type":"E"}', '{"type":"D"}'
+]  # fmt: skip
 
 
 async def _reads(data: bytes, cut: int) -> AsyncIterator[bytes]:
