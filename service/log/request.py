@@ -69,7 +69,9 @@ class Pending:
         return self.expected_seq is not None or self.close or self.producer is not None
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: a frozen dataclass sets each field through object.__setattr__, and a
+# share is made per run per group commit.
+@dataclass(slots=True)
 class RunShare:
     """A run's share of one group, as the append statement reads it."""
 

@@ -248,7 +248,7 @@ class Channel:
 
     def _buffer(self, rows: list[Row]) -> None:
         """Rows right after the head (contiguous), as one batch."""
-        size = sum(len(chunk) for _, chunk in rows)
+        size = len(rows[0][1]) if len(rows) == 1 else sum(len(chunk) for _, chunk in rows)
         self._batches.append(Batch(rows[0][0], rows[-1][0], rows, size))
         self._buffered_events += len(rows)
         self._buffered_bytes += size
