@@ -67,7 +67,7 @@ class Settings(BaseSettings):
     # After a group of several runs' appends, the next group starts no sooner than
     # this after it started (unless a whole group is queued): many producers at once
     # commit in fewer, larger groups, at up to this much more latency.
-    commit_pace_seconds: float = Field(default=0.0, ge=0, le=1)
+    commit_pace_seconds: float = Field(default=0.002, ge=0, le=1)
     # Upper bound on one group commit, so one huge group cannot starve latency.
     group_max_events: int = 1000
     # An append bringing a run at least this many chunks stores them in batch rows

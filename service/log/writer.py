@@ -105,7 +105,7 @@ class GroupCommitter:
         batch_min: int | None = log_rows.BATCH_MIN,
         statement_seconds: float = 30.0,
         overlap_seconds: float = 0.05,
-        pace_seconds: float = 0.0,
+        pace_seconds: float = 0.002,
     ) -> None:
         self._pool = pool
         self._overlap_seconds = overlap_seconds
