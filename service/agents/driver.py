@@ -4,11 +4,11 @@ One task reads the upstream and hands each read to the append pipeline: at
 most one append in flight, and what arrives while it commits goes into the
 next one together. The pipeline runs on the appends' own futures (callbacks,
 not a task of its own), so a streamed token costs one task wake-up, the
-reader's; a second task renews the run's lease. However it stops, the run is
-closed with a terminal event: the upstream's own, or the RUN_ERROR its
-`EndReason` maps to (`service.agents.endings`). Nothing here knows about
-other runs: the registry (`Drivers`) starts drivers and the `Reaper` closes
-runs whose driver died.
+reader's. However it stops, the run is closed with a terminal event: the
+upstream's own, or the RUN_ERROR its `EndReason` maps to
+(`service.agents.endings`). Nothing here knows about other runs: the registry
+(`Drivers`) starts drivers and renews all their leases at once, and the
+`Reaper` closes runs whose driver died.
 
 Cancel works across processes without a side channel: it appends RUN_ERROR
 and closes the run; the driving process hears the close (a notification, its
@@ -42,8 +42,8 @@ _PENDING_READS = 256
 # Appends and closes the database refused for now: retried with backoff in this range.
 _RETRY_FIRST_SECONDS = 0.05
 _RETRY_MAX_SECONDS = 1.0
-# A lease renewal that failed is tried again this soon.
-_RENEW_RETRY_SECONDS = 0.25
+# A reader count that failed is tried again this soon.
+_RECOUNT_SECONDS = 0.25
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,7 +142,6 @@ class Driver:
         self._reader = asyncio.create_task(self._read(), name=f"read-{self.run_id}")
         if self._stop is not None:  # halted before it started
             self._reader.cancel()
-        renewer = asyncio.create_task(self._renew())
         watcher = asyncio.create_task(self._watch()) if self.on_disconnect.watched else None
         try:
             end = await self._reader
@@ -163,7 +162,6 @@ class Driver:
             self._reader.cancel()
             if self._retry is not None:
                 self._retry.cancel()
-            renewer.cancel()
             if watcher is not None:
                 watcher.cancel()
             on_done(self)
@@ -274,24 +272,6 @@ class Driver:
             log.exception("agent of run %s failed", self.run_id)
             return _End(EndReason.UPSTREAM_ERROR, f"the agent failed: {exc!r}")
 
-    async def _renew(self) -> None:
-        lease = self._lease
-        wait = lease.interval
-        while True:
-            await asyncio.sleep(wait)
-            try:
-                kept = await self.log.renew_lease(self.run_id, lease.owner, lease.seconds)
-            except Exception:
-                # The database is away: renew the moment it is back, before any reaper
-                # (which waits a pass more; see Reaper) may count the lease as run out.
-                log.warning("run %s: lease renewal failed; retrying", self.run_id)
-                wait = _RENEW_RETRY_SECONDS
-                continue
-            wait = lease.interval
-            if not kept:
-                self.halt(EndReason.LOST)
-                return
-
     async def _watch(self) -> None:
         """Cancel the run once nobody has read it for as long as its policy allows.
 
@@ -314,7 +294,7 @@ class Driver:
                 absence = await self.log.reader_absence(self.run_id, lease.seconds)
             except ReplayError:  # the database is away: judge again soon
                 log.warning("run %s: cannot count its readers", self.run_id, exc_info=True)
-                wait = min(poll, _RENEW_RETRY_SECONDS)
+                wait = min(poll, _RECOUNT_SECONDS)
                 continue
             if absence is None or absence.closed:
                 return

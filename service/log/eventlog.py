@@ -629,6 +629,9 @@ class EventLog:
     async def renew_lease(self, run_id: str, owner: str, seconds: float) -> bool:
         return await leases.renew(self.pool, run_id, owner, seconds)
 
+    async def renew_leases(self, run_ids: list[str], owner: str, seconds: float) -> set[str]:
+        return await leases.renew_many(self.pool, run_ids, owner, seconds)
+
     async def expired_leases(self, limit: int = 100) -> list[str]:
         return await leases.expired(self.pool, limit)
 

@@ -18,6 +18,7 @@ from service.log.sql import QUERIES
 _CLAIM = QUERIES["claim_lease"]
 _CLAIM_EXPIRED = QUERIES["claim_expired_lease"]
 _RENEW = QUERIES["renew_lease"]
+_RENEW_MANY = QUERIES["renew_leases"]
 _EXPIRED = QUERIES["expired_leases"]
 _ORPHANED = QUERIES["orphaned_leases"]
 _TAKE_OVER = QUERIES["take_over_lease"]
@@ -41,6 +42,14 @@ async def renew(pool: asyncpg.Pool, run_id: str, owner: str, seconds: float) -> 
     """Extend our lease. False: the run was closed (e.g. cancelled) or taken over."""
     with translated(_ACTION):
         return await pool.fetchval(_RENEW, run_id, owner, seconds) is not None
+
+
+async def renew_many(
+    pool: asyncpg.Pool, run_ids: list[str], owner: str, seconds: float
+) -> set[str]:
+    """Extend our leases on `run_ids`; the ones still ours (the rest were closed or taken)."""
+    with translated(_ACTION):
+        return {r["run_id"] for r in await pool.fetch(_RENEW_MANY, run_ids, owner, seconds)}
 
 
 async def expired(pool: asyncpg.Pool, limit: int = 100) -> list[str]:

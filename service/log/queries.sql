@@ -339,6 +339,14 @@ WHERE run_id = $1 AND lease_owner = $2 AND closed_at IS NULL
 RETURNING run_id;
 
 
+-- name: renew_leases
+-- `renew_lease` for every run one process drives, in one statement: the runs
+-- returned are still ours; any other was closed or taken over.
+UPDATE runs SET lease_expires_at = now() + make_interval(secs => $3)
+WHERE run_id = ANY($1::text[]) AND lease_owner = $2 AND closed_at IS NULL
+RETURNING run_id;
+
+
 -- name: expired_leases
 -- Open runs whose driver's lease ran out, oldest first; at most $1.
 SELECT run_id FROM runs

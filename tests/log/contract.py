@@ -466,6 +466,26 @@ class LogStoreContract:
         assert not await store.renew_lease(run_id, "a/1", 30)
         assert not await store.claim_lease(run_id, "a/1", 30)
 
+    async def test_renew_leases_when_some_closed_or_taken_then_only_ours_renewed(
+        self, store: LogStore, second_store: LogStore
+    ) -> None:
+        ours, closed, taken, missing = (new_run(f"c-renew-{n}") for n in range(4))
+        for run_id in (ours, closed, taken):
+            await store.create_run(run_id)
+            assert await store.claim_lease(run_id, "a/1", 0.05 if run_id == taken else 30)
+        await store.close_run(closed)
+        async with asyncio.timeout(DEADLINE):
+            # No event exists for "the lease ran out": poll the store, with a deadline.
+            while taken not in await second_store.expired_leases(10_000):  # noqa: ASYNC110
+                await asyncio.sleep(0.02)
+        assert await second_store.claim_expired_lease(taken, "b/1", 30)
+        kept = await store.renew_leases([ours, closed, taken, missing], "a/1", 30)
+        assert kept == {ours}
+        assert await store.renew_leases([], "a/1", 30) == set()
+        # Renewed for the full lease: nobody can take it over now.
+        assert ours not in await second_store.expired_leases(10_000)
+        assert not await second_store.claim_lease(ours, "b/1", 30)
+
     async def test_orphaned_leases_when_instance_restarts_then_its_earlier_runs_taken_over(
         self, store: LogStore
     ) -> None:
