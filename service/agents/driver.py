@@ -198,7 +198,7 @@ class Driver:
             future = self.log.submit_append(
                 self.run_id, self._inflight, expected_seq=self._next_seq
             )
-        except ReplayError as exc:
+        except Exception as exc:  # from a callback: nothing else would hear of it
             self._fail(exc)
             return
         future.add_done_callback(self._appended)

@@ -2,8 +2,8 @@
 
 It starts a run (creates it, logs `run.accepted`, claims the lease) and hands
 it to a `Driver`; it renews every driven run's lease (one statement for all),
-cancels, stops on shutdown, and relays "closed elsewhere" to the run's driver. Its `Reaper` closes the runs whose driver's
-process died.
+cancels, stops on shutdown, and relays "closed elsewhere" to the run's driver.
+Its `Reaper` closes the runs whose driver's process died.
 """
 
 from __future__ import annotations

@@ -47,9 +47,17 @@ async def renew(pool: asyncpg.Pool, run_id: str, owner: str, seconds: float) -> 
 async def renew_many(
     pool: asyncpg.Pool, run_ids: list[str], owner: str, seconds: float
 ) -> set[str]:
-    """Extend our leases on `run_ids`; the ones still ours (the rest were closed or taken)."""
+    """Extend our leases on `run_ids`; the ones still ours (the rest were closed or taken).
+
+    One statement renews every run whose row is not locked this instant; the few
+    that were (an append committing) are renewed one by one after it.
+    """
     with translated(_ACTION):
-        return {r["run_id"] for r in await pool.fetch(_RENEW_MANY, run_ids, owner, seconds)}
+        kept = {r["run_id"] for r in await pool.fetch(_RENEW_MANY, run_ids, owner, seconds)}
+        for run_id in run_ids:
+            if run_id not in kept and await pool.fetchval(_RENEW, run_id, owner, seconds):
+                kept.add(run_id)
+    return kept
 
 
 async def expired(pool: asyncpg.Pool, limit: int = 100) -> list[str]:

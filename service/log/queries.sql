@@ -340,11 +340,19 @@ RETURNING run_id;
 
 
 -- name: renew_leases
--- `renew_lease` for every run one process drives, in one statement: the runs
--- returned are still ours; any other was closed or taken over.
+-- `renew_lease` for every run one process drives, in one statement, skipping
+-- the run rows locked now (an append committing): it never waits on a lock, so
+-- it can be in no deadlock with appends, which lock runs in their own order.
+-- The runs returned were renewed; the caller renews each other one alone
+-- (`renew_lease`: closed or taken over, or only locked for the moment).
+WITH mine AS (
+    SELECT run_id FROM runs
+    WHERE run_id = ANY($1::text[]) AND lease_owner = $2 AND closed_at IS NULL
+    FOR UPDATE SKIP LOCKED
+)
 UPDATE runs SET lease_expires_at = now() + make_interval(secs => $3)
-WHERE run_id = ANY($1::text[]) AND lease_owner = $2 AND closed_at IS NULL
-RETURNING run_id;
+FROM mine WHERE runs.run_id = mine.run_id
+RETURNING runs.run_id;
 
 
 -- name: expired_leases
