@@ -18,7 +18,8 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from service import metrics
 from service.errors import Unavailable
@@ -32,23 +33,43 @@ _FROM_COMMIT = metrics.STREAM_BUFFERED.labels("commit")
 _FROM_READ = metrics.STREAM_BUFFERED.labels("read")
 
 
-@dataclass(slots=True)
 class Batch:
-    """One page the channel read: contiguous seqs `first..last`, framed lazily once per key."""
+    """One page the channel read: contiguous seqs `first..last`, framed lazily once per key.
 
-    first: int
-    last: int
-    rows: list[Row]
-    size: int
-    _encoded: dict[object, bytes] = field(default_factory=dict)
+    A channel keeps up to `Limits.buffer_events` of these, one per commit of a
+    live run: hundreds of thousands on a busy process, every one of them walked
+    by each full garbage collection. So a batch is one object the collector
+    tracks: its rows are a tuple (of (seq, text) tuples, which CPython stops
+    tracking once it has seen them hold only ints and strings) and its first
+    encoding sits in two slots (a dict only for a second framer key).
+    """
+
+    __slots__ = ("_blob", "_key", "_more", "first", "last", "rows", "size")
+
+    def __init__(self, first: int, last: int, rows: Sequence[Row], size: int) -> None:
+        self.first = first
+        self.last = last
+        self.rows: tuple[Row, ...] = tuple(rows)
+        self.size = size
+        self._key: object = None
+        self._blob: bytes | None = None
+        self._more: dict[object, bytes] | None = None
 
     def encoded(self, framer: Framer) -> bytes:
         key = framer.key
         if key is None:
             return framer.frame(self.rows)
-        blob = self._encoded.get(key)
+        if self._blob is not None and self._key == key:
+            return self._blob
+        if self._blob is None:
+            self._key, self._blob = key, framer.frame(self.rows)
+            return self._blob
+        more = self._more
+        if more is None:
+            more = self._more = {}
+        blob = more.get(key)
         if blob is None:
-            blob = self._encoded[key] = framer.frame(self.rows)
+            blob = more[key] = framer.frame(self.rows)
         return blob
 
     def encoded_after(self, cursor: int, framer: Framer) -> bytes:
@@ -185,7 +206,7 @@ class Channel:
         start = batches[index]
         if start.first > cursor + 1:
             return None
-        rows = start.rows[cursor - start.first + 1 :] if cursor >= start.first else list(start.rows)
+        rows = list(start.rows[cursor - start.first + 1 :] if cursor >= start.first else start.rows)
         for batch in list(batches)[index + 1 :]:
             rows.extend(batch.rows)
         return rows
