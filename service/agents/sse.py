@@ -4,8 +4,8 @@ Works on the raw bytes, a network read at a time (`SseParser`, `NdjsonParser`:
 plain objects fed each read, so a caller reading the socket needs no async
 generator in between), and gives each read's complete events as a list: a fast
 upstream's events are then parsed and appended in batches rather than one async
-step each. Each event is its
-JSON text exactly as the upstream sent it, so the log keeps the upstream's bytes.
+step each. Each event is its JSON text exactly as the upstream sent it, so the
+log keeps the upstream's bytes.
 """
 
 from __future__ import annotations

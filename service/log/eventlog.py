@@ -409,50 +409,60 @@ class EventLog:
         state admits next and records it in the same statement; anything else
         is `ProducerRefused`, with nothing written.
         """
-        check_run_id(run_id)
-        if expected_seq is not None and not 1 <= expected_seq <= MAX_SEQ:
-            raise InvalidRequest(f"expected_seq must be from 1 to {MAX_SEQ}")
-        return await self._answered(
-            self._committer.submit(
-                run_id,
-                _stored_chunks(chunks),
-                expected_seq=expected_seq,
-                close=close,
-                create=create,
-                close_status=close_status,
-                created_at=created_at,
-                producer=producer,
-            )
+        return await self._queue(
+            run_id,
+            chunks,
+            expected_seq=expected_seq,
+            close=close,
+            create=create,
+            close_status=close_status,
+            created_at=created_at,
+            producer=producer,
         )
 
     def submit_append(
         self, run_id: str, chunks: Sequence[StoredChunk], *, expected_seq: int, create: bool = False
     ) -> asyncio.Future[AppendResult]:
-        check_run_id(run_id)
-        if not 1 <= expected_seq <= MAX_SEQ:
-            raise InvalidRequest(f"expected_seq must be from 1 to {MAX_SEQ}")
-        future = self._committer.submit(
-            run_id, _stored_chunks(chunks), expected_seq=expected_seq, close=False, create=create
-        )
-        self._deadlines.add(future)
-        return future
+        return self._queue(run_id, chunks, expected_seq=expected_seq, create=create)
 
-    async def _answered(self, future: asyncio.Future[AppendResult]) -> AppendResult:
-        """The commit's outcome, or `Unavailable` once `answer_seconds` have passed.
+    def _queue(
+        self,
+        run_id: str,
+        chunks: Sequence[StoredChunk | Mapping[str, Any]],
+        *,
+        expected_seq: int | None = None,
+        close: bool = False,
+        create: bool = True,
+        close_status: str | None = None,
+        created_at: datetime | None = None,
+        producer: tuple[str, int, int] | None = None,
+    ) -> asyncio.Future[AppendResult]:
+        """An append checked and queued: its commit's outcome, or `Unavailable` once
+        `answer_seconds` have passed.
 
         A timed-out append still queued is withdrawn (the committer skips a done
         future), so it is never stored; one already committing may yet commit,
         which is why a producer retries with the same `expected_seq`.
         """
+        check_run_id(run_id)
+        if expected_seq is not None and not 1 <= expected_seq <= MAX_SEQ:
+            raise InvalidRequest(f"expected_seq must be from 1 to {MAX_SEQ}")
+        future = self._committer.submit(
+            run_id,
+            _stored_chunks(chunks),
+            expected_seq=expected_seq,
+            close=close,
+            create=create,
+            close_status=close_status,
+            created_at=created_at,
+            producer=producer,
+        )
         self._deadlines.add(future)
-        return await future
+        return future
 
     async def close_run(self, run_id: str) -> Run:
         """Close a run's log (idempotent). Goes through the committer, after pending appends."""
-        check_run_id(run_id)
-        await self._answered(
-            self._committer.submit(run_id, [], expected_seq=None, close=True, create=False)
-        )
+        await self._queue(run_id, [], close=True, create=False)
         return await self.get_run(run_id)
 
     async def create_run(

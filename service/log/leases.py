@@ -54,9 +54,9 @@ async def renew_many(
     """
     with translated(_ACTION):
         kept = {r["run_id"] for r in await pool.fetch(_RENEW_MANY, run_ids, owner, seconds)}
-        for run_id in run_ids:
-            if run_id not in kept and await pool.fetchval(_RENEW, run_id, owner, seconds):
-                kept.add(run_id)
+    for run_id in run_ids:
+        if run_id not in kept and await renew(pool, run_id, owner, seconds):
+            kept.add(run_id)
     return kept
 
 
