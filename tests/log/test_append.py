@@ -514,6 +514,43 @@ async def test_appends_when_they_trickle_in_behind_a_group_in_flight_then_one_ne
         await log.close()
 
 
+async def test_appends_when_a_group_of_several_runs_just_began_then_the_next_waits_the_pace(
+    database_url: str,
+) -> None:
+    """After a group holding several runs, the next group starts no sooner than the
+    pace after it: appends arriving one by one meanwhile go together."""
+    log = await EventLog.open(database_url, commit_pace_seconds=1.0)
+    try:
+        await asyncio.gather(*(log.append(f"pace-{i}", [{"type": "A"}]) for i in range(2)))
+        before = _groups_committed()
+        first = asyncio.create_task(log.append("pace-2", [{"type": "A"}]))
+        # A lane's chance to commit it alone, which the pace forbids: nothing happens
+        # to wait for, so a pause.
+        await asyncio.sleep(0.2)
+        assert not first.done()
+        rest = [asyncio.create_task(log.append(f"pace-{i}", [{"type": "A"}])) for i in (3, 4)]
+        async with asyncio.timeout(10):
+            results = await asyncio.gather(first, *rest)
+        assert [r.last_seq for r in results] == [1, 1, 1]
+        assert _groups_committed() - before == 1
+    finally:
+        await log.close()
+
+
+async def test_appends_when_one_producer_on_one_run_then_never_paced(
+    database_url: str,
+) -> None:
+    """A lone producer's groups hold one run: its appends, one after another, wait for
+    no pace (three paced ones would take at least 10 s)."""
+    log = await EventLog.open(database_url, commit_pace_seconds=5.0)
+    try:
+        async with asyncio.timeout(4):
+            for seq in range(1, 4):
+                assert (await log.append("pace-alone", [{"type": "A"}])).last_seq == seq
+    finally:
+        await log.close()
+
+
 async def test_append_when_retry_found_stored_then_row_hooks_hear_the_runs_state(
     event_log: EventLog,
 ) -> None:

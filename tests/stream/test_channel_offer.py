@@ -9,6 +9,7 @@ its anchor once, in order, as stored: served to a follower at any cursor.
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from collections.abc import AsyncIterator
 
@@ -79,5 +80,50 @@ async def test_offer_when_rows_come_in_any_order_then_buffer_holds_the_log_once(
             assert channel.pending(7, Encoding.SSE) is None
             if list(order) == sorted(set(order)) == [0, 1, 2]:
                 assert channel.reads == 0  # every commit taken as offered
+    finally:
+        await hub.stop()
+
+
+async def test_pending_when_followers_want_two_encodings_then_each_frames_the_log(
+    event_log: EventLog,
+) -> None:
+    """One buffer, two framer keys (SSE and NDJSON followers of the same run): each
+    batch keeps an encoding per key, and neither is served the other's bytes."""
+    run = f"keys-{uuid.uuid4().hex[:10]}"
+    await event_log.append(run, [{"type": "A"}])
+    commits: list[tuple[list[Row] | None, int, bool]] = []
+    remove = event_log.on_commit_rows(
+        lambda run_id, rows, last, closed: (
+            commits.append((rows, last, closed)) if run_id == run else None
+        )
+    )
+    try:
+        await event_log.append(run, [{"type": "B", "s": "caf\u00e9"}])
+        await event_log.append(run, [{"type": "C"}, {"type": "D"}])
+    finally:
+        remove()
+    stored = [(e.seq, e.chunk) for e in await event_log.read_events(run)][1:]
+    hub = Hub(event_log, listen=False)
+    try:
+        with hub.subscribe(run) as sub:
+            channel = sub.channel
+            channel.anchor(RunState(1, False))
+            for rows, last, closed in commits:
+                hub.committed(run, rows, last, closed)
+            for encoding in (Encoding.SSE, Encoding.NDJSON, Encoding.SSE, Encoding.NDJSON):
+                pending = channel.pending(1, encoding)
+                assert pending is not None and pending[1] == 4
+                if encoding is Encoding.SSE:
+                    reader = SseReader()
+                    reader.feed(pending[0])
+                    assert reader.events == stored
+                else:
+                    lines = [json.loads(line) for line in pending[0].decode().splitlines()]
+                    assert [(int(x["id"]), x["chunk"]) for x in lines] == [
+                        (seq, json.loads(chunk)) for seq, chunk in stored
+                    ]
+                # Past the first batch: the second alone, in this encoding too.
+                rest = channel.pending(2, encoding)
+                assert rest is not None and rest[0] == encoding.frame(commits[1][0] or [])
     finally:
         await hub.stop()
