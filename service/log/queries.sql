@@ -124,6 +124,42 @@ note AS (
 SELECT run_id, base, (SELECT count(*) FROM note) AS notes FROM upd;
 
 
+-- name: append_plain
+-- `append` for a group whose every share is plain: a count of events and
+-- nothing else (no expected seq, close, run life, producer, terminal chunk,
+-- tool call or usage: a stream's common group). It bumps `last_seq` and
+-- `updated_at` only, which spares the database the full statement's per-row
+-- conditions. The same no-join shape, answer and notification as `append`.
+--
+-- $1-$7 the rows' columns (as `append`'s), $8 each run's count (jsonb
+-- {run_id: n}), $9 their run ids.
+WITH upd AS (
+    UPDATE runs SET
+        last_seq = runs.last_seq + ($8::jsonb ->> runs.run_id)::bigint,
+        updated_at = now()
+    WHERE runs.run_id = ANY($9::text[]) AND runs.closed_at IS NULL
+    RETURNING runs.run_id, runs.last_seq - ($8::jsonb ->> runs.run_id)::bigint AS base,
+        runs.last_seq, runs.run_month
+),
+bases AS (SELECT jsonb_object_agg(run_id, base) AS m, jsonb_object_agg(run_id, run_month) AS month
+          FROM upd),
+ins AS (
+    INSERT INTO events (run_id, seq, type, chunk, message_id, tool_call_id, n, run_month)
+    SELECT e.run_id, ((SELECT m FROM bases) ->> e.run_id)::bigint + e.ord,
+        e.type, e.chunk, e.message_id, e.tool_call_id, e.n, ((SELECT month FROM bases) ->> e.run_id)::date
+    FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[])
+        AS e(run_id, ord, type, chunk, message_id, tool_call_id, n)
+    WHERE (SELECT m FROM bases) ? e.run_id
+),
+note AS (
+    SELECT pg_notify('replay_events_v1', string_agg(line, E'\n'))
+    FROM (SELECT run_id || ' ' || last_seq AS line, (row_number() OVER ()) / 40 AS bucket
+          FROM upd) AS l
+    GROUP BY bucket
+)
+SELECT run_id, base, (SELECT count(*) FROM note) AS notes FROM upd;
+
+
 -- name: bump
 -- The first half of a big group commit: `append` without its events, which
 -- follow by COPY (PostgreSQL's bulk path, cheaper per row than unnesting

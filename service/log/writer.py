@@ -20,7 +20,15 @@ a whole group's worth is queued: at a steady stream from many producers (hosted
 runs' tokens) the groups then come at that pace, each a pace's worth, instead of
 back to back as small as one commit's time gathers; a transaction's fixed cost
 (here and in PostgreSQL, where a commit is a WAL flush) is then paid per pace, not
-per few events. A lone producer's groups hold one run each and are never paced.
+per few events. A lone producer's groups hold one run each and are never paced,
+and neither is a group whose runs have all queued their next append since it
+began: producers that wait on each append (a closed loop) are all back once it
+commits, so waiting the pace would gather nobody more.
+
+Groups commit on one connection the committer keeps checked out between them
+(a checkout and release cost more CPU than a small group's round trip); a lane
+that finds it in use, while another group is in flight, takes one from the
+pool.
 
 Per-run order is kept: a lane never takes a run that another lane has in
 flight, so appends for one run commit in the order they were submitted. An
@@ -44,7 +52,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager, suppress
 from datetime import datetime
 from itertools import chain
 from operator import attrgetter
@@ -115,8 +124,10 @@ class GroupCommitter:
         self._starts: list[float] = []
         self._hold: asyncio.TimerHandle | None = None
         self._hold_at = 0.0
-        # When the last group began, if it held several runs (the next one is paced).
+        # When the last group began, if it held several runs (the next one is paced),
+        # and those of its runs that have not queued an append since it began.
         self._paced_from: float | None = None
+        self._awaited: set[str] = set()
         # A lane waits this long for a connection or a statement, then fails its group
         # (a 503) and takes the next: a database that stopped answering holds no lane.
         self._statement_seconds = statement_seconds
@@ -132,6 +143,11 @@ class GroupCommitter:
         self._wake = LoopEvent(self._loop)
         self._max_events = max_events
         self._batch_min = batch_min
+        # The connection the lanes commit on, kept between groups (a pool checkout and
+        # release cost more CPU than a small commit's round trip); a lane that finds
+        # it in use by another checks one out of the pool instead.
+        self._held_conn: asyncpg.pool.PoolConnectionProxy | None = None
+        self._held_busy = False
         self._hooks: list[CommitHook] = []
         self._row_hooks: list[tuple[CommitRowsHook, Callable[[str], bool] | None]] = []
         self._unsure_hooks: list[Callable[[], None]] = []
@@ -141,6 +157,10 @@ class GroupCommitter:
 
     async def close(self) -> None:
         await stopped(*self._lanes)
+        conn, self._held_conn = self._held_conn, None
+        if conn is not None:
+            with suppress(asyncpg.InterfaceError):  # closed: the pool has it back
+                await self._pool.release(conn)
         if self._hold is not None:
             self._hold.cancel()
         for item in self._queue:
@@ -241,6 +261,9 @@ class GroupCommitter:
         )
         self._queue.append(item)
         self._queued += len(chunks)
+        awaited = self._awaited
+        if awaited and run_id in awaited:
+            awaited.discard(run_id)
         self._wake.set()
         return future
 
@@ -253,7 +276,7 @@ class GroupCommitter:
         now = loop.time()
         if self._starts:
             left = self._overlap_seconds - (now - min(self._starts))
-        elif self._paced_from is not None:
+        elif self._paced_from is not None and self._awaited:
             left = self._pace_seconds - (now - self._paced_from)
         else:
             return False
@@ -316,7 +339,9 @@ class GroupCommitter:
             start = self._loop.time()
             self._starts.append(start)
             if self._pace_seconds > 0:
-                self._paced_from = start if len(group) > 1 else None
+                several = len(group) > 1
+                self._paced_from = start if several else None
+                self._awaited = set(group) if several else set()
             try:
                 await self._commit(group)
             except Exception as exc:  # a lane must outlive any one group
@@ -368,6 +393,8 @@ class GroupCommitter:
             # Back to the front, in submission order, ahead of later appends.
             self._queue.extendleft(reversed(outcomes.retry))
             self._queued += sum(len(item.chunks) for item in outcomes.retry)
+            # Queued again, as a producer's next append would be: not awaited.
+            self._awaited.difference_update(item.run_id for item in outcomes.retry)
 
     async def _retrying(
         self, attempt: Callable[[Group], Awaitable[list[asyncpg.Record]]], group: Group
@@ -389,15 +416,51 @@ class GroupCommitter:
                 made_partitions = True
         raise AssertionError("unreachable")
 
+    @asynccontextmanager
+    async def _connection(self) -> AsyncIterator[asyncpg.pool.PoolConnectionProxy]:
+        """The held connection if free (checked out the first time, and again after it
+        closed), else one from the pool. After any failure the held one goes back: to
+        the pool after the server's answer to a statement (its release rolls back
+        whatever was left open), terminated after anything else (a lost connection, a
+        timeout, a cancel leave its state unknown); the next group checks out another."""
+        if self._held_busy:
+            async with acquire(self._pool, self._statement_seconds) as conn:
+                yield conn
+            return
+        self._held_busy = True
+        try:
+            held = self._held_conn
+            if held is None or not _open(held):
+                self._held_conn = None
+                held = await self._pool.acquire(timeout=self._statement_seconds)
+                self._held_conn = held
+            try:
+                yield held
+            except asyncpg.PostgresError:
+                self._held_conn = None
+                with suppress(asyncpg.InterfaceError):  # the pool has it back already
+                    await self._pool.release(held)
+                raise
+            except BaseException:
+                self._held_conn = None
+                with suppress(asyncpg.InterfaceError):
+                    held.terminate()
+                raise
+        finally:
+            self._held_busy = False
+
     async def _append_statement(self, group: Group) -> list[asyncpg.Record]:
         timeout = self._statement_seconds
-        async with acquire(self._pool, timeout) as conn:
-            params = (*group.events.params(), *group.share_params())
-            return list(await conn.fetch(sql.APPEND, *params, timeout=timeout))
+        plain = group.plain_params()
+        statement = sql.APPEND if plain is None else sql.APPEND_PLAIN
+        shares = group.share_params() if plain is None else plain
+        async with self._connection() as conn:
+            params = (*group.events.params(), *shares)
+            return list(await conn.fetch(statement, *params, timeout=timeout))
 
     async def _bump_and_copy(self, group: Group) -> list[asyncpg.Record]:
         timeout = self._statement_seconds
-        async with acquire(self._pool, timeout) as conn, conn.transaction():
+        async with self._connection() as conn, conn.transaction():
             rows = list(await conn.fetch(sql.BUMP, *group.share_params(), timeout=timeout))
             records = group.events.records(
                 {row["run_id"]: row["base"] for row in rows},
@@ -431,6 +494,15 @@ class GroupCommitter:
             state = states[run]
             self._tell_rows(run, None, state.last_seq, state.closed)
         self._apply(outcomes)
+
+
+def _open(conn: asyncpg.pool.PoolConnectionProxy) -> bool:
+    """Whether a checked-out connection is still open and still ours: when the server
+    closes it, the pool takes it back, and the proxy refuses every call."""
+    try:
+        return not conn.is_closed()
+    except asyncpg.InterfaceError:
+        return False
 
 
 async def _already_stored(conn: asyncpg.pool.PoolConnectionProxy, item: Pending) -> bool:

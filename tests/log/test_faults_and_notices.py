@@ -100,7 +100,7 @@ def test_queries_file_when_parsed_then_statements_are_literal_and_named_once() -
     for name, statement in QUERIES.items():
         assert statement and not statement.endswith(";"), name
         assert "{" not in statement, f"{name} looks like a template"
-    assert CHANNEL in QUERIES["append"] and CHANNEL in QUERIES["bump"]
+    assert all(CHANNEL in QUERIES[name] for name in ("append", "append_plain", "bump"))
     assert READERS_CHANNEL in QUERIES["readers_left"]
 
 

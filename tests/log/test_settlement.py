@@ -6,6 +6,7 @@ import asyncio
 import json
 from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -225,3 +226,45 @@ def test_group_when_built_then_shares_and_columns_are_the_statements_parameters(
 def test_run_share_when_error_without_terminal_then_error_not_sent() -> None:
     share = RunShare(count=1, error="stale", tools=("t",), usage=(1, None, None))
     assert share.to_json() == {"n": 1, "tools": ["t"], "prompt_tokens": 1}
+
+
+_SHARE_ITEM = st.fixed_dictionaries(
+    {
+        "kind": st.sampled_from(["A", "RUN_FINISHED", "RUN_ERROR", "TOOL_CALL_START"]),
+        "count": st.integers(0, 2),
+        "expected": st.sampled_from([None, 1]),
+        "close": st.booleans(),
+        "born": st.booleans(),
+        "producer": st.booleans(),
+    }
+)
+
+
+@given(st.lists(_SHARE_ITEM, min_size=1, max_size=3))
+def test_group_when_every_share_says_only_its_count_then_plain_params_else_none(
+    drawn: list[dict[str, Any]],
+) -> None:
+    """The plain statement is chosen exactly when the full one's request for the run
+    would be its count alone, and then it gets that count. (Expected seq, run life and
+    producer are a share's first append's.)"""
+    loop = asyncio.new_event_loop()
+    try:
+        items = []
+        for index, spec in enumerate(drawn):
+            chunk = {"type": spec["kind"], "toolCallName": "t", "usage": {"totalTokens": 1}}
+            item = pending(loop, "r", spec["count"], first=chunk, close=spec["close"])
+            if index == 0:
+                item.expected_seq = spec["expected"]
+                item.created_at = datetime(2026, 12, 3, tzinfo=UTC) if spec["born"] else None
+                item.producer = ("p", 0, 0) if spec["producer"] else None
+            items.append(item)
+        group = Group.of({"r": items})
+        full = json.loads(group.share_params()[0])["r"]
+        plain = group.plain_params()
+        if full.keys() == {"n"}:
+            assert plain is not None
+            assert (json.loads(plain[0]), plain[1]) == ({"r": full["n"]}, ["r"])
+        else:
+            assert plain is None
+    finally:
+        loop.close()
