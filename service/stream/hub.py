@@ -191,7 +191,7 @@ class Hub:
             self._retired_reads += channel.reads
             # Cancelling the reader is synchronous enough: the task ends at its
             # next await, and its pool connection (if any) is released then.
-            channel._task.cancel()
+            channel.retire()
 
     # -- hints --------------------------------------------------------------
 

@@ -9,6 +9,8 @@ its anchor once, in order, as stored: served to a follower at any cursor.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import json
 import uuid
 from collections.abc import AsyncIterator
@@ -18,6 +20,7 @@ import pytest
 from service.log import EventLog
 from service.log.store import RunState
 from service.stream import Encoding, Hub
+from service.stream.channel import Batch
 from service.stream.framing import Row
 from tests.stream.wire import SseReader
 
@@ -127,3 +130,37 @@ async def test_pending_when_followers_want_two_encodings_then_each_frames_the_lo
                 assert rest is not None and rest[0] == encoding.frame(commits[1][0] or [])
     finally:
         await hub.stop()
+
+
+async def test_channel_when_its_last_follower_leaves_then_its_buffer_is_freed_without_a_collection(
+    event_log: EventLog,
+) -> None:
+    """A retired channel's reader ends cancelled, and that task's traceback holds the
+    channel: a cycle. Its buffered batches must not wait in it for the garbage
+    collector (whose one walk of a few hundred ended runs' buffers paused the loop)."""
+    run = f"retire-{uuid.uuid4().hex[:10]}"
+    await event_log.append(run, [{"type": "A"}])
+    hub = Hub(event_log, listen=False)
+    gc.collect()
+    gc.disable()
+    try:
+        with hub.subscribe(run) as sub:
+            channel = sub.channel
+            channel.anchor(RunState(1, False))
+            for seq in range(2, 12):
+                hub.committed(run, [(seq, json.dumps({"type": "B", "seq": seq}))], seq, False)
+            assert channel.head == 11
+            assert _batches_alive() == 10
+            task = channel._task
+        async with asyncio.timeout(DEADLINE):
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        del channel, sub
+        assert _batches_alive() == 0
+    finally:
+        gc.enable()
+        await hub.stop()
+
+
+def _batches_alive() -> int:
+    return sum(isinstance(obj, Batch) for obj in gc.get_objects())
