@@ -25,11 +25,6 @@ and neither is a group whose runs have all queued their next append since it
 began: producers that wait on each append (a closed loop) are all back once it
 commits, so waiting the pace would gather nobody more.
 
-Groups commit on one connection the committer keeps checked out between them
-(a checkout and release cost more CPU than a small group's round trip); a lane
-that finds it in use, while another group is in flight, takes one from the
-pool.
-
 Per-run order is kept: a lane never takes a run that another lane has in
 flight, so appends for one run commit in the order they were submitted. An
 append that carries `expected_seq` or `close` ends its run's share of a group,
@@ -52,8 +47,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager, suppress
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from itertools import chain
 from operator import attrgetter
@@ -143,11 +137,6 @@ class GroupCommitter:
         self._wake = LoopEvent(self._loop)
         self._max_events = max_events
         self._batch_min = batch_min
-        # The connection the lanes commit on, kept between groups (a pool checkout and
-        # release cost more CPU than a small commit's round trip); a lane that finds
-        # it in use by another checks one out of the pool instead.
-        self._held_conn: asyncpg.pool.PoolConnectionProxy | None = None
-        self._held_busy = False
         self._hooks: list[CommitHook] = []
         self._row_hooks: list[tuple[CommitRowsHook, Callable[[str], bool] | None]] = []
         self._unsure_hooks: list[Callable[[], None]] = []
@@ -157,10 +146,6 @@ class GroupCommitter:
 
     async def close(self) -> None:
         await stopped(*self._lanes)
-        conn, self._held_conn = self._held_conn, None
-        if conn is not None:
-            with suppress(asyncpg.InterfaceError):  # closed: the pool has it back
-                await self._pool.release(conn)
         if self._hold is not None:
             self._hold.cancel()
         for item in self._queue:
@@ -416,51 +401,18 @@ class GroupCommitter:
                 made_partitions = True
         raise AssertionError("unreachable")
 
-    @asynccontextmanager
-    async def _connection(self) -> AsyncIterator[asyncpg.pool.PoolConnectionProxy]:
-        """The held connection if free (checked out the first time, and again after it
-        closed), else one from the pool. After any failure the held one goes back: to
-        the pool after the server's answer to a statement (its release rolls back
-        whatever was left open), terminated after anything else (a lost connection, a
-        timeout, a cancel leave its state unknown); the next group checks out another."""
-        if self._held_busy:
-            async with acquire(self._pool, self._statement_seconds) as conn:
-                yield conn
-            return
-        self._held_busy = True
-        try:
-            held = self._held_conn
-            if held is None or not _open(held):
-                self._held_conn = None
-                held = await self._pool.acquire(timeout=self._statement_seconds)
-                self._held_conn = held
-            try:
-                yield held
-            except asyncpg.PostgresError:
-                self._held_conn = None
-                with suppress(asyncpg.InterfaceError):  # the pool has it back already
-                    await self._pool.release(held)
-                raise
-            except BaseException:
-                self._held_conn = None
-                with suppress(asyncpg.InterfaceError):
-                    held.terminate()
-                raise
-        finally:
-            self._held_busy = False
-
     async def _append_statement(self, group: Group) -> list[asyncpg.Record]:
         timeout = self._statement_seconds
         plain = group.plain_params()
         statement = sql.APPEND if plain is None else sql.APPEND_PLAIN
         shares = group.share_params() if plain is None else plain
-        async with self._connection() as conn:
+        async with acquire(self._pool, timeout) as conn:
             params = (*group.events.params(), *shares)
             return list(await conn.fetch(statement, *params, timeout=timeout))
 
     async def _bump_and_copy(self, group: Group) -> list[asyncpg.Record]:
         timeout = self._statement_seconds
-        async with self._connection() as conn, conn.transaction():
+        async with acquire(self._pool, timeout) as conn, conn.transaction():
             rows = list(await conn.fetch(sql.BUMP, *group.share_params(), timeout=timeout))
             records = group.events.records(
                 {row["run_id"]: row["base"] for row in rows},
@@ -494,15 +446,6 @@ class GroupCommitter:
             state = states[run]
             self._tell_rows(run, None, state.last_seq, state.closed)
         self._apply(outcomes)
-
-
-def _open(conn: asyncpg.pool.PoolConnectionProxy) -> bool:
-    """Whether a checked-out connection is still open and still ours: when the server
-    closes it, the pool takes it back, and the proxy refuses every call."""
-    try:
-        return not conn.is_closed()
-    except asyncpg.InterfaceError:
-        return False
 
 
 async def _already_stored(conn: asyncpg.pool.PoolConnectionProxy, item: Pending) -> bool:
