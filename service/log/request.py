@@ -127,20 +127,6 @@ class RunShare:
             usage=(summary.usage[0], summary.usage[1], summary.usage[2]),
         )
 
-    @property
-    def plain(self) -> bool:
-        """Whether the share is a count of events and nothing else: its `to_json` would be
-        `{"n": count}`, and the run's row changes only in `last_seq` and `updated_at`."""
-        return (
-            self.expected is None
-            and not self.close
-            and self.terminal is None
-            and not self.tools
-            and self.usage == _NO_USAGE
-            and self.born is None
-            and self.producer is None
-        )
-
     def to_json(self) -> dict[str, Any]:
         """The statement's form: absent keys mean "no", "none" or "unchanged"."""
         share: dict[str, Any] = {"n": self.count}
@@ -167,9 +153,6 @@ class RunShare:
             share["producer"] = list(self.producer)
         return share
 
-
-_NO_USAGE = (None, None, None)
-_PLAIN = attrgetter("plain")
 
 # Named reads of a chunk's columns, at C speed (the hot loop of big batches).
 _TYPE = attrgetter("type")
@@ -289,14 +272,14 @@ class Group:
             shares[run] = RunShare.of(items)
         return cls(shares, events)
 
-    def plain_params(self) -> tuple[str, list[str]] | None:
-        """`append_plain`'s $8-$9 (each run's count, and the run ids) when every share
-        is plain (a count and nothing else, see `RunShare.plain`), else None."""
-        shares = self.shares
-        if not all(map(_PLAIN, shares.values())):
-            return None
-        counts = {run: share.count for run, share in shares.items()}
-        return orjson.dumps(counts).decode(), list(shares)
+    def request_params(self) -> tuple[bool, str, list[str]]:
+        """Which append statement the group takes, and its $8-$9. Plain (`append_plain`)
+        when every share's request is its count alone (`{"n": count}`: nothing else to
+        record), sent as `{run: count}`; otherwise `append`'s, as `share_params`."""
+        requests = {run: share.to_json() for run, share in self.shares.items()}
+        plain = all(len(request) == 1 for request in requests.values())
+        sent = {run: request["n"] for run, request in requests.items()} if plain else requests
+        return plain, orjson.dumps(sent).decode(), list(requests)
 
     def share_params(self) -> tuple[str, list[str]]:
         """`append`'s $8-$9 (`bump`'s $1-$2): the shares as JSON, and their run ids."""

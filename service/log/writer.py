@@ -246,9 +246,7 @@ class GroupCommitter:
         )
         self._queue.append(item)
         self._queued += len(chunks)
-        awaited = self._awaited
-        if awaited and run_id in awaited:
-            awaited.discard(run_id)
+        self._awaited.discard(run_id)
         self._wake.set()
         return future
 
@@ -403,11 +401,10 @@ class GroupCommitter:
 
     async def _append_statement(self, group: Group) -> list[asyncpg.Record]:
         timeout = self._statement_seconds
-        plain = group.plain_params()
-        statement = sql.APPEND if plain is None else sql.APPEND_PLAIN
-        shares = group.share_params() if plain is None else plain
+        plain, requests, runs = group.request_params()
+        statement = sql.APPEND_PLAIN if plain else sql.APPEND
         async with acquire(self._pool, timeout) as conn:
-            params = (*group.events.params(), *shares)
+            params = (*group.events.params(), requests, runs)
             return list(await conn.fetch(statement, *params, timeout=timeout))
 
     async def _bump_and_copy(self, group: Group) -> list[asyncpg.Record]:

@@ -260,11 +260,11 @@ def test_group_when_every_share_says_only_its_count_then_plain_params_else_none(
             items.append(item)
         group = Group.of({"r": items})
         full = json.loads(group.share_params()[0])["r"]
-        plain = group.plain_params()
+        plain, requests, runs = group.request_params()
+        assert runs == ["r"]
         if full.keys() == {"n"}:
-            assert plain is not None
-            assert (json.loads(plain[0]), plain[1]) == ({"r": full["n"]}, ["r"])
+            assert plain and json.loads(requests) == {"r": full["n"]}
         else:
-            assert plain is None
+            assert not plain and json.loads(requests) == {"r": full}
     finally:
         loop.close()
