@@ -7,6 +7,7 @@ from operator import attrgetter
 from typing import Any
 
 from service.errors import InvalidEvent, InvalidJson, InvalidRequest, PayloadTooLarge
+from service.ingest.verbatim import split_events
 from service.log.chunks import StoredChunk, dumps, loads, stored, stored_values
 from service.log.eventlog import MAX_SEQ
 
@@ -83,9 +84,23 @@ def _close(value: Any) -> bool:
     return value
 
 
+def _check_chunks(chunks: list[StoredChunk], limits: Limits) -> None:
+    cap = limits.max_chunk_bytes // 4
+    if chunks and max(map(len, map(_TEXT, chunks))) > cap:
+        for index, chunk in enumerate(chunks):
+            if len(chunk.text) > cap:
+                limits.check_chunk(chunk, index)
+
+
 def parse_json_batch(body: bytes, limits: Limits) -> Batch:
     """`{"events": [chunk, ...], "expected_seq": N?, "close": bool?}`."""
     limits.check_body(len(body))
+    verbatim = split_events(body)
+    if verbatim is not None:
+        chunks, expected_seq, close = verbatim
+        limits.check_count(len(chunks))
+        _check_chunks(chunks, limits)
+        return Batch(chunks, _expected(expected_seq), _close(close))
     envelope = loads(body)
     if not isinstance(envelope, dict):
         raise InvalidRequest('the body must be a JSON object {"events": [...]}')
@@ -97,11 +112,7 @@ def parse_json_batch(body: bytes, limits: Limits) -> Batch:
         raise InvalidRequest(f"unknown fields in the body: {sorted(unknown)}")
     limits.check_count(len(events))
     chunks = stored_values(events)
-    cap = limits.max_chunk_bytes // 4
-    if chunks and max(map(len, map(_TEXT, chunks))) > cap:
-        for index, chunk in enumerate(chunks):
-            if len(chunk.text) > cap:
-                limits.check_chunk(chunk, index)
+    _check_chunks(chunks, limits)
     return Batch(
         chunks, _expected(envelope.get("expected_seq")), _close(envelope.get("close", False))
     )

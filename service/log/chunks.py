@@ -146,7 +146,7 @@ _new_chunk = tuple.__new__
 _NONE = type(None)
 
 
-def _plain(texts: list[str | None]) -> bool:
+def plain(texts: list[str | None]) -> bool:
     """Whether every one of these strings is storable as it is (see `storable`)."""
     joined = "".join(filter(None, texts))
     return joined.isascii() and "\x00" not in joined
@@ -166,7 +166,7 @@ def _columns(values: list[Any]) -> list[StoredChunk] | None:
     tool_call_ids = [value.get("toolCallId") for value in values]
     if not set(map(type, message_ids)) | set(map(type, tool_call_ids)) <= {str, _NONE}:
         return None
-    if not (_plain(kinds) and _plain(message_ids) and _plain(tool_call_ids)):
+    if not (plain(kinds) and plain(message_ids) and plain(tool_call_ids)):
         return None
     encode = orjson.dumps
     try:

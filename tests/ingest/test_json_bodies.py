@@ -1,0 +1,164 @@
+"""A JSON append body's events, as the log stores them: each one's text means the
+same JSON value as the event sent, whichever way the body was written, and a
+body the exact parser refuses is refused whichever path reads it."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from service.errors import InvalidEvent, InvalidJson, InvalidRequest
+from service.ingest import Limits, parse_json_batch
+from service.ingest.verbatim import split_events
+from service.log.chunks import loads, storable
+
+LIMITS = Limits()
+
+
+def same(a: Any, b: Any) -> bool:
+    """JSON equality, with true never equal to 1 and 1 equal to 1.0."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a is b
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return isinstance(b, list) and len(a) == len(b) and all(map(same, a, b))
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return a == b
+    return type(a) is type(b) and a == b
+
+
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(10**30), max_value=10**30),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=12),
+)
+values = st.recursive(
+    scalars,
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+ids = st.none() | st.text(max_size=10) | st.integers(0, 9)
+events = st.builds(
+    lambda kind, message_id, tool_call_id, rest: {
+        **rest,
+        "type": kind,
+        **({} if message_id is None else {"messageId": message_id}),
+        **({} if tool_call_id is None else {"toolCallId": tool_call_id}),
+    },
+    st.sampled_from(["TEXT_MESSAGE_CONTENT", "TOOL_CALL_ARGS", "RUN_FINISHED"])
+    | st.text(min_size=1, max_size=8),
+    ids,
+    ids,
+    st.dictionaries(st.sampled_from(["delta", "x", "args", "n"]), values, max_size=3),
+)
+
+
+def written(envelope: dict[str, Any], style: str) -> bytes:
+    if style == "compact":  # as JSON.stringify writes it
+        compact = json.dumps(envelope, separators=(",", ":"), ensure_ascii=False)
+        return compact.encode("utf-8", "surrogatepass")
+    if style == "spaced":
+        return json.dumps(envelope).encode()  # ", " and ": ", non-ASCII escaped
+    if style == "unescaped":
+        return json.dumps(envelope, ensure_ascii=False).encode("utf-8", "surrogatepass")
+    return json.dumps(envelope, indent=2).encode()  # raw newlines between tokens
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(events, min_size=1, max_size=20),
+    st.sampled_from(["compact", "spaced", "unescaped", "indented"]),
+    st.none() | st.integers(1, 1000),
+    st.booleans(),
+)
+def test_json_body_when_written_any_way_then_each_text_is_the_event_sent(
+    sent: list[dict[str, Any]], style: str, expected_seq: int | None, close: bool
+) -> None:
+    envelope: dict[str, Any] = {"events": sent, "close": close}
+    if expected_seq is not None:
+        envelope["expected_seq"] = expected_seq
+    body = written(envelope, style)
+    try:
+        batch = parse_json_batch(body, LIMITS)
+    except InvalidJson:
+        # Only what the exact parser refuses (invalid UTF-8 from a lone surrogate).
+        with pytest.raises(InvalidJson):
+            loads(body)
+        return
+    assert batch.expected_seq == expected_seq and batch.close is close
+    assert len(batch.chunks) == len(sent)
+    for chunk, event in zip(batch.chunks, sent, strict=True):
+        assert "\n" not in chunk.text and "\r" not in chunk.text
+        assert same(loads(chunk.text), event)
+        assert chunk.type == storable(event["type"])
+        for column, field in ((chunk.message_id, "messageId"), (chunk.tool_call_id, "toolCallId")):
+            value = event.get(field)
+            assert column == (storable(value) if isinstance(value, str) else None)
+
+
+def test_compact_body_of_plain_events_when_parsed_then_texts_are_slices_of_it() -> None:
+    # The common body (what JSON.stringify and orjson write) takes the verbatim path:
+    # each text is exactly its event's bytes in the body.
+    sent = [{"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": 'héllo \u2028 \\ "'}] * 3
+    body = orjson.dumps({"events": sent})
+    split = split_events(body)
+    assert split is not None
+    chunks, _, _ = split
+    assert [c.text.encode() for c in chunks] == [orjson.dumps(e) for e in sent]
+    spaced = b'{"events": [ {"type" : "A", "n": 1.50} , {"type":"B"} ]}'
+    chunks = parse_json_batch(spaced, LIMITS).chunks
+    assert [c.text for c in chunks] == ['{"type" : "A", "n": 1.50}', '{"type":"B"}']
+
+
+@pytest.mark.parametrize(
+    "number",
+    [b"1e999", b"-1E+400", b"1.5e0400", b"[1, 2e309 ]", b"1" * 400 + b".5", b"1" * 320 + b"e0"],
+)
+def test_number_past_a_double_when_appended_then_refused_as_invalid_json(number: bytes) -> None:
+    body = b'{"events":[{"type":"A","x":' + number + b"}]}"
+    with pytest.raises(InvalidJson):
+        parse_json_batch(body, LIMITS)
+
+
+@pytest.mark.parametrize(
+    "number", [b"1e99", b"1e-999", b"123456789012345678901234567890", b"1" * 400]
+)
+def test_number_within_range_or_whole_when_appended_then_kept_exactly(number: bytes) -> None:
+    body = b'{"events":[{"type":"A","x":' + number + b"}]}"
+    (chunk,) = parse_json_batch(body, LIMITS).chunks
+    assert same(loads(chunk.text)["x"], loads(number))
+
+
+@pytest.mark.parametrize(
+    ("body", "error"),
+    [
+        (b'{"events":[{"type":"A","x":"a\xffb"}]}', InvalidJson),
+        (b'{"events":[{"type":"A","x":NaN}]}', InvalidJson),
+        (b'{"events":[{"type":"A"}],"extra":1}', InvalidRequest),
+        (b'{"events":[{"type":"A"}],"close":null}', InvalidRequest),
+        (b'{"events":[{"type":"A"}],"expected_seq":true}', InvalidRequest),
+        (b'{"events":[{"type":"A"},{"type":""}]}', InvalidEvent),
+        (b'{"events":[{"type":"A"},{"type":1}]}', InvalidEvent),
+        (b'{"events":[{"type":"A"},1]}', InvalidEvent),
+        (b'{"events":{"type":"A"}}', InvalidRequest),
+    ],
+)
+def test_body_when_malformed_then_refused_whichever_path(body: bytes, error: type) -> None:
+    with pytest.raises(error):
+        parse_json_batch(body, LIMITS)
+
+
+def test_lone_surrogate_when_appended_then_kept_as_sent() -> None:
+    body = b'{"events":[{"type":"A","delta":"\\ud83d"},{"type":"B","delta":"\\ude00x"}]}'
+    chunks = parse_json_batch(body, LIMITS).chunks
+    assert [loads(c.text)["delta"] for c in chunks] == ["\ud83d", "\ude00x"]
