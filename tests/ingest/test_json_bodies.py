@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.errors import InvalidEvent, InvalidJson, InvalidRequest
+from service.errors import InvalidEvent, InvalidJson, InvalidRequest, PayloadTooLarge
 from service.ingest import Limits, parse_json_batch
 from service.ingest.verbatim import split_events
 from service.log.chunks import loads, storable
@@ -162,3 +162,14 @@ def test_lone_surrogate_when_appended_then_kept_as_sent() -> None:
     body = b'{"events":[{"type":"A","delta":"\\ud83d"},{"type":"B","delta":"\\ude00x"}]}'
     chunks = parse_json_batch(body, LIMITS).chunks
     assert [loads(c.text)["delta"] for c in chunks] == ["\ud83d", "\ude00x"]
+
+
+def test_event_over_the_chunk_limit_when_sent_on_one_line_then_refused_with_its_index() -> None:
+    limits = Limits(max_chunk_bytes=100)
+    small = {"type": "A", "delta": "x" * 40}
+    ok = parse_json_batch(orjson.dumps({"events": [small, small, small]}), limits)
+    assert len(ok.chunks) == 3  # the body is over the limit, no event is
+    big = {"type": "A", "delta": "x" * 100}
+    with pytest.raises(PayloadTooLarge) as refused:
+        parse_json_batch(orjson.dumps({"events": [small, big]}), limits)
+    assert refused.value.extra["index"] == 1
