@@ -1,14 +1,15 @@
 """`Driver`: one hosted run, from its upstream into the log, until it ends.
 
-One task reads the upstream and hands each read to the append pipeline: at
-most one append in flight, and what arrives while it commits goes into the
-next one together. The pipeline runs on the appends' own futures (callbacks,
-not a task of its own), so a streamed token costs one task wake-up, the
-reader's. However it stops, the run is closed with a terminal event: the
-upstream's own, or the RUN_ERROR its `EndReason` maps to
-(`service.agents.endings`). Nothing here knows about other runs: the registry
-(`Drivers`) starts drivers and renews all their leases at once, and the
-`Reaper` closes runs whose driver died.
+The upstream's reads go to the append pipeline: at most one append in
+flight, and what arrives while it commits goes into the next one together.
+The pipeline runs on the appends' own futures (callbacks, not a task of its
+own), and an HTTP upstream's reads arrive in its protocol's callback
+(`service.agents.wire`), so a streamed token wakes no task of the driver's; an
+in-process agent's generator is iterated by the reader task. However it
+stops, the run is closed with a terminal event: the upstream's own, or the
+RUN_ERROR its `EndReason` maps to (`service.agents.endings`). Nothing here
+knows about other runs: the registry (`Drivers`) starts drivers and renews all
+their leases at once, and the `Reaper` closes runs whose driver died.
 
 Cancel works across processes without a side channel: it appends RUN_ERROR
 and closes the run; the driving process hears the close (a notification, its
@@ -23,12 +24,11 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import aiohttp
-
 from service.agents import upstream
-from service.agents.catalog import Agent, RunInput
+from service.agents.catalog import Agent, HttpAgent, RunInput
 from service.agents.endings import EndReason, close_run
 from service.agents.policy import DEFAULT, FIRST_READER_SECONDS, OnDisconnect
+from service.agents.wire import HttpUpstream
 from service.errors import ReplayError, RunClosed, SeqConflict, Unavailable
 from service.ingest import Limits
 from service.log import AppendResult, LogStore, StoredChunk
@@ -81,7 +81,6 @@ class Driver:
         lease: Lease,
         idle_seconds: float,
         limits: Limits,
-        client: Callable[[], aiohttp.ClientSession],
         next_seq: int,
         on_disconnect: OnDisconnect = DEFAULT,
         first_reader_seconds: float = FIRST_READER_SECONDS,
@@ -98,7 +97,7 @@ class Driver:
         self._lease = lease
         self._idle_seconds = idle_seconds
         self._limits = limits
-        self._client = client
+        self._upstream: HttpUpstream | None = None
         # The seq the next append must start at: every append carries it, so one
         # retried after a lost answer is stored once.
         self._next_seq = next_seq
@@ -177,19 +176,25 @@ class Driver:
         expected_seq) and reads gather; past `_PENDING_READS` the reader waits
         (backpressure on the upstream instead of this process's memory).
         """
+        if not self._deliver(chunks):
+            self._room = asyncio.get_running_loop().create_future()
+            await self._room
+
+    def _deliver(self, chunks: list[StoredChunk]) -> bool:
+        """`_feed` without the wait: whether there is room for more reads."""
         self._pending.extend(chunks)
         self._pending_reads += 1
         if self._inflight is None and self._failure is None:
             self._send()
-        elif self._pending_reads >= _PENDING_READS:
-            self._room = asyncio.get_running_loop().create_future()
-            await self._room
+        return self._pending_reads < _PENDING_READS
 
     def _send(self) -> None:
         chunks, self._pending, self._pending_reads = self._pending, [], 0
         self._inflight = chunks
         self._submit()
         _resolve(self._room)
+        if self._upstream is not None:
+            self._upstream.resume()
 
     def _submit(self) -> None:
         self._retry = None
@@ -258,10 +263,14 @@ class Driver:
     async def _read(self) -> _End:
         """Feed the upstream's events to the pipeline; why it stopped."""
         try:
-            async for batch in upstream.events(
-                self._agent, self._input, self._client(), self._idle_seconds, self._limits
-            ):
-                await self._feed(batch)
+            if isinstance(self._agent, HttpAgent):
+                self._upstream = HttpUpstream(
+                    self._agent, self._input, self._idle_seconds, self._limits, self._deliver
+                )
+                await self._upstream.run()
+            else:
+                async for batch in upstream.events(self._agent, self._input, self._limits):
+                    await self._feed(batch)
             return _End(EndReason.FINISHED)
         except asyncio.CancelledError:
             # Leaving the upstream request aborts it; say why we stopped.

@@ -17,8 +17,6 @@ import time
 import uuid
 from typing import Any
 
-import aiohttp
-
 from service.agents import policy
 from service.agents.catalog import AgentCatalog, RunInput
 from service.agents.driver import Driver, Lease
@@ -61,7 +59,6 @@ class Drivers:
         self.lease = Lease(self.owner, lease_seconds)
         self.reaper = Reaper(log, self.lease, instance_id=instance_id)
         self._drivers: dict[str, Driver] = {}
-        self._client: aiohttp.ClientSession | None = None
         self._keeper: asyncio.Task[None] | None = None
 
     async def start_reaper(self) -> None:
@@ -79,21 +76,10 @@ class Drivers:
             driver.halt(EndReason.SHUTDOWN)
         for driver in drivers:
             await driver.wait(_HALT_SECONDS)
-        if self._client is not None:
-            await self._client.close()
 
     @property
     def active(self) -> list[str]:
         return list(self._drivers)
-
-    def _http(self) -> aiohttp.ClientSession:
-        if self._client is None:  # made in the loop it serves
-            # Every run holds its upstream connection for its whole life: aiohttp's
-            # default pool (100 connections) would leave run 101 unread, queued
-            # behind the others' ends, so the pool is unbounded (as many as runs).
-            connector = aiohttp.TCPConnector(limit=0)
-            self._client = aiohttp.ClientSession(connector=connector)
-        return self._client
 
     async def start(
         self,
@@ -146,7 +132,7 @@ class Drivers:
         driver = Driver(
             self.log, run_id, thread_id, agent, run_input,
             lease=self.lease, idle_seconds=self.idle_seconds, limits=self.limits,
-            client=self._http, next_seq=first.last_seq + 1, on_disconnect=chosen,
+            next_seq=first.last_seq + 1, on_disconnect=chosen,
             first_reader_seconds=self.first_reader_seconds,
         )  # fmt: skip
         self._drivers[run_id] = driver

@@ -1,0 +1,236 @@
+"""A hosted run's HTTP upstream, read by a protocol instead of a client library.
+
+Each socket read is parsed where it arrives (httptools, the C parser uvicorn
+uses, for the HTTP/1.1 framing; `service.agents.sse` for the events) and its
+complete events are handed to the driver in that same callback: no stream
+buffer in between and no task woken per read. A run streams a token every few
+tens of milliseconds for minutes, many runs at once, so that per-read path is
+most of what reading upstreams costs; through aiohttp's reader it cost about
+twice the CPU per event (ops/bench/capacity.py measures the whole).
+
+One request per connection (`Connection: close`): a run's stream holds its
+connection for its life. No redirects, proxies or compression: an agent's
+endpoint is configured, not discovered, so a 3xx is an error like a 4xx.
+
+Backpressure: `deliver` returns False when the driver holds enough unappended
+reads (the log is away); reading pauses until `resume()`. Time paused does not
+count towards the idle limit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import ssl
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import httptools
+
+from service.agents.catalog import HttpAgent, RunInput
+from service.agents.sse import NdjsonParser, Parser, SseParser
+from service.agents.upstream import UpstreamError, refused
+from service.errors import InvalidInput
+from service.ingest import Limits, chunk_from_text
+from service.log.chunks import StoredChunk, dumps
+
+CONNECT_SECONDS = 10.0
+# Of a failed answer's body, this much goes into the run's RUN_ERROR.
+_ERROR_BODY_BYTES = 300
+
+Deliver = Callable[[list[StoredChunk]], bool]
+
+
+def _request(agent: HttpAgent, run_input: RunInput) -> tuple[str, int, bool, bytes]:
+    """(host, port, tls, the request's bytes) for `agent`."""
+    url = urlsplit(agent.url)
+    if url.scheme not in ("http", "https") or not url.hostname:
+        raise UpstreamError(f"cannot connect to upstream {agent.url}: not an http(s) URL")
+    tls = url.scheme == "https"
+    port = url.port or (443 if tls else 80)
+    body = dumps(run_input).encode()
+    host = url.hostname if url.port is None else f"{url.hostname}:{url.port}"
+    headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+    if url.username is not None:
+        user = f"{unquote(url.username)}:{unquote(url.password or '')}"
+        headers["Authorization"] = "Basic " + base64.b64encode(user.encode()).decode()
+    headers.update(agent.headers)
+    headers.update({"Host": host, "Content-Length": str(len(body)), "Connection": "close"})
+    if any(c in text for name, value in headers.items() for text in (name, value) for c in "\r\n"):
+        raise UpstreamError(f"agent {agent.name!r} has a header with a line break")
+    target = (url.path or "/") + (f"?{url.query}" if url.query else "")
+    head = f"POST {target} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+    return url.hostname, port, tls, (head + "\r\n").encode("latin-1") + body
+
+
+class HttpUpstream(asyncio.Protocol):
+    """One run's upstream: `await run()` reads it to its end, handing each read's
+    events to `deliver`; raises `UpstreamError` (after delivering what came before)."""
+
+    def __init__(
+        self,
+        agent: HttpAgent,
+        run_input: RunInput,
+        idle_seconds: float,
+        limits: Limits,
+        deliver: Deliver,
+    ) -> None:
+        self._agent = agent
+        self._input = run_input
+        self._idle_seconds = idle_seconds
+        self._limits = limits
+        self._deliver = deliver
+        self._loop = asyncio.get_running_loop()
+        self._done: asyncio.Future[None] = self._loop.create_future()
+        self._transport: Any = None  # uvloop's transports are no asyncio.Transport
+        self._http = httptools.HttpResponseParser(self)
+        self._status = 0
+        self._reason = b""
+        self._media = b""
+        self._framed = False  # a length or chunked body (else it ends with the connection)
+        self._events: Parser | None = None  # once a 2xx answer's headers are in
+        self._error_body = b""
+        self._number = 0
+        self._last_read = 0.0
+        self._paused = False
+        self._idle: asyncio.TimerHandle | None = None
+
+    async def run(self) -> None:
+        host, port, tls, request = _request(self._agent, self._input)
+        context = ssl.create_default_context() if tls else None
+        try:
+            async with asyncio.timeout(CONNECT_SECONDS):
+                await self._loop.create_connection(
+                    lambda: self, host, port, ssl=context, server_hostname=host if tls else None
+                )
+        except (OSError, TimeoutError) as exc:
+            detail = str(exc) or f"no connection within {CONNECT_SECONDS:g} s"
+            raise UpstreamError(f"cannot connect to upstream {self._agent.url}: {detail}") from exc
+        try:
+            self._transport.write(request)
+            self._last_read = self._loop.time()
+            self._idle = self._loop.call_later(self._idle_seconds, self._check_idle)
+            await self._done
+        finally:
+            if self._idle is not None:
+                self._idle.cancel()
+            if not self._transport.is_closing():
+                self._transport.close()
+
+    @property
+    def paused(self) -> bool:
+        """Whether reading waits for `resume()`."""
+        return self._paused
+
+    def resume(self) -> None:
+        """The driver has room again: read on."""
+        if self._paused:
+            self._paused = False
+            self._last_read = self._loop.time()
+            if not self._transport.is_closing():
+                self._transport.resume_reading()
+
+    # -- the socket ---------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self._last_read = self._loop.time()
+        try:
+            self._http.feed_data(data)
+        except httptools.HttpParserError as exc:
+            self._finish(UpstreamError(f"upstream connection failed: malformed answer ({exc})"))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._done.done():
+            return
+        if self._status and not self._framed:
+            self.on_message_complete()  # its body ends with the connection
+            return
+        why = f" ({exc})" if exc else ""
+        what = "the answer ended early" if self._status else "closed before answering"
+        self._finish(UpstreamError(f"upstream connection failed: {what}{why}"))
+
+    def _check_idle(self) -> None:
+        self._idle = None
+        if self._done.done():
+            return
+        now = self._loop.time()
+        if self._paused:
+            self._last_read = now
+        left = self._last_read + self._idle_seconds - now
+        if left <= 0:
+            seconds = f"{self._idle_seconds:g}"
+            self._finish(UpstreamError(f"upstream stalled: no event for {seconds} s"))
+        else:
+            self._idle = self._loop.call_later(left, self._check_idle)
+
+    def _finish(self, error: UpstreamError | None = None) -> None:
+        if not self._done.done():
+            if error is None:
+                self._done.set_result(None)
+            else:
+                self._done.set_exception(error)
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.close()
+
+    # -- httptools' callbacks -----------------------------------------------
+
+    def on_status(self, status: bytes) -> None:
+        self._reason += status
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        name = name.lower()
+        if name == b"content-type":
+            self._media = value.lower()
+        elif name in (b"content-length", b"transfer-encoding"):
+            self._framed = True
+
+    def on_headers_complete(self) -> None:
+        self._status = self._http.get_status_code()
+        if 200 <= self._status < 300:
+            media = self._media.split(b";")[0].strip()
+            ndjson = b"ndjson" in media or b"jsonl" in media
+            self._events = NdjsonParser() if ndjson else SseParser()
+
+    def on_body(self, body: bytes) -> None:
+        if self._done.done():
+            return
+        if self._events is None:
+            self._error_body = (self._error_body + body)[:_ERROR_BODY_BYTES]
+            return
+        texts = self._events.feed(body)
+        if texts:
+            self._hand(texts)
+
+    def on_message_complete(self) -> None:
+        if self._done.done():
+            return
+        if self._events is None:
+            body = self._error_body.decode(errors="replace")
+            detail = body or self._reason.decode("latin-1")
+            self._finish(UpstreamError(f"upstream answered HTTP {self._status}: {detail}"))
+            return
+        texts = self._events.end()
+        if texts:
+            self._hand(texts)
+        self._finish()
+
+    def _hand(self, texts: list[str]) -> None:
+        """Validate a read's events and deliver them; a bad one ends the run, after
+        the ones before it."""
+        batch: list[StoredChunk] = []
+        for text in texts:
+            self._number += 1
+            try:
+                batch.append(chunk_from_text(text, self._number - 1, self._limits))
+            except InvalidInput as exc:
+                if batch:
+                    self._deliver(batch)
+                self._finish(refused(exc, self._number, self._limits))
+                return
+        if not self._deliver(batch) and not self._paused:
+            self._paused = True
+            self._transport.pause_reading()
