@@ -50,7 +50,7 @@ def _request(agent: HttpAgent, run_input: RunInput) -> tuple[str, int, bool, byt
     tls = url.scheme == "https"
     port = url.port or (443 if tls else 80)
     body = dumps(run_input).encode()
-    host = url.hostname if url.port is None else f"{url.hostname}:{url.port}"
+    host = url.netloc.rpartition("@")[2]  # as written, an IPv6 literal's brackets kept
     headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
     if url.username is not None:
         user = f"{unquote(url.username)}:{unquote(url.password or '')}"
