@@ -5,8 +5,8 @@ uses, for the HTTP/1.1 framing; `service.agents.sse` for the events) and its
 complete events are handed to the driver in that same callback: no stream
 buffer in between and no task woken per read. A run streams a token every few
 tens of milliseconds for minutes, many runs at once, so that per-read path is
-most of what reading upstreams costs; through aiohttp's reader it cost about
-twice the CPU per event (ops/bench/capacity.py measures the whole).
+most of what reading upstreams costs, and through aiohttp's reader it cost
+markedly more CPU per event (ops/bench/capacity.py measures the whole).
 
 One request per connection (`Connection: close`): a run's stream holds its
 connection for its life. No redirects, proxies or compression: an agent's
@@ -51,16 +51,21 @@ def _request(agent: HttpAgent, run_input: RunInput) -> tuple[str, int, bool, byt
     port = url.port or (443 if tls else 80)
     body = dumps(run_input).encode()
     host = url.netloc.rpartition("@")[2]  # as written, an IPv6 literal's brackets kept
-    headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+    # By lowercased name: an agent's "accept" replaces our "Accept" (names are
+    # case-insensitive), and nobody's header is sent twice.
+    headers = {"content-type": ("Content-Type", "application/json")}
+    headers["accept"] = ("Accept", "text/event-stream")
     if url.username is not None:
         user = f"{unquote(url.username)}:{unquote(url.password or '')}"
-        headers["Authorization"] = "Basic " + base64.b64encode(user.encode()).decode()
-    headers.update(agent.headers)
-    headers.update({"Host": host, "Content-Length": str(len(body)), "Connection": "close"})
-    if any(c in text for name, value in headers.items() for text in (name, value) for c in "\r\n"):
+        basic = "Basic " + base64.b64encode(user.encode()).decode()
+        headers["authorization"] = ("Authorization", basic)
+    fixed = {"Host": host, "Content-Length": str(len(body)), "Connection": "close"}
+    for name, value in (*agent.headers.items(), *fixed.items()):
+        headers[name.lower()] = (name, value)
+    if any(c in text for pair in headers.values() for text in pair for c in "\r\n"):
         raise UpstreamError(f"agent {agent.name!r} has a header with a line break")
     target = (url.path or "/") + (f"?{url.query}" if url.query else "")
-    head = f"POST {target} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+    head = f"POST {target} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.values())
     return url.hostname, port, tls, (head + "\r\n").encode("latin-1") + body
 
 

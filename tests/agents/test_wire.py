@@ -137,17 +137,17 @@ async def test_answer_not_2xx_then_its_status_and_body_start_are_the_error(statu
 
 
 async def test_reading_when_deliver_says_no_room_then_paused_until_resume_and_not_stalled() -> None:
-    sent_all = asyncio.Event()
+    first = asyncio.Event()
 
     async def script(_: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n")
         writer.write(sse(0))
         await writer.drain()
-        await sent_all.wait()
-        writer.write(sse(1))
+        await first.wait()
+        writer.write(sse(1))  # reaches the socket while the reader is paused
+        await writer.drain()
 
     got: list[list[StoredChunk]] = []
-    first = asyncio.Event()
 
     def full(batch: list[StoredChunk]) -> bool:
         got.append(batch)
@@ -160,12 +160,13 @@ async def test_reading_when_deliver_says_no_room_then_paused_until_resume_and_no
         reading = asyncio.create_task(upstream.run())
         await first.wait()
         assert upstream.paused
-        # Paused past the idle limit: a held reader is no stalled upstream.
+        # Paused past the idle limit: a held reader is no stalled upstream, and what
+        # the upstream wrote meanwhile waits in the socket, undelivered.
         await asyncio.sleep(0.5)
         assert not reading.done()
+        assert ns(got) == [0]
         upstream.resume()
         assert not upstream.paused
-        sent_all.set()
         await reading
     assert ns([got[0]]) == [0] and ns(got) == [0, 1]
 
@@ -190,6 +191,21 @@ async def test_url_with_credentials_and_agent_headers_then_sent_with_the_request
     head = heads[0].decode()
     assert f"Authorization: Basic {base64.b64encode(b'ann:s@cret').decode()}" in head
     assert "X-Key: k1" in head and "Accept: */*" in head
+
+
+async def test_agent_header_when_named_in_another_case_then_replaces_ours_and_is_sent_once() -> (
+    None
+):
+    async def script(_: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(b"HTTP/1.1 204 No Content\r\n\r\n")
+
+    async with serving(script) as (url, heads):
+        await read(url, headers={"accept": "application/x-ndjson", "HOST": "spoofed"})
+    lines = [line.lower() for line in heads[0].decode().split("\r\n")]
+    assert [line for line in lines if line.startswith("accept:")] == [
+        "accept: application/x-ndjson"
+    ]
+    assert [line for line in lines if line.startswith("host:")] == [f"host: {url.split('/')[2]}"]
 
 
 @pytest.mark.parametrize(
