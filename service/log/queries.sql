@@ -125,19 +125,24 @@ SELECT run_id, base, (SELECT count(*) FROM note) AS notes FROM upd;
 
 
 -- name: append_plain
--- `append` for a group whose every share is plain: a count of events and
--- nothing else (no expected seq, close, run life, producer, terminal chunk,
--- tool call or usage: a stream's common group). It bumps `last_seq` and
--- `updated_at` only, which spares the database the full statement's per-row
--- conditions. The same no-join shape, answer and notification as `append`.
+-- `append` for a group whose every share is plain: a count of events and at
+-- most the seq it must start at, nothing else (no close, run life, producer,
+-- terminal chunk, tool call or usage: a stream's common group, a hosted run's
+-- tokens included). It bumps `last_seq` and `updated_at` only, which spares
+-- the database the full statement's per-row lookups. The same no-join shape,
+-- answer and notification as `append`.
 --
 -- $1-$7 the rows' columns (as `append`'s), $8 each run's count (jsonb
--- {run_id: n}), $9 their run ids.
+-- {run_id: n}), $9 their run ids, $10 the expected seqs of the runs that have
+-- one (jsonb {run_id: seq}).
 WITH upd AS (
     UPDATE runs SET
         last_seq = runs.last_seq + ($8::jsonb ->> runs.run_id)::bigint,
         updated_at = now()
+    -- Re-checked on the newest row version after waiting for its lock.
     WHERE runs.run_id = ANY($9::text[]) AND runs.closed_at IS NULL
+      AND (NOT $10::jsonb ? runs.run_id
+           OR runs.last_seq = ($10::jsonb ->> runs.run_id)::bigint - 1)
     RETURNING runs.run_id, runs.last_seq - ($8::jsonb ->> runs.run_id)::bigint AS base,
         runs.last_seq, runs.run_month
 ),

@@ -154,6 +154,9 @@ class RunShare:
         return share
 
 
+# What a share's request may hold for the plain statement to take it.
+_PLAIN_KEYS = frozenset({"n", "expected"})
+
 # Named reads of a chunk's columns, at C speed (the hot loop of big batches).
 _TYPE = attrgetter("type")
 _TEXT = attrgetter("text")
@@ -272,14 +275,18 @@ class Group:
             shares[run] = RunShare.of(items)
         return cls(shares, events)
 
-    def request_params(self) -> tuple[bool, str, list[str]]:
-        """Which append statement the group takes, and its $8-$9. Plain (`append_plain`)
-        when every share's request is its count alone (`{"n": count}`: nothing else to
-        record), sent as `{run: count}`; otherwise `append`'s, as `share_params`."""
+    def request_params(self) -> tuple[bool, tuple[str | list[str], ...]]:
+        """Which append statement the group takes, and its parameters after the events'
+        columns. Plain (`append_plain`) when every share's request is its count and at
+        most its expected seq (nothing else to record): $8 `{run: count}`, $9 the run
+        ids, $10 `{run: expected seq}`; otherwise `append`'s $8-$9, as `share_params`."""
         requests = {run: share.to_json() for run, share in self.shares.items()}
-        plain = all(len(request) == 1 for request in requests.values())
-        sent = {run: request["n"] for run, request in requests.items()} if plain else requests
-        return plain, orjson.dumps(sent).decode(), list(requests)
+        runs = list(requests)
+        if not all(request.keys() <= _PLAIN_KEYS for request in requests.values()):
+            return False, (orjson.dumps(requests).decode(), runs)
+        counts = {run: request["n"] for run, request in requests.items()}
+        expected = {run: r["expected"] for run, r in requests.items() if "expected" in r}
+        return True, (orjson.dumps(counts).decode(), runs, orjson.dumps(expected).decode())
 
     def share_params(self) -> tuple[str, list[str]]:
         """`append`'s $8-$9 (`bump`'s $1-$2): the shares as JSON, and their run ids."""

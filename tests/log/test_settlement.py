@@ -241,12 +241,12 @@ _SHARE_ITEM = st.fixed_dictionaries(
 
 
 @given(st.lists(_SHARE_ITEM, min_size=1, max_size=3))
-def test_group_when_every_share_says_only_its_count_then_plain_params_else_none(
+def test_group_when_every_share_says_its_count_and_expected_seq_only_then_plain_params(
     drawn: list[dict[str, Any]],
 ) -> None:
     """The plain statement is chosen exactly when the full one's request for the run
-    would be its count alone, and then it gets that count. (Expected seq, run life and
-    producer are a share's first append's.)"""
+    would be its count and at most its expected seq, and then it gets those. (Expected
+    seq, run life and producer are a share's first append's.)"""
     loop = asyncio.new_event_loop()
     try:
         items = []
@@ -260,11 +260,13 @@ def test_group_when_every_share_says_only_its_count_then_plain_params_else_none(
             items.append(item)
         group = Group.of({"r": items})
         full = json.loads(group.share_params()[0])["r"]
-        plain, requests, runs = group.request_params()
-        assert runs == ["r"]
-        if full.keys() == {"n"}:
-            assert plain and json.loads(requests) == {"r": full["n"]}
+        plain, params = group.request_params()
+        assert params[1] == ["r"]
+        if full.keys() <= {"n", "expected"}:
+            counts, _, expected = params
+            assert plain and json.loads(counts) == {"r": full["n"]}
+            assert json.loads(expected) == ({"r": full["expected"]} if "expected" in full else {})
         else:
-            assert not plain and json.loads(requests) == {"r": full}
+            assert not plain and json.loads(params[0]) == {"r": full}
     finally:
         loop.close()

@@ -1,0 +1,143 @@
+"""What each append statement costs PostgreSQL per event, side by side in one run.
+
+    python ops/bench/statement.py [--runs 37] [--statements 1500] [--rounds 3] [--json FILE]
+
+One connection commits the same group over and over: one event for each of
+`--runs` runs, each run's expected seq given, as a hosted run's tokens arrive
+(a group holds one token of each of many runs). The group goes through:
+
+* `append`: the full statement, which looks every field of a run's request up
+  in its JSON (what such groups took until `append_plain` took expected seqs);
+* `append_plain` with the expected seqs (what they take now);
+* `append_plain` without them (a plain stream's group, for reference).
+
+The figure is the backend's CPU (utime + stime from /proc) per event stored,
+which, unlike wall time, counts only the server's own work, so a busy machine
+changes it little; wall time per statement is printed beside it. The targets
+take turns within each round (the order rotated every round); each prints its
+median over the rounds and its ratio to the full statement's. Commits are
+durable (`synchronous_commit` as the server has it), as the log's are.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import asyncpg
+import orjson
+from common import scratch_database
+
+from service.log import sql
+
+CHUNK = orjson.dumps(
+    {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": "tokens "}
+).decode()
+
+# Each target: (statement, its parameters after the events' columns, given the runs
+# and each run's seq before the group).
+Params = Callable[[list[str], dict[str, int]], tuple[Any, ...]]
+
+
+def _full(runs: list[str], seqs: dict[str, int]) -> tuple[Any, ...]:
+    requests = {run: {"n": 1, "expected": seqs[run] + 1} for run in runs}
+    return orjson.dumps(requests).decode(), runs
+
+
+def _plain_expected(runs: list[str], seqs: dict[str, int]) -> tuple[Any, ...]:
+    expected = {run: seqs[run] + 1 for run in runs}
+    return orjson.dumps(dict.fromkeys(runs, 1)).decode(), runs, orjson.dumps(expected).decode()
+
+
+def _plain(runs: list[str], seqs: dict[str, int]) -> tuple[Any, ...]:
+    return orjson.dumps(dict.fromkeys(runs, 1)).decode(), runs, "{}"
+
+
+TARGETS: dict[str, tuple[str, Params]] = {
+    "append, expected seqs": (sql.APPEND, _full),
+    "append_plain, expected seqs": (sql.APPEND_PLAIN, _plain_expected),
+    "append_plain, none": (sql.APPEND_PLAIN, _plain),
+}
+
+
+def backend_cpu(pid: int) -> float:
+    """Seconds of CPU the backend `pid` has used (it runs on this machine)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def measure(url: str, width: int, statements: int, rounds: int) -> dict[str, Any]:
+    conn = await asyncpg.connect(url)
+    try:
+        pid = await conn.fetchval("SELECT pg_backend_pid()")
+        runs = [f"statement-{i:04d}" for i in range(width)]
+        await conn.executemany("INSERT INTO runs (run_id) VALUES ($1)", [(r,) for r in runs])
+        seqs = dict.fromkeys(runs, 0)
+        events = (runs, [1] * width, ["TEXT_MESSAGE_CONTENT"] * width, [CHUNK] * width,
+                  ["m1"] * width, [None] * width, [1] * width)  # fmt: skip
+        cpu: dict[str, list[float]] = {name: [] for name in TARGETS}
+        wall: dict[str, list[float]] = {name: [] for name in TARGETS}
+        names = list(TARGETS)
+        for round_ in range(rounds):
+            for name in names[round_ % len(names) :] + names[: round_ % len(names)]:
+                statement, params = TARGETS[name]
+                await conn.fetch(statement, *events, *params(runs, seqs))  # planned
+                seqs = {run: seq + 1 for run, seq in seqs.items()}
+                start, used = time.perf_counter(), backend_cpu(pid)
+                for _ in range(statements):
+                    rows = await conn.fetch(statement, *events, *params(runs, seqs))
+                    if len(rows) != width:
+                        raise RuntimeError(f"{name}: {len(rows)} of {width} runs applied")
+                    seqs = {run: seq + 1 for run, seq in seqs.items()}
+                cpu[name].append((backend_cpu(pid) - used) / (statements * width) * 1e6)
+                wall[name].append((time.perf_counter() - start) / statements * 1e3)
+        return {"cpu_us_per_event": cpu, "wall_ms_per_statement": wall}
+    finally:
+        await conn.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=37, help="runs (one event each) per group")
+    parser.add_argument("--statements", type=int, default=1500, help="per target per round")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--json", type=Path, help="write the figures here")
+    args = parser.parse_args()
+    with scratch_database() as url:
+        found = asyncio.run(measure(url, args.runs, args.statements, args.rounds))
+    cpu = {name: statistics.median(v) for name, v in found["cpu_us_per_event"].items()}
+    wall = {name: statistics.median(v) for name, v in found["wall_ms_per_statement"].items()}
+    base = cpu["append, expected seqs"]
+    print(
+        f"append statements: {args.runs} runs x 1 event per group, {args.statements} groups"
+        f" per target per round, {args.rounds} rounds; load {os.getloadavg()[0]:.1f}"
+    )
+    for name in TARGETS:
+        spread = ", ".join(f"{v:.1f}" for v in found["cpu_us_per_event"][name])
+        print(
+            f"  {name:<30} PostgreSQL CPU {cpu[name]:6.1f} us/event ({spread})"
+            f"  {cpu[name] / base:5.2f}x the full statement   wall {wall[name]:.2f} ms/statement"
+        )
+    if args.json:
+        report = {
+            "runs_per_group": args.runs,
+            "cpu_us_per_event": cpu,
+            "wall_ms_per_statement": wall,
+            "ratio_to_full": {name: cpu[name] / base for name in TARGETS},
+            "rounds": found,
+        }
+        args.json.write_text(json.dumps(report, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
