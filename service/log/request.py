@@ -285,7 +285,7 @@ class Group:
         if not all(request.keys() <= _PLAIN_KEYS for request in requests.values()):
             return False, (orjson.dumps(requests).decode(), runs)
         counts = {run: request["n"] for run, request in requests.items()}
-        expected = {run: r["expected"] for run, r in requests.items() if "expected" in r}
+        expected = {run: req["expected"] for run, req in requests.items() if "expected" in req}
         return True, (orjson.dumps(counts).decode(), runs, orjson.dumps(expected).decode())
 
     def share_params(self) -> tuple[str, list[str]]:

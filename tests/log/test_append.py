@@ -177,6 +177,32 @@ async def test_append_when_retry_differs_then_seq_conflict_with_last_seq_and_not
     assert await stored_texts(event_log, "retry-2") == before
 
 
+async def test_append_when_expected_seq_taken_while_waiting_on_the_run_lock_then_seq_conflict(
+    event_log: EventLog, database_url: str
+) -> None:
+    """The expected seq is checked on the run row as it is once its lock is granted, not
+    as the statement's snapshot saw it: a commit that moved `last_seq` meanwhile makes the
+    append a conflict, never an event stored past the seq its producer asked for."""
+    await event_log.append("exp-race", [{"type": "A"}])
+    other = await asyncpg.connect(asyncpg_dsn(database_url))
+    try:
+        tx = other.transaction()
+        await tx.start()
+        await other.execute("SELECT 1 FROM runs WHERE run_id = 'exp-race' FOR UPDATE")
+        waiting = asyncio.create_task(event_log.append("exp-race", [{"type": "B"}], expected_seq=2))
+        await _stalled_on_lock(other, "exp-race")
+        # Another writer's commit takes seq 2 while the append waits for the row.
+        await other.execute("UPDATE runs SET last_seq = 2 WHERE run_id = 'exp-race'")
+        await tx.commit()
+        with pytest.raises(SeqConflict) as caught:
+            async with asyncio.timeout(10):
+                await waiting
+        assert caught.value.extra["last_seq"] == 2
+        assert [json.loads(t)["type"] for t in await stored_texts(event_log, "exp-race")] == ["A"]
+    finally:
+        await other.close()
+
+
 async def test_append_when_run_closed_then_run_closed_and_log_unchanged(
     event_log: EventLog,
 ) -> None:
