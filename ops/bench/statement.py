@@ -13,7 +13,9 @@ One connection commits the same group over and over: one event for each of
 
 The figure is the backend's CPU (utime + stime from /proc) per event stored,
 which, unlike wall time, counts only the server's own work, so a busy machine
-changes it little; wall time per statement is printed beside it. The targets
+changes it little; beside it, this process's CPU per event (binding the group's
+rows, `EventColumns.param`, sending the statement and reading its answer: what
+the writer's event loop pays) and the wall time per statement. The targets
 take turns within each round (the order rotated every round); each prints its
 median over the rounds and its ratio to the full statement's. Commits are
 durable (`synchronous_commit` as the server has it), as the log's are.
@@ -39,6 +41,8 @@ import orjson
 from common import scratch_database
 
 from service.log import sql
+from service.log.chunks import StoredChunk
+from service.log.request import EventColumns
 
 CHUNK = orjson.dumps(
     {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": "tokens "}
@@ -83,25 +87,31 @@ async def measure(url: str, width: int, statements: int, rounds: int) -> dict[st
         runs = [f"statement-{i:04d}" for i in range(width)]
         await conn.executemany("INSERT INTO runs (run_id) VALUES ($1)", [(r,) for r in runs])
         seqs = dict.fromkeys(runs, 0)
-        events = (runs, [1] * width, ["TEXT_MESSAGE_CONTENT"] * width, [CHUNK] * width,
-                  ["m1"] * width, [None] * width, [1] * width)  # fmt: skip
+        token = StoredChunk("TEXT_MESSAGE_CONTENT", CHUNK, "m1", None)
+        columns = EventColumns()
+        for run in runs:
+            columns.add(run, [token], 0)
         cpu: dict[str, list[float]] = {name: [] for name in TARGETS}
+        client: dict[str, list[float]] = {name: [] for name in TARGETS}
         wall: dict[str, list[float]] = {name: [] for name in TARGETS}
         names = list(TARGETS)
         for round_ in range(rounds):
             for name in names[round_ % len(names) :] + names[: round_ % len(names)]:
                 statement, params = TARGETS[name]
-                await conn.fetch(statement, *events, *params(runs, seqs))  # planned
+                await conn.fetch(statement, columns.param(), *params(runs, seqs))  # planned
                 seqs = {run: seq + 1 for run, seq in seqs.items()}
                 start, used = time.perf_counter(), backend_cpu(pid)
+                own = time.process_time()
                 for _ in range(statements):
-                    rows = await conn.fetch(statement, *events, *params(runs, seqs))
+                    rows = await conn.fetch(statement, columns.param(), *params(runs, seqs))
                     if len(rows) != width:
                         raise RuntimeError(f"{name}: {len(rows)} of {width} runs applied")
                     seqs = {run: seq + 1 for run, seq in seqs.items()}
                 cpu[name].append((backend_cpu(pid) - used) / (statements * width) * 1e6)
+                client[name].append((time.process_time() - own) / (statements * width) * 1e6)
                 wall[name].append((time.perf_counter() - start) / statements * 1e3)
-        return {"cpu_us_per_event": cpu, "wall_ms_per_statement": wall}
+        return {"cpu_us_per_event": cpu, "client_cpu_us_per_event": client,
+                "wall_ms_per_statement": wall}  # fmt: skip
     finally:
         await conn.close()
 
@@ -117,6 +127,7 @@ def main() -> None:
         found = asyncio.run(measure(url, args.runs, args.statements, args.rounds))
     cpu = {name: statistics.median(v) for name, v in found["cpu_us_per_event"].items()}
     wall = {name: statistics.median(v) for name, v in found["wall_ms_per_statement"].items()}
+    client = {name: statistics.median(v) for name, v in found["client_cpu_us_per_event"].items()}
     base = cpu["append, expected seqs"]
     print(
         f"append statements: {args.runs} runs x 1 event per group, {args.statements} groups"
@@ -126,12 +137,14 @@ def main() -> None:
         spread = ", ".join(f"{v:.1f}" for v in found["cpu_us_per_event"][name])
         print(
             f"  {name:<30} PostgreSQL CPU {cpu[name]:6.1f} us/event ({spread})"
-            f"  {cpu[name] / base:5.2f}x the full statement   wall {wall[name]:.2f} ms/statement"
+            f"  {cpu[name] / base:5.2f}x the full statement   client CPU {client[name]:5.1f}"
+            f" us/event   wall {wall[name]:.2f} ms/statement"
         )
     if args.json:
         report = {
             "runs_per_group": args.runs,
             "cpu_us_per_event": cpu,
+            "client_cpu_us_per_event": client,
             "wall_ms_per_statement": wall,
             "ratio_to_full": {name: cpu[name] / base for name in TARGETS},
             "rounds": found,

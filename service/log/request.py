@@ -5,10 +5,11 @@ typed parts, each defined once here:
 
 * `RunShare`: a run's share of the group (how many events, the seq they must
   start at, whether it closes, its summary), sent as one JSON object keyed by
-  run id (`$8`; the statement looks each run's share up from its row, so it
+  run id (`$2`; the statement looks each run's share up from its row, so it
   needs no join). `RunShare.to_json` is the only writer of that object.
-* `EventColumns`: the rows of events, column by column (`$1-$7`, or the COPY
-  records), a row per event or per batch (service.log.rows).
+* `EventColumns`: the rows of events, column by column, sent as one JSON array
+  of rows (`$1`) or as COPY records, a row per event or per batch
+  (service.log.rows).
 * `Pending`: one producer's append, waiting for its group.
 
 Settlement is pure: `settle` turns the statement's answer (each applied run's
@@ -213,8 +214,12 @@ class EventColumns:
     def rows(self) -> int:
         return len(self.chunk)
 
-    def params(self) -> tuple[list[Any], ...]:
-        """`append`'s $1-$7, in its order."""
+    def param(self) -> str:
+        """`append`'s $1: the rows as a JSON array of arrays, in `columns`' order."""
+        return orjson.dumps(list(zip(*self.columns(), strict=True))).decode()
+
+    def columns(self) -> tuple[list[Any], ...]:
+        """The rows' columns, in `sql.EVENT_COLUMNS` order (without the month)."""
         return (
             self.run_id,
             self.ord,
@@ -233,7 +238,7 @@ class EventColumns:
         return [
             (run, bases[run] + ord_, kind, text, message_id, tool_call_id, n, months[run])
             for run, ord_, kind, text, message_id, tool_call_id, n in zip(
-                *self.params(), strict=True
+                *self.columns(), strict=True
             )
             if run in bases
         ]
@@ -278,8 +283,8 @@ class Group:
     def request_params(self) -> tuple[bool, tuple[str | list[str], ...]]:
         """Which append statement the group takes, and its parameters after the events'
         columns. Plain (`append_plain`) when every share's request is its count and at
-        most its expected seq (nothing else to record): $8 `{run: count}`, $9 the run
-        ids, $10 `{run: expected seq}`; otherwise `append`'s $8-$9, as `share_params`."""
+        most its expected seq (nothing else to record): $2 `{run: count}`, $3 the run
+        ids, $4 `{run: expected seq}`; otherwise `append`'s $2-$3, as `share_params`."""
         requests = {run: share.to_json() for run, share in self.shares.items()}
         runs = list(requests)
         if not all(request.keys() <= _PLAIN_KEYS for request in requests.values()):
@@ -289,7 +294,7 @@ class Group:
         return True, (orjson.dumps(counts).decode(), runs, orjson.dumps(expected).decode())
 
     def share_params(self) -> tuple[str, list[str]]:
-        """`append`'s $8-$9 (`bump`'s $1-$2): the shares as JSON, and their run ids."""
+        """`append`'s $2-$3 (`bump`'s $1-$2): the shares as JSON, and their run ids."""
         shares = {run: share.to_json() for run, share in self.shares.items()}
         return orjson.dumps(shares).decode(), list(self.shares)
 

@@ -453,11 +453,11 @@ async def test_append_statements_when_planned_generic_on_unanalyzed_runs_then_no
             run = f"plan-{statement}-1"
             explain = await conn.prepare("EXPLAIN " + text)
             requests = json.dumps({run: 1} if statement == "APPEND_PLAIN" else {run: {"n": 1}})
-            events = ([run], [1], ["A"], ['{"type":"A"}'], [None], [None], [1])
+            events = json.dumps([[run, 1, "A", '{"type":"A"}', None, None, 1]])
             bump: tuple[str | list[str], ...] = (requests, [run])
             if statement == "APPEND_PLAIN":
                 bump = (*bump, json.dumps({run: 1}))
-            args = bump if statement == "BUMP" else (*events, *bump)
+            args = bump if statement == "BUMP" else (events, *bump)
             plan = "\n".join(row[0] for row in await explain.fetch(*args))
     assert "Seq Scan on runs" in plan or "Index Scan using runs_pkey" in plan, plan
     for join in ("Nested Loop", "Hash Join", "Merge Join"):

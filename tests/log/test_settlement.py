@@ -203,7 +203,7 @@ def test_group_when_built_then_shares_and_columns_are_the_statements_parameters(
         "a": {"n": 3, "expected": 3, "terminal": "RUN_FINISHED", "total_tokens": 5},
         "b": {"n": 0, "close": True, "status": "cancelled"},
     }
-    columns = group.events.params()
+    columns = group.events.columns()
     assert columns[0] == ["a", "a", "a"] and columns[1] == [1, 2, 3]
     assert columns[2] == ["A", "A", "RUN_FINISHED"]
     month = date(2026, 12, 1)
