@@ -33,7 +33,7 @@ from service.errors import ProducerRefused, ReplayError, RunClosed, RunNotFound,
 from service.log import rows
 from service.log.chunks import StoredChunk, loads, storable
 from service.log.store import RunState
-from service.log.summary import TOKEN_COLUMNS, summarize
+from service.log.summary import TOKEN_COLUMNS, adds_to_summary, summarize
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +68,9 @@ class Pending:
     def ends_group(self) -> bool:
         """Whether a later append of the same run may join this one's group."""
         return self.expected_seq is not None or self.close or self.producer is not None
+
+
+_NO_USAGE = (None, None, None)
 
 
 # Not frozen: a frozen dataclass sets each field through object.__setattr__, and a
@@ -115,6 +118,9 @@ class RunShare:
         close: bool = False,
         status: str | None = None,
     ) -> RunShare:
+        if not adds_to_summary(chunks):
+            # A share per run per group commit: the common one without a Summary.
+            return cls(count=len(chunks), expected=expected, close=close, status=status)
         summary = summarize(chunks)
         return cls(
             count=len(chunks),
@@ -126,6 +132,19 @@ class RunShare:
             error_code=summary.error_code if summary.terminal is not None else None,
             tools=tuple(summary.tools),
             usage=(summary.usage[0], summary.usage[1], summary.usage[2]),
+        )
+
+    @property
+    def plain(self) -> bool:
+        """Whether `to_json` holds nothing but the count and the expected seq (what
+        `append_plain` takes), told from the fields without building it."""
+        return (
+            not self.close
+            and self.terminal is None
+            and not self.tools
+            and self.usage == _NO_USAGE
+            and self.born is None
+            and self.producer is None
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -154,9 +173,6 @@ class RunShare:
             share["producer"] = list(self.producer)
         return share
 
-
-# What a share's request may hold for the plain statement to take it.
-_PLAIN_KEYS = frozenset({"n", "expected"})
 
 # Named reads of a chunk's columns, at C speed (the hot loop of big batches).
 _TYPE = attrgetter("type")
@@ -285,13 +301,12 @@ class Group:
         columns. Plain (`append_plain`) when every share's request is its count and at
         most its expected seq (nothing else to record): $2 `{run: count}`, $3 the run
         ids, $4 `{run: expected seq}`; otherwise `append`'s $2-$3, as `share_params`."""
-        requests = {run: share.to_json() for run, share in self.shares.items()}
-        runs = list(requests)
-        if not all(request.keys() <= _PLAIN_KEYS for request in requests.values()):
-            return False, (orjson.dumps(requests).decode(), runs)
-        counts = {run: request["n"] for run, request in requests.items()}
-        expected = {run: req["expected"] for run, req in requests.items() if "expected" in req}
-        return True, (orjson.dumps(counts).decode(), runs, orjson.dumps(expected).decode())
+        shares = self.shares
+        if not all(share.plain for share in shares.values()):
+            return False, self.share_params()
+        counts = {run: share.count for run, share in shares.items()}
+        expected = {run: s.expected for run, s in shares.items() if s.expected is not None}
+        return True, (orjson.dumps(counts).decode(), list(shares), orjson.dumps(expected).decode())
 
     def share_params(self) -> tuple[str, list[str]]:
         """`append`'s $2-$3 (`bump`'s $1-$2): the shares as JSON, and their run ids."""

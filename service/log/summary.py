@@ -41,11 +41,16 @@ class Summary:
     usage: list[int | None] = field(default_factory=lambda: [None, None, None])
 
 
+def adds_to_summary(chunks: Iterable[StoredChunk]) -> bool:
+    """Whether `summarize` finds anything in `chunks` (most groups: no), in C."""
+    return not _SUMMARIZED.isdisjoint(map(_TYPE, chunks))
+
+
 def summarize(chunks: Iterable[StoredChunk]) -> Summary:
     summary = Summary()
     chunks = list(chunks)
-    if _SUMMARIZED.isdisjoint(map(_TYPE, chunks)):
-        return summary  # the common case, found in C
+    if not adds_to_summary(chunks):
+        return summary  # the common case
     tools: set[str] = set()
     # Only the summarized chunks, picked in C: the rest need no look.
     for chunk in compress(chunks, map(_SUMMARIZED.__contains__, map(_TYPE, chunks))):

@@ -16,6 +16,7 @@ from service.errors import ProducerRefused, RunClosed, RunNotFound, SeqConflict
 from service.log.chunks import stored
 from service.log.request import AppendResult, Group, Pending, RunShare, explain, settle
 from service.log.store import RunState
+from service.log.summary import summarize
 
 
 @pytest.fixture
@@ -270,3 +271,34 @@ def test_group_when_every_share_says_its_count_and_expected_seq_only_then_plain_
             assert not plain and json.loads(params[0]) == {"r": full}
     finally:
         loop.close()
+
+
+@given(
+    st.lists(st.sampled_from(["A", "RUN_FINISHED", "RUN_ERROR", "TOOL_CALL_START"]), max_size=4),
+    st.sampled_from([None, 7]),
+    st.booleans(),
+)
+def test_run_share_when_made_of_chunks_then_it_carries_their_whole_summary(
+    kinds: list[str], expected: int | None, close: bool
+) -> None:
+    """A share skips the summary when no chunk adds to it: what it carries is the same
+    as the summary's, whichever chunks it holds."""
+    chunks = [
+        stored(
+            {"type": kind, "toolCallName": f"t{i}", "message": "boom", "code": "E",
+             "usage": {"promptTokens": 2, "completionTokens": 3, "totalTokens": 5}},
+            i,
+        )
+        for i, kind in enumerate(kinds)
+    ]  # fmt: skip
+    summary = summarize(chunks)
+    share = RunShare.of_chunks(chunks, expected=expected, close=close, status=None)
+    ended = summary.terminal is not None
+    assert (share.count, share.expected, share.close) == (len(kinds), expected, close)
+    assert share.terminal == summary.terminal
+    assert (share.error, share.error_code) == (
+        (summary.error, summary.error_code) if ended else (None, None)
+    )
+    assert share.tools == tuple(summary.tools)
+    assert share.usage == tuple(summary.usage)
+    assert share.plain == (share.to_json().keys() <= {"n", "expected"})
