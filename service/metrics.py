@@ -3,18 +3,26 @@
 Counters and histograms are bumped where the thing happens: the HTTP edge
 (append requests and their duration, every request by route), the group
 committer (events appended, group sizes), a follower's writes (events sent,
-lag), the lease reaper. Gauges are never kept in step by hand: the app
-registers a reading (its hub's followers, its drivers' runs, its pools) with
-`sample`, and the collector reads them at scrape time, summed over whatever
-registered (one app per process in production; several in a test process).
+lag), the lease reaper. Those bumped per commit or per follower write are
+`LoopCounter`s and `LoopHistogram`s: prometheus_client takes a lock per bump,
+which at every follower's every write was a few percent of a busy server's
+CPU; these are plain numbers, bumped only from the event loop's thread and read
+at scrape time, exposed as prometheus_client's own. Gauges are never kept in
+step by hand: the app registers a reading (its hub's followers, its drivers'
+runs, its pools) with `sample`, and the collector reads them at scrape time,
+summed over whatever registered (one app per process in production; several in
+a test process).
 
 This module imports nothing else of the service, so any layer may call it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import time
+from bisect import bisect_left
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 from prometheus_client import (
     CollectorRegistry,
@@ -25,8 +33,18 @@ from prometheus_client import (
 from prometheus_client import gc_collector as _gc
 from prometheus_client import platform_collector as _platform
 from prometheus_client import process_collector as _process
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
+from prometheus_client.samples import Sample
+from prometheus_client.utils import floatToGoString
+
+# How prometheus_client writes a bucket's `le` (its own histograms' form); untyped there.
+_le = cast(Callable[[float], str], floatToGoString)
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -47,35 +65,6 @@ APPEND_DURATION = Histogram(
     "replay_append_duration_seconds",
     "Acknowledged appends: from the request's arrival to its commit being acknowledged.",
     buckets=_SECONDS,
-    registry=REGISTRY,
-)
-EVENTS_APPENDED = Counter(
-    "replay_events_appended",
-    "Events committed by this process's append path (HTTP, hosted runs, in-process writers).",
-    registry=REGISTRY,
-)
-STREAM_BUFFERED = Counter(
-    "replay_stream_buffered_events",
-    "Events a followed run's channel buffered, by source: commit (rows this process"
-    " committed, handed over without a read) or read (read back from the log).",
-    ["source"],
-    registry=REGISTRY,
-)
-GROUP_COMMIT_EVENTS = Histogram(
-    "replay_group_commit_events",
-    "Events per group commit (one transaction, one fsync).",
-    buckets=(1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000),
-    registry=REGISTRY,
-)
-STREAM_EVENTS_SENT = Counter(
-    "replay_stream_events_sent",
-    "Events written to stream followers (SSE and NDJSON).",
-    registry=REGISTRY,
-)
-FOLLOWER_LAG = Histogram(
-    "replay_stream_follower_lag_events",
-    "Per write to a follower: events the log is known to hold past what it has been sent.",
-    buckets=(0, 1, 10, 100, 1000, 10_000, 100_000, 1_000_000),
     registry=REGISTRY,
 )
 LEASES_REAPED = Counter(
@@ -158,6 +147,116 @@ class _Sampled(Collector):
 
 _SAMPLED = _Sampled()
 REGISTRY.register(_SAMPLED)
+
+
+class LoopCounter:
+    """A counter without a lock: bump it from the event loop's thread only."""
+
+    __slots__ = ("created", "value")
+
+    def __init__(self) -> None:
+        self.value = 0.0
+        self.created = time.time()
+
+    def inc(self, amount: float = 1) -> None:
+        self.value += amount
+
+
+class LoopHistogram:
+    """A histogram without a lock: observe from the event loop's thread only."""
+
+    __slots__ = ("bounds", "counts", "created", "sum")
+
+    def __init__(self, bounds: Sequence[float]) -> None:
+        self.created = time.time()
+        self.bounds = tuple(float(bound) for bound in bounds)
+        self.counts = [0] * (len(self.bounds) + 1)  # the last: above every bound
+        self.sum = 0.0
+
+    def observe(self, amount: float) -> None:
+        # The first bound at or above `amount`: buckets are `le` (inclusive).
+        self.counts[bisect_left(self.bounds, amount)] += 1
+        self.sum += amount
+
+    @property
+    def count(self) -> int:
+        return sum(self.counts)
+
+    def cumulative(self) -> list[tuple[str, float]]:
+        """The `le` buckets as Prometheus has them, counts summed upward."""
+        buckets, total = [], 0
+        for bound, count in zip((*self.bounds, float("inf")), self.counts, strict=True):
+            total += count
+            buckets.append((_le(bound), float(total)))
+        return buckets
+
+
+class _Unlocked(Collector):
+    """The loop's counters and histograms, as prometheus_client's own expose them."""
+
+    def __init__(self) -> None:
+        # name, help, label name (or none), {label value (or ""): counter}
+        self._counters: list[tuple[str, str, str | None, dict[str, LoopCounter]]] = []
+        self._histograms: list[tuple[str, str, LoopHistogram]] = []
+
+    def counter(self, name: str, help: str) -> LoopCounter:
+        counter = LoopCounter()
+        self._counters.append((name, help, None, {"": counter}))
+        return counter
+
+    def counters(self, name: str, help: str, label: str, *values: str) -> dict[str, LoopCounter]:
+        """A counter per value of its one label."""
+        children = {value: LoopCounter() for value in values}
+        self._counters.append((name, help, label, children))
+        return children
+
+    def histogram(self, name: str, help: str, bounds: Sequence[float]) -> LoopHistogram:
+        histogram = LoopHistogram(bounds)
+        self._histograms.append((name, help, histogram))
+        return histogram
+
+    def collect(self) -> Iterator[Metric]:
+        for name, help, label, children in self._counters:
+            family = CounterMetricFamily(name, help, labels=[label] if label else [])
+            for value, counter in children.items():
+                family.add_metric([value] if label else [], counter.value, created=counter.created)
+            yield family
+        for name, help, histogram in self._histograms:
+            buckets = HistogramMetricFamily(name, help)
+            buckets.add_metric([], histogram.cumulative(), histogram.sum)
+            buckets.samples.append(Sample(f"{name}_created", {}, histogram.created))
+            yield buckets
+
+
+_UNLOCKED = _Unlocked()
+REGISTRY.register(_UNLOCKED)
+
+EVENTS_APPENDED = _UNLOCKED.counter(
+    "replay_events_appended",
+    "Events committed by this process's append path (HTTP, hosted runs, in-process writers).",
+)
+STREAM_BUFFERED = _UNLOCKED.counters(
+    "replay_stream_buffered_events",
+    "Events a followed run's channel buffered, by source: commit (rows this process"
+    " committed, handed over without a read) or read (read back from the log).",
+    "source",
+    "commit",
+    "read",
+)
+GROUP_COMMIT_EVENTS = _UNLOCKED.histogram(
+    "replay_group_commit_events",
+    "Events per group commit (one transaction, one fsync).",
+    (1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000),
+)
+STREAM_EVENTS_SENT = _UNLOCKED.counter(
+    "replay_stream_events_sent",
+    "Events written to stream followers (SSE and NDJSON).",
+)
+FOLLOWER_LAG = _UNLOCKED.histogram(
+    "replay_stream_follower_lag_events",
+    "Per write to a follower: events the log is known to hold past what it has been sent.",
+    (0, 1, 10, 100, 1000, 10_000, 100_000, 1_000_000),
+)
 
 
 def sample(name: str, read: Callable[[], float], **labels: str) -> Callable[[], None]:

@@ -29,8 +29,8 @@ from service.stream.framing import Framer
 
 log = logging.getLogger("replay.stream")
 
-_FROM_COMMIT = metrics.STREAM_BUFFERED.labels("commit")
-_FROM_READ = metrics.STREAM_BUFFERED.labels("read")
+_FROM_COMMIT = metrics.STREAM_BUFFERED["commit"]
+_FROM_READ = metrics.STREAM_BUFFERED["read"]
 
 
 class Batch:
