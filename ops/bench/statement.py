@@ -14,7 +14,7 @@ One connection commits the same group over and over: one event for each of
 The figure is the backend's CPU (utime + stime from /proc) per event stored,
 which, unlike wall time, counts only the server's own work, so a busy machine
 changes it little; beside it, this process's CPU per event (binding the group's
-rows, `EventColumns.param`, sending the statement and reading its answer: what
+rows, `EventRows.param`, sending the statement and reading its answer: what
 the writer's event loop pays) and the wall time per statement. The targets
 take turns within each round (the order rotated every round); each prints its
 median over the rounds and its ratio to the full statement's. Commits are
@@ -42,7 +42,7 @@ from common import scratch_database
 
 from service.log import sql
 from service.log.chunks import StoredChunk
-from service.log.request import EventColumns
+from service.log.request import EventRows
 
 CHUNK = orjson.dumps(
     {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": "tokens "}
@@ -88,9 +88,9 @@ async def measure(url: str, width: int, statements: int, rounds: int) -> dict[st
         await conn.executemany("INSERT INTO runs (run_id) VALUES ($1)", [(r,) for r in runs])
         seqs = dict.fromkeys(runs, 0)
         token = StoredChunk("TEXT_MESSAGE_CONTENT", CHUNK, "m1", None)
-        columns = EventColumns()
+        events = EventRows()
         for run in runs:
-            columns.add(run, [token], 0)
+            events.add(run, [token], 0)
         cpu: dict[str, list[float]] = {name: [] for name in TARGETS}
         client: dict[str, list[float]] = {name: [] for name in TARGETS}
         wall: dict[str, list[float]] = {name: [] for name in TARGETS}
@@ -98,12 +98,12 @@ async def measure(url: str, width: int, statements: int, rounds: int) -> dict[st
         for round_ in range(rounds):
             for name in names[round_ % len(names) :] + names[: round_ % len(names)]:
                 statement, params = TARGETS[name]
-                await conn.fetch(statement, columns.param(), *params(runs, seqs))  # planned
+                await conn.fetch(statement, events.param(), *params(runs, seqs))  # planned
                 seqs = {run: seq + 1 for run, seq in seqs.items()}
                 start, used = time.perf_counter(), backend_cpu(pid)
                 own = time.process_time()
                 for _ in range(statements):
-                    rows = await conn.fetch(statement, columns.param(), *params(runs, seqs))
+                    rows = await conn.fetch(statement, events.param(), *params(runs, seqs))
                     if len(rows) != width:
                         raise RuntimeError(f"{name}: {len(rows)} of {width} runs applied")
                     seqs = {run: seq + 1 for run, seq in seqs.items()}

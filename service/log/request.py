@@ -7,9 +7,8 @@ typed parts, each defined once here:
   start at, whether it closes, its summary), sent as one JSON object keyed by
   run id (`$2`; the statement looks each run's share up from its row, so it
   needs no join). `RunShare.to_json` is the only writer of that object.
-* `EventColumns`: the rows of events, column by column, sent as one JSON array
-  of rows (`$1`) or as COPY records, a row per event or per batch
-  (service.log.rows).
+* `EventRows`: the rows of events, sent as one JSON array (`$1`) or as COPY
+  records, a row per event or per batch (service.log.rows).
 * `Pending`: one producer's append, waiting for its group.
 
 Settlement is pure: `settle` turns the statement's answer (each applied run's
@@ -24,13 +23,14 @@ import asyncio
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime
+from itertools import repeat
 from operator import attrgetter
 from typing import Any
 
 import orjson
 
 from service.errors import ProducerRefused, ReplayError, RunClosed, RunNotFound, SeqConflict
-from service.log import rows
+from service.log import rows as layout
 from service.log.chunks import StoredChunk, loads, storable
 from service.log.store import RunState
 from service.log.summary import TOKEN_COLUMNS, adds_to_summary, summarize
@@ -181,21 +181,20 @@ _MESSAGE_ID = attrgetter("message_id")
 _TOOL_CALL_ID = attrgetter("tool_call_id")
 
 
-@dataclass(slots=True)
-class EventColumns:
-    """A group's `events` rows, column by column; `ord` counts from 1 within each run
-    (a batch row's is its last event's, see service.log.rows)."""
+# One `events` row as a group sends it: run_id, ord, type, chunk, message_id,
+# tool_call_id, n (`sql.EVENT_COLUMNS` order, without the seq's base and the month).
+EventRow = tuple[str, int, str, str, str | None, str | None, int]
 
-    run_id: list[str] = field(default_factory=list)
-    ord: list[int] = field(default_factory=list)
-    type: list[str] = field(default_factory=list)
-    chunk: list[str] = field(default_factory=list)
-    message_id: list[str | None] = field(default_factory=list)
-    tool_call_id: list[str | None] = field(default_factory=list)
-    n: list[int] = field(default_factory=list)
+
+@dataclass(slots=True)
+class EventRows:
+    """A group's `events` rows; `ord` counts from 1 within each run (a batch row's is
+    its last event's, see service.log.rows)."""
+
+    rows: list[EventRow] = field(default_factory=list)
     events: int = 0
     # A run's share of at least this many chunks shares rows; None: a row per event.
-    batch_min: int | None = rows.BATCH_MIN
+    batch_min: int | None = layout.BATCH_MIN
 
     def add(self, run_id: str, chunks: list[StoredChunk], after: int) -> None:
         """`chunks` of `run_id`, numbered `after + 1 ...` within the run's share."""
@@ -203,48 +202,32 @@ class EventColumns:
         self.events += count
         types = list(map(_TYPE, chunks))
         texts = list(map(_TEXT, chunks))
-        batches = None if self.batch_min is None else rows.packed(types, texts, self.batch_min)
+        batches = None if self.batch_min is None else layout.packed(types, texts, self.batch_min)
         if batches is not None:
-            for last, n, kind, text in batches:
-                self.run_id.append(run_id)
-                self.ord.append(after + last)
-                self.type.append(kind)
-                self.chunk.append(text)
-                self.message_id.append(None)
-                self.tool_call_id.append(None)
-                self.n.append(n)
+            self.rows.extend(
+                (run_id, after + last, kind, text, None, None, n) for last, n, kind, text in batches
+            )
             return
-        self.run_id.extend([run_id] * count)
-        self.ord.extend(range(after + 1, after + count + 1))
-        self.type.extend(types)
-        self.chunk.extend(texts)
-        self.message_id.extend(map(_MESSAGE_ID, chunks))
-        self.tool_call_id.extend(map(_TOOL_CALL_ID, chunks))
-        self.n.extend([1] * count)
+        self.rows.extend(
+            zip(
+                repeat(run_id, count),
+                range(after + 1, after + count + 1),
+                types,
+                texts,
+                map(_MESSAGE_ID, chunks),
+                map(_TOOL_CALL_ID, chunks),
+                repeat(1, count),
+                strict=True,
+            )
+        )
 
     def __len__(self) -> int:
-        """The events (not the rows) these columns hold."""
+        """The events (not the rows) these rows hold."""
         return self.events
 
-    @property
-    def rows(self) -> int:
-        return len(self.chunk)
-
     def param(self) -> str:
-        """`append`'s $1: the rows as a JSON array of arrays, in `columns`' order."""
-        return orjson.dumps(list(zip(*self.columns(), strict=True))).decode()
-
-    def columns(self) -> tuple[list[Any], ...]:
-        """The rows' columns, in `sql.EVENT_COLUMNS` order (without the month)."""
-        return (
-            self.run_id,
-            self.ord,
-            self.type,
-            self.chunk,
-            self.message_id,
-            self.tool_call_id,
-            self.n,
-        )
+        """`append`'s $1: the rows as a JSON array of arrays."""
+        return orjson.dumps(self.rows).decode()
 
     def records(
         self, bases: Mapping[str, int], months: Mapping[str, date]
@@ -253,9 +236,7 @@ class EventColumns:
         each with its run's month (the partition key)."""
         return [
             (run, bases[run] + ord_, kind, text, message_id, tool_call_id, n, months[run])
-            for run, ord_, kind, text, message_id, tool_call_id, n in zip(
-                *self.columns(), strict=True
-            )
+            for run, ord_, kind, text, message_id, tool_call_id, n in self.rows
             if run in bases
         ]
 
@@ -265,7 +246,7 @@ class Group:
     """What one group commit sends: each run's share and all the events."""
 
     shares: dict[str, RunShare]
-    events: EventColumns
+    events: EventRows
 
     @classmethod
     def one(
@@ -274,19 +255,19 @@ class Group:
         chunks: Sequence[StoredChunk],
         *,
         close: bool = False,
-        batch_min: int | None = rows.BATCH_MIN,
+        batch_min: int | None = layout.BATCH_MIN,
     ) -> Group:
         """A group of one run's chunks (for a caller holding its own transaction)."""
-        events = EventColumns(batch_min=batch_min)
+        events = EventRows(batch_min=batch_min)
         events.add(run_id, list(chunks), 0)
         return cls({run_id: RunShare.of_chunks(chunks, close=close)}, events)
 
     @classmethod
     def of(
-        cls, appends: Mapping[str, list[Pending]], batch_min: int | None = rows.BATCH_MIN
+        cls, appends: Mapping[str, list[Pending]], batch_min: int | None = layout.BATCH_MIN
     ) -> Group:
         shares: dict[str, RunShare] = {}
-        events = EventColumns(batch_min=batch_min)
+        events = EventRows(batch_min=batch_min)
         for run, items in appends.items():
             n = 0
             for item in items:

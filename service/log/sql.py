@@ -50,7 +50,7 @@ APPEND = QUERIES["append"]
 APPEND_PLAIN = QUERIES["append_plain"]
 BUMP = QUERIES["bump"]
 
-# The COPY path's columns for `events`, in the order of service.log.request.EventColumns
+# The COPY path's columns for `events`, in the order of service.log.request.EventRow
 # (and the run's month, the partition key, last).
 EVENT_COLUMNS = (
     "run_id",

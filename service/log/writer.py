@@ -344,7 +344,7 @@ class GroupCommitter:
 
     async def _commit(self, appends: dict[str, list[Pending]]) -> None:
         group = Group.of(appends, self._batch_min)
-        if group.events.rows >= _COPY_MIN_ROWS:
+        if len(group.events.rows) >= _COPY_MIN_ROWS:
             rows = await self._retrying(self._bump_and_copy, group)
         else:
             rows = await self._retrying(self._append_statement, group)

@@ -204,9 +204,9 @@ def test_group_when_built_then_shares_and_columns_are_the_statements_parameters(
         "a": {"n": 3, "expected": 3, "terminal": "RUN_FINISHED", "total_tokens": 5},
         "b": {"n": 0, "close": True, "status": "cancelled"},
     }
-    columns = group.events.columns()
-    assert columns[0] == ["a", "a", "a"] and columns[1] == [1, 2, 3]
-    assert columns[2] == ["A", "A", "RUN_FINISHED"]
+    columns = list(zip(*group.events.rows, strict=True))
+    assert columns[0] == ("a", "a", "a") and columns[1] == (1, 2, 3)
+    assert columns[2] == ("A", "A", "RUN_FINISHED")
     month = date(2026, 12, 1)
     assert group.events.records({"a": 10}, {"a": month}) == [
         ("a", 11, "A", '{"type":"A","i":0}', None, None, 1, month),
