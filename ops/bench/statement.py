@@ -14,7 +14,7 @@ One connection commits the same group over and over: one event for each of
 The figure is the backend's CPU (utime + stime from /proc) per event stored,
 which, unlike wall time, counts only the server's own work, so a busy machine
 changes it little; beside it, this process's CPU per event (binding the group's
-rows, `EventRows.param`, sending the statement and reading its answer: what
+rows, `EventRows.params`, sending the statement and reading its answer: what
 the writer's event loop pays) and the wall time per statement. The targets
 take turns within each round (the order rotated every round); each prints its
 median over the rounds and its ratio to the full statement's. Commits are
@@ -98,12 +98,12 @@ async def measure(url: str, width: int, statements: int, rounds: int) -> dict[st
         for round_ in range(rounds):
             for name in names[round_ % len(names) :] + names[: round_ % len(names)]:
                 statement, params = TARGETS[name]
-                await conn.fetch(statement, events.param(), *params(runs, seqs))  # planned
+                await conn.fetch(statement, *events.params(), *params(runs, seqs))  # planned
                 seqs = {run: seq + 1 for run, seq in seqs.items()}
                 start, used = time.perf_counter(), backend_cpu(pid)
                 own = time.process_time()
                 for _ in range(statements):
-                    rows = await conn.fetch(statement, events.param(), *params(runs, seqs))
+                    rows = await conn.fetch(statement, *events.params(), *params(runs, seqs))
                     if len(rows) != width:
                         raise RuntimeError(f"{name}: {len(rows)} of {width} runs applied")
                     seqs = {run: seq + 1 for run, seq in seqs.items()}

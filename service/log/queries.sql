@@ -12,18 +12,22 @@
 --
 -- $1 the rows, a jsonb array of [run_id, ord, type, chunk, message_id,
 -- tool_call_id, n] (ord counts from 1 per run and is a batch row's last event's,
--- see service.log.rows), $2 the requests (jsonb keyed by run id, see
--- service.log.request.RunShare), $3 their run ids.
+-- see service.log.rows), a batch row's chunk null and its place in $2 an eighth
+-- element; $2 the batch rows' chunks (text[]); $3 the requests (jsonb keyed by
+-- run id, see service.log.request.RunShare), $4 their run ids.
 --
 -- The rows come as one jsonb value rather than seven arrays: binding arrays
 -- costs the client per element, and this process's event loop, not the
--- database, is what a busy server runs out of first.
+-- database, is what a busy server runs out of first. A batch row's chunk (many
+-- events' JSON joined) goes apart, as text: inside the jsonb every quote in it
+-- is escaped by the client and unescaped by the database's jsonb parser, which
+-- doubled the database's CPU per event of a large append.
 --
 -- The seq is taken under the run row's lock (the UPDATE) and the lock is held
 -- to commit, so commit order equals seq order within a run: a reader asking
 -- for `seq > N` never skips an event that commits later. No joins, by design:
 -- `runs` is read by its primary key (`run_id = ANY`), the requests looked up
--- from each run row (`$2 -> runs.run_id`), the rows scanned once and
+-- from each run row (`$3 -> runs.run_id`), the rows scanned once and
 -- matched to their run's base seq in a one-row map. An earlier form joined
 -- unnested request arrays with `runs`; a generic plan made while `runs` had
 -- no statistics rescanned the arrays once per run row.
@@ -33,70 +37,70 @@
 -- channel and the line's format are service.log.notifications'.
 WITH upd AS (
     UPDATE runs SET
-        last_seq = runs.last_seq + (($2::jsonb -> runs.run_id) ->> 'n')::bigint,
+        last_seq = runs.last_seq + (($3::jsonb -> runs.run_id) ->> 'n')::bigint,
         updated_at = now(),
-        last_terminal = coalesce(($2::jsonb -> runs.run_id) ->> 'terminal', runs.last_terminal),
+        last_terminal = coalesce(($3::jsonb -> runs.run_id) ->> 'terminal', runs.last_terminal),
         error_message = CASE
-            WHEN ($2::jsonb -> runs.run_id) ->> 'terminal' = 'RUN_ERROR'
-                THEN ($2::jsonb -> runs.run_id) ->> 'error'
-            WHEN ($2::jsonb -> runs.run_id) ? 'terminal' THEN NULL
+            WHEN ($3::jsonb -> runs.run_id) ->> 'terminal' = 'RUN_ERROR'
+                THEN ($3::jsonb -> runs.run_id) ->> 'error'
+            WHEN ($3::jsonb -> runs.run_id) ? 'terminal' THEN NULL
             ELSE runs.error_message END,
         error_code = CASE
-            WHEN ($2::jsonb -> runs.run_id) ? 'terminal' THEN ($2::jsonb -> runs.run_id) ->> 'error_code'
+            WHEN ($3::jsonb -> runs.run_id) ? 'terminal' THEN ($3::jsonb -> runs.run_id) ->> 'error_code'
             ELSE runs.error_code END,
-        closed_at = CASE WHEN ($2::jsonb -> runs.run_id) ? 'close' THEN now() END,
-        tool_names = CASE WHEN ($2::jsonb -> runs.run_id) ? 'tools' THEN ARRAY(
+        closed_at = CASE WHEN ($3::jsonb -> runs.run_id) ? 'close' THEN now() END,
+        tool_names = CASE WHEN ($3::jsonb -> runs.run_id) ? 'tools' THEN ARRAY(
             SELECT DISTINCT t
             FROM unnest(runs.tool_names || ARRAY(
-                SELECT jsonb_array_elements_text(($2::jsonb -> runs.run_id) -> 'tools'))) AS t
+                SELECT jsonb_array_elements_text(($3::jsonb -> runs.run_id) -> 'tools'))) AS t
             ORDER BY t) ELSE runs.tool_names END,
         -- Token sums saturate: one producer's absurd usage must not fail the group.
-        prompt_tokens = CASE WHEN ($2::jsonb -> runs.run_id) ? 'prompt_tokens'
+        prompt_tokens = CASE WHEN ($3::jsonb -> runs.run_id) ? 'prompt_tokens'
             THEN greatest(least(coalesce(runs.prompt_tokens, 0)::numeric
-                + (($2::jsonb -> runs.run_id) ->> 'prompt_tokens')::numeric,
+                + (($3::jsonb -> runs.run_id) ->> 'prompt_tokens')::numeric,
                 9223372036854775807), -9223372036854775807)::bigint
             ELSE runs.prompt_tokens END,
-        completion_tokens = CASE WHEN ($2::jsonb -> runs.run_id) ? 'completion_tokens'
+        completion_tokens = CASE WHEN ($3::jsonb -> runs.run_id) ? 'completion_tokens'
             THEN greatest(least(coalesce(runs.completion_tokens, 0)::numeric
-                + (($2::jsonb -> runs.run_id) ->> 'completion_tokens')::numeric,
+                + (($3::jsonb -> runs.run_id) ->> 'completion_tokens')::numeric,
                 9223372036854775807), -9223372036854775807)::bigint
             ELSE runs.completion_tokens END,
-        total_tokens = CASE WHEN ($2::jsonb -> runs.run_id) ? 'total_tokens'
+        total_tokens = CASE WHEN ($3::jsonb -> runs.run_id) ? 'total_tokens'
             THEN greatest(least(coalesce(runs.total_tokens, 0)::numeric
-                + (($2::jsonb -> runs.run_id) ->> 'total_tokens')::numeric,
+                + (($3::jsonb -> runs.run_id) ->> 'total_tokens')::numeric,
                 9223372036854775807), -9223372036854775807)::bigint
             ELSE runs.total_tokens END,
         status = CASE
-            WHEN NOT ($2::jsonb -> runs.run_id) ? 'close' THEN runs.status
-            WHEN ($2::jsonb -> runs.run_id) ? 'status' THEN ($2::jsonb -> runs.run_id) ->> 'status'
-            WHEN coalesce(($2::jsonb -> runs.run_id) ->> 'terminal', runs.last_terminal) = 'RUN_ERROR'
+            WHEN NOT ($3::jsonb -> runs.run_id) ? 'close' THEN runs.status
+            WHEN ($3::jsonb -> runs.run_id) ? 'status' THEN ($3::jsonb -> runs.run_id) ->> 'status'
+            WHEN coalesce(($3::jsonb -> runs.run_id) ->> 'terminal', runs.last_terminal) = 'RUN_ERROR'
                 THEN 'error'
             ELSE 'finished' END
     -- Re-checked on the newest row version after waiting for its lock.
-    WHERE runs.run_id = ANY($3::text[]) AND runs.closed_at IS NULL
-      AND (NOT ($2::jsonb -> runs.run_id) ? 'expected'
-           OR runs.last_seq = (($2::jsonb -> runs.run_id) ->> 'expected')::bigint - 1)
-      AND (NOT ($2::jsonb -> runs.run_id) ? 'born'
-           OR runs.created_at = (($2::jsonb -> runs.run_id) ->> 'born')::timestamptz)
+    WHERE runs.run_id = ANY($4::text[]) AND runs.closed_at IS NULL
+      AND (NOT ($3::jsonb -> runs.run_id) ? 'expected'
+           OR runs.last_seq = (($3::jsonb -> runs.run_id) ->> 'expected')::bigint - 1)
+      AND (NOT ($3::jsonb -> runs.run_id) ? 'born'
+           OR runs.created_at = (($3::jsonb -> runs.run_id) ->> 'born')::timestamptz)
       -- An idempotent producer's append: only what its stored state admits next, and
       -- only if the run row is as this statement's snapshot saw it (after waiting for
       -- its lock, a changed last_seq means the producer state read below may be old:
       -- every producer change moves last_seq; the caller then asks the guarded path).
-      AND (NOT ($2::jsonb -> runs.run_id) ? 'producer' OR (
+      AND (NOT ($3::jsonb -> runs.run_id) ? 'producer' OR (
           runs.last_seq = (SELECT r.last_seq FROM runs r WHERE r.run_id = runs.run_id)
           -- No stored state: only seq 0 starts a producer.
           AND coalesce((
               SELECT CASE
-                  WHEN (($2::jsonb -> runs.run_id) -> 'producer' ->> 1)::bigint = p.epoch
-                      THEN (($2::jsonb -> runs.run_id) -> 'producer' ->> 2)::bigint = p.seq + 1
-                  WHEN (($2::jsonb -> runs.run_id) -> 'producer' ->> 1)::bigint > p.epoch
-                      THEN (($2::jsonb -> runs.run_id) -> 'producer' ->> 2)::bigint = 0
+                  WHEN (($3::jsonb -> runs.run_id) -> 'producer' ->> 1)::bigint = p.epoch
+                      THEN (($3::jsonb -> runs.run_id) -> 'producer' ->> 2)::bigint = p.seq + 1
+                  WHEN (($3::jsonb -> runs.run_id) -> 'producer' ->> 1)::bigint > p.epoch
+                      THEN (($3::jsonb -> runs.run_id) -> 'producer' ->> 2)::bigint = 0
                   ELSE false END
               FROM stream_producers p
-              WHERE p.run_id = runs.run_id AND p.producer_id = ($2::jsonb -> runs.run_id) -> 'producer' ->> 0
-          ), (($2::jsonb -> runs.run_id) -> 'producer' ->> 2)::bigint = 0)))
-    RETURNING runs.run_id, runs.last_seq - (($2::jsonb -> runs.run_id) ->> 'n')::bigint AS base,
-        runs.last_seq, ($2::jsonb -> runs.run_id) ? 'close' AS close, runs.run_month
+              WHERE p.run_id = runs.run_id AND p.producer_id = ($3::jsonb -> runs.run_id) -> 'producer' ->> 0
+          ), (($3::jsonb -> runs.run_id) -> 'producer' ->> 2)::bigint = 0)))
+    RETURNING runs.run_id, runs.last_seq - (($3::jsonb -> runs.run_id) ->> 'n')::bigint AS base,
+        runs.last_seq, ($3::jsonb -> runs.run_id) ? 'close' AS close, runs.run_month
 ),
 -- Each run's base seq, and its month (the events' partition key, see runs.run_month).
 bases AS (SELECT jsonb_object_agg(run_id, base) AS m, jsonb_object_agg(run_id, run_month) AS month
@@ -108,7 +112,8 @@ ins AS (
         e.type, e.chunk, e.message_id, e.tool_call_id, e.n, ((SELECT month FROM bases) ->> e.run_id)::date
     FROM jsonb_array_elements($1::jsonb) AS r,
         LATERAL (SELECT r ->> 0 AS run_id, (r ->> 1)::bigint AS ord, r ->> 2 AS type,
-                 r ->> 3 AS chunk, r ->> 4 AS message_id, r ->> 5 AS tool_call_id,
+                 coalesce(r ->> 3, ($2::text[])[(r ->> 7)::int]) AS chunk,
+                 r ->> 4 AS message_id, r ->> 5 AS tool_call_id,
                  (r ->> 6)::int AS n) AS e
     WHERE (SELECT m FROM bases) ? e.run_id
 ),
@@ -116,7 +121,7 @@ ins AS (
 prod AS (
     INSERT INTO stream_producers (run_id, producer_id, epoch, seq)
     SELECT upd.run_id, s.p ->> 0, (s.p ->> 1)::bigint, (s.p ->> 2)::bigint
-    FROM upd, LATERAL (SELECT $2::jsonb -> upd.run_id -> 'producer' AS p) AS s
+    FROM upd, LATERAL (SELECT $3::jsonb -> upd.run_id -> 'producer' AS p) AS s
     WHERE s.p IS NOT NULL
     ON CONFLICT (run_id, producer_id) DO UPDATE SET epoch = excluded.epoch, seq = excluded.seq
 ),
@@ -138,18 +143,18 @@ SELECT run_id, base, (SELECT count(*) FROM note) AS notes FROM upd;
 -- the database the full statement's per-row lookups. The same no-join shape,
 -- answer and notification as `append`.
 --
--- $1 the rows (as `append`'s), $2 each run's count (jsonb {run_id: n}), $3
--- their run ids, $4 the expected seqs of the runs that have one (jsonb
+-- $1-$2 the rows (as `append`'s), $3 each run's count (jsonb {run_id: n}),
+-- $4 their run ids, $5 the expected seqs of the runs that have one (jsonb
 -- {run_id: seq}).
 WITH upd AS (
     UPDATE runs SET
-        last_seq = runs.last_seq + ($2::jsonb ->> runs.run_id)::bigint,
+        last_seq = runs.last_seq + ($3::jsonb ->> runs.run_id)::bigint,
         updated_at = now()
     -- Re-checked on the newest row version after waiting for its lock.
-    WHERE runs.run_id = ANY($3::text[]) AND runs.closed_at IS NULL
-      AND (NOT $4::jsonb ? runs.run_id
-           OR runs.last_seq = ($4::jsonb ->> runs.run_id)::bigint - 1)
-    RETURNING runs.run_id, runs.last_seq - ($2::jsonb ->> runs.run_id)::bigint AS base,
+    WHERE runs.run_id = ANY($4::text[]) AND runs.closed_at IS NULL
+      AND (NOT $5::jsonb ? runs.run_id
+           OR runs.last_seq = ($5::jsonb ->> runs.run_id)::bigint - 1)
+    RETURNING runs.run_id, runs.last_seq - ($3::jsonb ->> runs.run_id)::bigint AS base,
         runs.last_seq, runs.run_month
 ),
 bases AS (SELECT jsonb_object_agg(run_id, base) AS m, jsonb_object_agg(run_id, run_month) AS month
@@ -160,7 +165,8 @@ ins AS (
         e.type, e.chunk, e.message_id, e.tool_call_id, e.n, ((SELECT month FROM bases) ->> e.run_id)::date
     FROM jsonb_array_elements($1::jsonb) AS r,
         LATERAL (SELECT r ->> 0 AS run_id, (r ->> 1)::bigint AS ord, r ->> 2 AS type,
-                 r ->> 3 AS chunk, r ->> 4 AS message_id, r ->> 5 AS tool_call_id,
+                 coalesce(r ->> 3, ($2::text[])[(r ->> 7)::int]) AS chunk,
+                 r ->> 4 AS message_id, r ->> 5 AS tool_call_id,
                  (r ->> 6)::int AS n) AS e
     WHERE (SELECT m FROM bases) ? e.run_id
 ),

@@ -5,10 +5,11 @@ typed parts, each defined once here:
 
 * `RunShare`: a run's share of the group (how many events, the seq they must
   start at, whether it closes, its summary), sent as one JSON object keyed by
-  run id (`$2`; the statement looks each run's share up from its row, so it
+  run id (`$3`; the statement looks each run's share up from its row, so it
   needs no join). `RunShare.to_json` is the only writer of that object.
-* `EventRows`: the rows of events, sent as one JSON array (`$1`) or as COPY
-  records, a row per event or per batch (service.log.rows).
+* `EventRows`: the rows of events, a row per event or per batch
+  (service.log.rows), sent as one JSON array (`$1`, with the batch rows'
+  chunks apart: `$2`) or as COPY records.
 * `Pending`: one producer's append, waiting for its group.
 
 Settlement is pure: `settle` turns the statement's answer (each applied run's
@@ -195,6 +196,8 @@ class EventRows:
     events: int = 0
     # A run's share of at least this many chunks shares rows; None: a row per event.
     batch_min: int | None = layout.BATCH_MIN
+    # Where in `rows` the batch rows are (their chunks go to the statement apart).
+    batched: list[int] = field(default_factory=list)
 
     def add(self, run_id: str, chunks: list[StoredChunk], after: int) -> None:
         """`chunks` of `run_id`, numbered `after + 1 ...` within the run's share."""
@@ -204,6 +207,7 @@ class EventRows:
         texts = list(map(_TEXT, chunks))
         batches = None if self.batch_min is None else layout.packed(types, texts, self.batch_min)
         if batches is not None:
+            self.batched.extend(range(len(self.rows), len(self.rows) + len(batches)))
             self.rows.extend(
                 (run_id, after + last, kind, text, None, None, n) for last, n, kind, text in batches
             )
@@ -225,9 +229,19 @@ class EventRows:
         """The events (not the rows) these rows hold."""
         return self.events
 
-    def param(self) -> str:
-        """`append`'s $1: the rows as a JSON array of arrays."""
-        return orjson.dumps(self.rows).decode()
+    def params(self) -> tuple[str, list[str]]:
+        """`append`'s $1-$2: the rows as a JSON array of arrays, each batch row's chunk
+        replaced by its place (from 1) in the second, the batch rows' chunks (see
+        `queries.sql`: a large text inside the JSON costs both sides its escapes)."""
+        if not self.batched:
+            return orjson.dumps(self.rows).decode(), []
+        rows: list[Any] = list(self.rows)
+        texts = []
+        for place, index in enumerate(self.batched, start=1):
+            run_id, ord_, kind, text, _, _, n = rows[index]
+            rows[index] = (run_id, ord_, kind, None, None, None, n, place)
+            texts.append(text)
+        return orjson.dumps(rows).decode(), texts
 
     def records(
         self, bases: Mapping[str, int], months: Mapping[str, date]
@@ -279,9 +293,9 @@ class Group:
 
     def request_params(self) -> tuple[bool, tuple[str | list[str], ...]]:
         """Which append statement the group takes, and its parameters after the events'
-        columns. Plain (`append_plain`) when every share's request is its count and at
-        most its expected seq (nothing else to record): $2 `{run: count}`, $3 the run
-        ids, $4 `{run: expected seq}`; otherwise `append`'s $2-$3, as `share_params`."""
+        rows. Plain (`append_plain`) when every share's request is its count and at
+        most its expected seq (nothing else to record): $3 `{run: count}`, $4 the run
+        ids, $5 `{run: expected seq}`; otherwise `append`'s $3-$4, as `share_params`."""
         shares = self.shares
         if not all(share.plain for share in shares.values()):
             return False, self.share_params()
@@ -290,7 +304,7 @@ class Group:
         return True, (orjson.dumps(counts).decode(), list(shares), orjson.dumps(expected).decode())
 
     def share_params(self) -> tuple[str, list[str]]:
-        """`append`'s $2-$3 (`bump`'s $1-$2): the shares as JSON, and their run ids."""
+        """`append`'s $3-$4 (`bump`'s $1-$2): the shares as JSON, and their run ids."""
         shares = {run: share.to_json() for run, share in self.shares.items()}
         return orjson.dumps(shares).decode(), list(self.shares)
 

@@ -543,7 +543,7 @@ async def _append(
     log's layout (`batch_min`, see EventLog)."""
     group = Group.one(run_id, chunks, close=close, batch_min=batch_min)
     n = len(chunks)
-    rows = await conn.fetch(sql.APPEND, group.events.param(), *group.share_params())
+    rows = await conn.fetch(sql.APPEND, *group.events.params(), *group.share_params())
     if not rows:
         last = await conn.fetchval(_LAST_SEQ, run_id)
         raise StreamClosed(run_id, int(last or 0))

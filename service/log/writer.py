@@ -404,7 +404,7 @@ class GroupCommitter:
         plain, requests = group.request_params()
         statement = sql.APPEND_PLAIN if plain else sql.APPEND
         async with acquire(self._pool, timeout) as conn:
-            params = (group.events.param(), *requests)
+            params = (*group.events.params(), *requests)
             return list(await conn.fetch(statement, *params, timeout=timeout))
 
     async def _bump_and_copy(self, group: Group) -> list[asyncpg.Record]:

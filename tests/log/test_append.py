@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 
 import asyncpg
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from service.config import asyncpg_dsn
 from service.errors import (
@@ -19,6 +22,8 @@ from service.errors import (
     Unavailable,
 )
 from service.log import EventLog, sql
+from service.log.chunks import stored
+from service.log.request import Group, Pending
 
 
 async def stored_texts(log: EventLog, run_id: str) -> list[str]:
@@ -437,6 +442,53 @@ async def test_append_when_summary_values_unstorable_then_chunks_kept_and_summar
     assert (await event_log.get_run(f"unstorable-1-{copy_path}")).total_tokens == 2**63 - 1
 
 
+# Text that JSON escapes (quotes, backslashes, control characters) or that is not ASCII.
+_ESCAPED = st.text(st.sampled_from(['"', "\\", "\t", "\x01", "é", "🙂", "a", "}"]), max_size=8)
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    shares=st.lists(
+        st.tuples(
+            st.one_of(st.integers(1, 20), st.integers(250, 300)),  # rows, batch rows, both
+            st.sampled_from(["A", "RUN_FINISHED"]),  # a plain group, or the full statement
+        ),
+        min_size=1,
+        max_size=5,
+    ),
+    text=_ESCAPED,
+)
+async def test_group_statement_when_runs_mix_batch_rows_and_rows_then_each_reads_as_sent(
+    event_log: EventLog, shares: list[tuple[int, str]], text: str
+) -> None:
+    """One statement for several runs, some stored a row per event and some in batch rows
+    (their chunks sent apart from the rows' JSON): every run reads back exactly its
+    chunks, in order, from seq 1."""
+    loop = asyncio.get_running_loop()
+    appends: dict[str, list[Pending]] = {}
+    for index, (count, last) in enumerate(shares):
+        run = f"mix-{uuid.uuid4().hex[:8]}-{index}"
+        kinds = ["A"] * (count - 1) + [last]
+        chunks = [stored({"type": kind, "i": i, "t": text}, i) for i, kind in enumerate(kinds)]
+        appends[run] = [Pending(run, chunks, None, False, True, None, loop.create_future())]
+    group = Group.of(appends)
+    plain, requests = group.request_params()
+    async with event_log.pool.acquire() as conn:
+        await conn.executemany("INSERT INTO runs (run_id) VALUES ($1)", [(r,) for r in appends])
+        statement = sql.APPEND_PLAIN if plain else sql.APPEND
+        answer = await conn.fetch(statement, *group.events.params(), *requests)
+    assert sorted(row["run_id"] for row in answer) == sorted(appends)
+    for run, (item,) in appends.items():
+        events = await event_log.read_events(run, 0, 100_000)
+        assert [(e.seq, e.type, e.chunk) for e in events] == [
+            (i + 1, c.type, c.text) for i, c in enumerate(item.chunks)
+        ]
+
+
 @pytest.mark.parametrize("statement", ["APPEND", "APPEND_PLAIN", "BUMP"])
 async def test_append_statements_when_planned_generic_on_unanalyzed_runs_then_no_joins(
     event_log: EventLog, statement: str
@@ -457,7 +509,7 @@ async def test_append_statements_when_planned_generic_on_unanalyzed_runs_then_no
             bump: tuple[str | list[str], ...] = (requests, [run])
             if statement == "APPEND_PLAIN":
                 bump = (*bump, json.dumps({run: 1}))
-            args = bump if statement == "BUMP" else (events, *bump)
+            args = bump if statement == "BUMP" else (events, [], *bump)
             plan = "\n".join(row[0] for row in await explain.fetch(*args))
     assert "Seq Scan on runs" in plan or "Index Scan using runs_pkey" in plan, plan
     for join in ("Nested Loop", "Hash Join", "Merge Join"):
