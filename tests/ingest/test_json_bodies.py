@@ -33,6 +33,16 @@ def same(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b
 
 
+@pytest.mark.parametrize(
+    "number", [-(2**63) - 1, -(2**63), -(10**19) + 1, 2**64, 2**64 - 1, -(10**25), 10**25]
+)
+def test_loads_when_an_integer_at_or_past_64_bits_then_kept_exact(number: int) -> None:
+    """orjson reads an integer past 64 bits as a float; `loads` keeps it whole, whether
+    it has 20 digits or a minus and 19."""
+    value = loads(f'{{"type":"A","n":{number}}}')["n"]
+    assert type(value) is int and value == number
+
+
 scalars = st.one_of(
     st.none(),
     st.booleans(),
