@@ -94,12 +94,11 @@ def split_events(body: bytes) -> tuple[list[StoredChunk], Any, Any] | None:
     kinds = list(map(_TYPE, heads))
     message_ids = list(map(_MESSAGE_ID, heads))
     tool_call_ids = list(map(_TOOL_CALL_ID, heads))
-    # An ASCII body without escapes decodes to ASCII strings without NUL (JSON has
-    # no raw NUL in a string): every type and id is plain without a look at each.
-    plain_body = body.isascii() and b"\\u" not in body
+    # The ids looked at joined: cheaper than a search of the whole body for an
+    # escape that could make one of them non-ASCII or NUL.
     if (
         "" in kinds
-        or not (plain_body or (plain(kinds) and plain(message_ids) and plain(tool_call_ids)))
+        or not (plain(kinds) and plain(message_ids) and plain(tool_call_ids))
         or _may_overflow(body)
     ):
         return None
