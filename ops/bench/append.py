@@ -44,8 +44,14 @@ serve --workers N` ("HTTP, N workers"; the peer is one Node process).
 "http_vs_raw": {"1000"}, "workers": N, "http_workers_vs_peer": {size},
 "http_workers_vs_raw": {size}, "in_process_vs_group_commit": r, "events_per_second":
 {size: {phase: ev/s}}, "bytes_per_event": {table: bytes}, "layout": "rows" or
-"batch"} (ratios as fractions; "http_vs_raw" against the raw limit of the
-log's own layout).
+"batch", "cpu_us_per_event": {"http": {size: {"server", "db"}},
+"raw_batch_lz4_db": {size}}} (ratios as fractions; "http_vs_raw" against the raw
+limit of the log's own layout).
+
+Under each size, the CPU per event of the one-process HTTP phases: the server's
+(its own /metrics) and its PostgreSQL backends' (/proc, by the scratch
+database's name in their process titles), beside the raw lz4 batch rows'
+backends': what one event costs each side.
 """
 
 from __future__ import annotations
@@ -71,11 +77,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import asyncpg
 import orjson
-from common import RawPoster, free_port, pct, scratch_database, server_process
+from common import (
+    RawPoster,
+    backends,
+    cpu_seconds,
+    free_port,
+    pct,
+    scratch_database,
+    server_process,
+)
 
 from service.log import EventLog
 
 PRODUCERS_SINGLE = 50
+
+# (size, method) -> the raw baseline's PostgreSQL CPU seconds per event, per run.
+RAW_DB_CPU: dict[tuple[int, str], list[float]] = {}
 
 # events/s and per-append latencies (ms)
 Result = tuple[float, list[float]]
@@ -230,6 +247,7 @@ async def raw_baseline(url: str, size: int, total: int, method: str) -> tuple[fl
     producers = PRODUCERS_SINGLE if size == 1 else 4
     # A connection per producer: no pool, so no reset query per batch.
     conns = [await asyncpg.connect(url) for _ in range(producers)]
+    pids = [await conn.fetchval("SELECT pg_backend_pid()") for conn in conns]
     runs = [f"raw-{method}-{size}-{p}-{uuid.uuid4().hex[:6]}" for p in range(producers)]
     await conns[0].executemany("INSERT INTO runs (run_id) VALUES ($1)", [(r,) for r in runs])
     work = batches(total, size)
@@ -275,7 +293,10 @@ async def raw_baseline(url: str, size: int, total: int, method: str) -> tuple[fl
                 )
 
     try:
-        return await drive(producers, work, send)
+        used = cpu_seconds(pids)
+        result = await drive(producers, work, send)
+        RAW_DB_CPU.setdefault((size, method), []).append((cpu_seconds(pids) - used) / total)
+        return result
     finally:
         for conn in conns:
             await conn.close()
@@ -439,6 +460,29 @@ async def peer_bench(port: int, size: int, total: int) -> Result:
         await poster.close()
 
 
+def process_cpu(base: str) -> float:
+    """The serving process's CPU seconds so far, as its own /metrics tells them."""
+    with urllib.request.urlopen(base + "/metrics", timeout=10) as response:
+        for line in response.read().decode().splitlines():
+            if line.startswith("process_cpu_seconds_total "):
+                return float(line.split()[1])
+    raise RuntimeError("no process_cpu_seconds_total in /metrics")
+
+
+def measure_cpu(
+    url: str, base: str, events: int, phase: Callable[[], Result]
+) -> tuple[Result, dict[str, float]]:
+    """`phase()`, with the server's and its PostgreSQL backends' CPU per event (µs)."""
+    database = url.rsplit("/", 1)[1]
+    server, db = process_cpu(base), cpu_seconds(backends(database))
+    result = phase()
+    cpu = {
+        "server": (process_cpu(base) - server) / events * 1e6,
+        "db": (cpu_seconds(backends(database)) - db) / events * 1e6,
+    }
+    return result, cpu
+
+
 def wait_for_workers(base: str, workers: int, seconds: float = 60) -> None:
     """Until `workers` processes answer /healthz (the first up answers alone at first)."""
     seen: set[int] = set()
@@ -559,10 +603,18 @@ def main() -> None:
             url, 1, group_commit_ceiling, url, one, run_rows=False
         )
         results[1]["writer-one"] = measure(url, 1, writer_bench, url, 1, one, one_run=True)
+        http_cpu: dict[int, dict[str, float]] = {}
         with server_process(url) as base:
             for size, total in totals.items():
                 runs = repeats.get(size, 1)
-                results[size]["http"] = measure(url, runs, http_bench, base, size, total)
+                # Each run also creates its producers' runs with one chunk each.
+                events = runs * (total + (PRODUCERS_SINGLE if size == 1 else 4))
+                results[size]["http"], http_cpu[size] = measure_cpu(
+                    url,
+                    base,
+                    events,
+                    functools.partial(measure, url, runs, http_bench, base, size, total),
+                )
             paced = measure(url, 1, paced_http, base, 2500, 8 * scale)
         if args.workers > 1:
             with server_process(url, REPLAY_WORKERS=str(args.workers)) as base:
@@ -605,6 +657,15 @@ def main() -> None:
         else:
             print(line("in-process writer", *r["writer"], raw))
             print(line("HTTP POST /events", *r["http"], raw))
+        cpu = http_cpu[size]
+        raw_db = RAW_DB_CPU.get((size, "batch-lz4"))
+        raw_note = (
+            f" (raw batch rows, lz4: {sum(raw_db) / len(raw_db) * 1e6:.2f} µs)" if raw_db else ""
+        )
+        print(
+            f"  {'':<28} CPU per event over HTTP: server {cpu['server']:.2f} µs, "
+            f"PostgreSQL {cpu['db']:.2f} µs" + raw_note
+        )
         if "http-workers" in r:
             print(line(f"HTTP, {args.workers} workers", *r["http-workers"], raw))
         if "peer" in r:
@@ -641,6 +702,17 @@ def main() -> None:
             for size, r in results.items()
         },
         "bytes_per_event": {table: round(size, 1) for table, size in sizes.items()},
+        "cpu_us_per_event": {
+            "http": {
+                str(size): {who: round(us, 3) for who, us in cpu.items()}
+                for size, cpu in http_cpu.items()
+            },
+            "raw_batch_lz4_db": {
+                str(size): round(sum(per) / len(per) * 1e6, 3)
+                for (size, method), per in RAW_DB_CPU.items()
+                if method == "batch-lz4"
+            },
+        },
     }
     figures["events_per_second"]["1"]["http-paced"] = round(paced[0])
     if args.json:

@@ -78,7 +78,7 @@ import httpx
 import orjson
 from capacity_follow import BUCKET_MS
 from capacity_upstream import plan
-from common import ROOT, free_port, healthy, scratch_database, stop
+from common import ROOT, backends, cpu_seconds, free_port, healthy, scratch_database, stop
 
 HERE = Path(__file__).resolve().parent
 PEER_DIR = HERE / "peer"
@@ -143,8 +143,8 @@ class Target:
     def cpu_seconds(self) -> tuple[float, float]:
         """CPU time so far (user + system) of the serving processes, and of the
         PostgreSQL backends serving its database (replay only; others 0)."""
-        backends = _backends(self.database) if self.database else []
-        return _cpu_seconds(self.pids), _cpu_seconds(backends)
+        database = backends(self.database) if self.database else []
+        return cpu_seconds(self.pids), cpu_seconds(database)
 
     def active(self) -> int:
         """Runs the system still drives (reads, appends, publishes)."""
@@ -239,35 +239,6 @@ def _rss_kb(pid: int) -> int:
     except OSError:
         pass
     return 0
-
-
-_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def _cpu_seconds(pids: list[int]) -> float:
-    total = 0
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += int(fields[11]) + int(fields[12])  # utime, stime
-    return total / _TICKS
-
-
-def _backends(database: str) -> list[int]:
-    """The PostgreSQL backends connected to `database` (their process title names it)."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            title = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if title.startswith(b"postgres: ") and f" {database} ".encode() in title:
-            pids.append(int(entry.name))
-    return pids
 
 
 def _load() -> float:

@@ -28,6 +28,36 @@ from service import migrate  # noqa: E402
 SERVER = os.environ.get("REPLAY_BENCH_DATABASE_URL", "postgresql://root@127.0.0.1:5432/postgres")
 
 
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """CPU time so far (user + system) of these processes, from /proc (0 for one gone)."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / _TICKS
+
+
+def backends(database: str) -> list[int]:
+    """The PostgreSQL backends connected to `database` (their process title names it)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            title = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if title.startswith(b"postgres: ") and f" {database} ".encode() in title:
+            pids.append(int(entry.name))
+    return pids
+
+
 def _with_db(url: str, name: str) -> str:
     return urlunsplit(urlsplit(url)._replace(path="/" + name))
 
