@@ -19,8 +19,9 @@ machine) has p99 < 100 ms over every event sent while its follower was
 attached, and nothing is lost: every event of every run arrives, exactly
 once, in order. A trial that can no longer pass (over 1% of the events
 already late, or a run broken) is stopped early. K is searched coarse
-(doubling, or halving from a failure) then fine (bisection), within a
-time budget per system; later systems start at the first one's K.
+(doubling, or halving from a failure, further in proportion when the
+failure's p50 was past the limit) then fine (bisection), within a time
+budget per system; later systems start at the first one's K.
 
 The systems:
 - replay: `replay serve` (PostgreSQL, each event durable before it is
@@ -638,9 +639,15 @@ def _judge(
 
 def search(
     trial: Callable[[int], Trial], start: int, budget: float, est: float, fine_steps: int,
-    max_k: int, say: Callable[[str], None],
+    max_k: int, say: Callable[[str], None], limit_ms: float = 100.0,
 ) -> list[Trial]:  # fmt: skip
-    """Coarse (x2 up from a pass, /2 down from a failure), then bisection, within budget."""
+    """Coarse (x2 up from a pass, /2 down from a failure), then bisection, within budget.
+
+    Down from a failure whose p50 was already past the limit (half the tokens late: far
+    over capacity, as a later system starting at the first one's K may be), the next K
+    is K x limit / p50 when that is below K / 2, and the search doubles up from there:
+    a slow system reaches its range in one step, not in a halving per trial, each
+    costing the wind-down of K runs from the budget."""
     began = time.monotonic()
     trials: list[Trial] = []
 
@@ -667,7 +674,13 @@ def search(
             worst = k
             if best or k <= 1:
                 break
-            k = max(1, k // 2)
+            p50 = trials[-1].p50_ms
+            if p50 > limit_ms and k * limit_ms / p50 < k // 2:
+                # Far over: doubling up again from the next K finds the edge sooner than
+                # bisecting back toward this failure.
+                k, worst = max(1, int(k * limit_ms / p50)), None
+            else:
+                k = max(1, k // 2)
     for _ in range(fine_steps):
         if worst is None or worst - best <= max(1, best // 10) or not room():
             break
@@ -806,8 +819,9 @@ def main() -> None:
                 # Later systems start where the earlier ones ended (the comparison's K).
                 first = max((o.capacity for o in outcomes), default=0) or start
                 outcome.trials = search(
-                    trial, first, budget, workload.trial_seconds, fine, args.max_k, say
-                )
+                    trial, first, budget, workload.trial_seconds, fine, args.max_k, say,
+                    args.p99_limit,
+                )  # fmt: skip
             outcomes.append(outcome)
     load_after = _uptime()
     report(outcomes, workload, load_before, load_after, args.json, say, args.p99_limit, bool(at))
