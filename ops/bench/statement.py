@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import asyncpg
 import orjson
-from common import scratch_database
+from common import cpu_seconds, scratch_database
 
 from service.log import sql
 from service.log.chunks import StoredChunk
@@ -74,12 +74,6 @@ TARGETS: dict[str, tuple[str, Params]] = {
 }
 
 
-def backend_cpu(pid: int) -> float:
-    """Seconds of CPU the backend `pid` has used (it runs on this machine)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 async def measure(url: str, width: int, statements: int, rounds: int) -> dict[str, Any]:
     conn = await asyncpg.connect(url)
     try:
@@ -100,14 +94,14 @@ async def measure(url: str, width: int, statements: int, rounds: int) -> dict[st
                 statement, params = TARGETS[name]
                 await conn.fetch(statement, *events.params(), *params(runs, seqs))  # planned
                 seqs = {run: seq + 1 for run, seq in seqs.items()}
-                start, used = time.perf_counter(), backend_cpu(pid)
+                start, used = time.perf_counter(), cpu_seconds([pid])
                 own = time.process_time()
                 for _ in range(statements):
                     rows = await conn.fetch(statement, *events.params(), *params(runs, seqs))
                     if len(rows) != width:
                         raise RuntimeError(f"{name}: {len(rows)} of {width} runs applied")
                     seqs = {run: seq + 1 for run, seq in seqs.items()}
-                cpu[name].append((backend_cpu(pid) - used) / (statements * width) * 1e6)
+                cpu[name].append((cpu_seconds([pid]) - used) / (statements * width) * 1e6)
                 client[name].append((time.process_time() - own) / (statements * width) * 1e6)
                 wall[name].append((time.perf_counter() - start) / statements * 1e3)
         return {"cpu_us_per_event": cpu, "client_cpu_us_per_event": client,
