@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from operator import attrgetter
 from typing import Any
 
 from service.errors import InvalidEvent, InvalidJson, InvalidRequest, PayloadTooLarge
 from service.ingest.verbatim import split_events
-from service.log.chunks import StoredChunk, dumps, loads, stored, stored_values
+from service.log.chunks import StoredChunk, dumps, loads, stored, stored_values, texts_of
 from service.log.eventlog import MAX_SEQ
-
-_TEXT = attrgetter("text")
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +47,7 @@ class Limits:
 
 @dataclass(frozen=True, slots=True)
 class Batch:
-    chunks: list[StoredChunk]
+    chunks: Sequence[StoredChunk]
     expected_seq: int | None = None
     close: bool = False
 
@@ -84,12 +82,13 @@ def _close(value: Any) -> bool:
     return value
 
 
-def _check_chunks(chunks: list[StoredChunk], limits: Limits) -> None:
+def _check_chunks(chunks: Sequence[StoredChunk], limits: Limits) -> None:
     cap = limits.max_chunk_bytes // 4
-    if chunks and max(map(len, map(_TEXT, chunks))) > cap:
-        for index, chunk in enumerate(chunks):
-            if len(chunk.text) > cap:
-                limits.check_chunk(chunk, index)
+    texts = texts_of(chunks)
+    if texts and max(map(len, texts)) > cap:
+        for index, text in enumerate(texts):
+            if len(text) > cap:
+                limits.check_chunk(chunks[index], index)
 
 
 def parse_json_batch(body: bytes, limits: Limits) -> Batch:

@@ -4,7 +4,10 @@
 the body) instead of parsed to objects and encoded again: two passes of
 msgspec's C decoder, one taking each event as raw text and one reading only its
 `type`, `messageId` and `toolCallId`. For a large batch most of an append's
-CPU was the parse and the encode.
+CPU was the parse and the encode. From `BATCH_MIN` events (what the log stores
+in batch rows, which keep no ids) the second pass reads the types only, and the
+chunks stay columns (`service.log.chunks.Chunks`): the texts are decoded when
+something asks for them, most only joined into a batch row.
 
 A slice is stored only where it means exactly what the general path would
 store; anything else (a raw CR or LF anywhere in the body, invalid UTF-8, a
@@ -18,13 +21,15 @@ too.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from itertools import repeat
 from operator import attrgetter
 from typing import Any
 
 import msgspec
 
-from service.log.chunks import StoredChunk, plain
+from service.log.chunks import Chunks, StoredChunk, plain
+from service.log.rows import BATCH_MIN
 
 
 class _Head(msgspec.Struct, gc=False):
@@ -37,6 +42,14 @@ class _Heads(msgspec.Struct, gc=False):
     events: list[_Head]
 
 
+class _Type(msgspec.Struct, gc=False):
+    type: str
+
+
+class _Types(msgspec.Struct, gc=False):
+    events: list[_Type]
+
+
 class _Envelope(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     events: list[msgspec.Raw]
     expected_seq: Any = None
@@ -44,6 +57,7 @@ class _Envelope(msgspec.Struct, forbid_unknown_fields=True, gc=False):
 
 
 _HEADS = msgspec.json.Decoder(_Heads)
+_TYPES = msgspec.json.Decoder(_Types)
 _ENVELOPE = msgspec.json.Decoder(_Envelope)
 _TYPE = attrgetter("type")
 _MESSAGE_ID = attrgetter("messageId")
@@ -79,7 +93,7 @@ def _may_overflow(body: bytes) -> bool:
     return _LONG_NUMBER in mapped or _BIG_EXPONENT.search(mapped) is not None
 
 
-def split_events(body: bytes) -> tuple[list[StoredChunk], Any, Any] | None:
+def split_events(body: bytes) -> tuple[Sequence[StoredChunk], Any, Any] | None:
     """`(chunks, expected_seq, close)` of a plain `{"events": [...]}` body, each chunk's
     text its slice of the body (`expected_seq` and `close` as sent, unchecked); None
     for any other body (see the module's doc)."""
@@ -87,22 +101,38 @@ def split_events(body: bytes) -> tuple[list[StoredChunk], Any, Any] | None:
         return None
     try:
         envelope = _ENVELOPE.decode(body)
-        heads = _HEADS.decode(body).events
-        texts = list(map(str, envelope.events, repeat("utf-8")))
+        raws = envelope.events
+        chunks = _columns(body, raws) if len(raws) >= BATCH_MIN else _tuples(body, raws)
     except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):
         return None
+    if chunks is None or _may_overflow(body):
+        return None
+    return chunks, envelope.expected_seq, envelope.close
+
+
+def _columns(body: bytes, raws: list[msgspec.Raw]) -> Chunks | None:
+    """A large batch's chunks as `Chunks`: only the types read, no text decoded yet
+    (most will only be joined into batch rows), the ids not read at all."""
+    kinds = list(map(_TYPE, _TYPES.decode(body).events))
+    if "" in kinds or not plain(kinds):
+        return None
+    # Decoded whole, the body is valid UTF-8 exactly when each slice is (a slice
+    # ends at ASCII punctuation), and cheaper to check so once.
+    if not body.isascii():
+        body.decode()
+    return Chunks(kinds, raws)
+
+
+def _tuples(body: bytes, raws: list[msgspec.Raw]) -> list[StoredChunk] | None:
+    heads = _HEADS.decode(body).events
+    texts = list(map(str, raws, repeat("utf-8")))
     kinds = list(map(_TYPE, heads))
     message_ids = list(map(_MESSAGE_ID, heads))
     tool_call_ids = list(map(_TOOL_CALL_ID, heads))
     # The ids looked at joined: cheaper than a search of the whole body for an
     # escape that could make one of them non-ASCII or NUL.
-    if (
-        "" in kinds
-        or not (plain(kinds) and plain(message_ids) and plain(tool_call_ids))
-        or _may_overflow(body)
-    ):
+    if "" in kinds or not (plain(kinds) and plain(message_ids) and plain(tool_call_ids)):
         return None
     columns = zip(kinds, texts, message_ids, tool_call_ids, strict=True)
     # Tuples made directly: StoredChunk's own constructor is a Python call.
-    chunks = list(map(_new_chunk, repeat(StoredChunk), columns))
-    return chunks, envelope.expected_seq, envelope.close
+    return list(map(_new_chunk, repeat(StoredChunk), columns))

@@ -29,7 +29,7 @@ from service.config import asyncpg_dsn
 from service.errors import InvalidRequest, InvalidRunId, RunConflict, RunNotFound, Unavailable
 from service.log import bulk, leases, partitions, readers, retention
 from service.log import rows as log_rows
-from service.log.chunks import StoredChunk, dumps, loads, storable, stored
+from service.log.chunks import Chunks, StoredChunk, dumps, loads, storable, stored
 from service.log.faults import acquire, translated
 from service.log.listener import Listener
 from service.log.notifications import Notice
@@ -141,7 +141,11 @@ class Event:
     received_at: datetime
 
 
-def _stored_chunks(chunks: Iterable[StoredChunk | Mapping[str, Any]]) -> list[StoredChunk]:
+def _stored_chunks(
+    chunks: Iterable[StoredChunk | Mapping[str, Any]],
+) -> Sequence[StoredChunk]:
+    if type(chunks) is Chunks:
+        return chunks  # a large body's, from the ingest layer
     if type(chunks) is list and set(map(type, chunks)) <= {StoredChunk}:
         return chunks  # the ingest layer's (checked in C: this runs per append)
     return [c if isinstance(c, StoredChunk) else stored(c, i) for i, c in enumerate(chunks)]

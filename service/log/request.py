@@ -32,9 +32,9 @@ import orjson
 
 from service.errors import ProducerRefused, ReplayError, RunClosed, RunNotFound, SeqConflict
 from service.log import rows as layout
-from service.log.chunks import StoredChunk, loads, storable
+from service.log.chunks import Chunks, StoredChunk, loads, storable, text_at, types_of
 from service.log.store import RunState
-from service.log.summary import TOKEN_COLUMNS, adds_to_summary, summarize
+from service.log.summary import TOKEN_COLUMNS, adds_to_summary, summarize_parts
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +50,7 @@ class Pending:
     """One producer's append, queued until a commit lane takes it into a group."""
 
     run_id: str
-    chunks: list[StoredChunk]
+    chunks: Sequence[StoredChunk]
     expected_seq: int | None
     close: bool
     create: bool
@@ -99,8 +99,8 @@ class RunShare:
     def of(cls, items: list[Pending]) -> RunShare:
         """The share of a run's appends in one group (they commit as one)."""
         last = items[-1]
-        share = cls.of_chunks(
-            items[0].chunks if len(items) == 1 else [c for item in items for c in item.chunks],
+        share = cls.of_parts(
+            [item.chunks for item in items],
             expected=items[0].expected_seq,
             close=last.close,
             status=last.close_status if last.close else None,
@@ -117,14 +117,26 @@ class RunShare:
         *,
         expected: int | None = None,
         close: bool = False,
+    ) -> RunShare:
+        return cls.of_parts([chunks], expected=expected, close=close)
+
+    @classmethod
+    def of_parts(
+        cls,
+        parts: Sequence[Sequence[StoredChunk]],
+        *,
+        expected: int | None = None,
+        close: bool = False,
         status: str | None = None,
     ) -> RunShare:
-        if not adds_to_summary(chunks):
+        """The share of these chunks, given as its appends' lists in order."""
+        count = sum(map(len, parts))
+        if not any(map(adds_to_summary, parts)):
             # A share per run per group commit: the common one without a Summary.
-            return cls(count=len(chunks), expected=expected, close=close, status=status)
-        summary = summarize(chunks)
+            return cls(count=count, expected=expected, close=close, status=status)
+        summary = summarize_parts(parts)
         return cls(
-            count=len(chunks),
+            count=count,
             expected=expected,
             close=close,
             status=status,
@@ -199,25 +211,25 @@ class EventRows:
     # Where in `rows` the batch rows are (their chunks go to the statement apart).
     batched: list[int] = field(default_factory=list)
 
-    def add(self, run_id: str, chunks: list[StoredChunk], after: int) -> None:
+    def add(self, run_id: str, chunks: Sequence[StoredChunk], after: int) -> None:
         """`chunks` of `run_id`, numbered `after + 1 ...` within the run's share."""
         count = len(chunks)
         self.events += count
-        types = list(map(_TYPE, chunks))
-        texts = list(map(_TEXT, chunks))
-        batches = None if self.batch_min is None else layout.packed(types, texts, self.batch_min)
+        batches = None if self.batch_min is None else layout.packed(chunks, self.batch_min)
         if batches is not None:
             self.batched.extend(range(len(self.rows), len(self.rows) + len(batches)))
             self.rows.extend(
                 (run_id, after + last, kind, text, None, None, n) for last, n, kind, text in batches
             )
             return
+        if type(chunks) is Chunks:
+            chunks = list(chunks)  # each chunk's ids, read from its text once
         self.rows.extend(
             zip(
                 repeat(run_id, count),
                 range(after + 1, after + count + 1),
-                types,
-                texts,
+                map(_TYPE, chunks),
+                map(_TEXT, chunks),
                 map(_MESSAGE_ID, chunks),
                 map(_TOOL_CALL_ID, chunks),
                 repeat(1, count),
@@ -403,10 +415,10 @@ def explain(
     return outcomes
 
 
-def thread_of(chunks: list[StoredChunk]) -> str | None:
-    """A RUN_STARTED chunk's threadId: a run created by its first append takes it."""
-    for chunk in chunks:
-        if chunk.type == "RUN_STARTED":
-            thread = loads(chunk.text).get("threadId")
-            return storable(thread) if isinstance(thread, str) else None
-    return None
+def thread_of(chunks: Sequence[StoredChunk]) -> str | None:
+    """The first RUN_STARTED chunk's threadId: a run created by its first append takes it."""
+    types = types_of(chunks)
+    if "RUN_STARTED" not in types:
+        return None
+    thread = loads(text_at(chunks, types.index("RUN_STARTED"))).get("threadId")
+    return storable(thread) if isinstance(thread, str) else None

@@ -28,6 +28,8 @@ from collections.abc import Iterable, Sequence
 from operator import itemgetter
 from typing import Any
 
+from service.log.chunks import Chunks, StoredChunk, texts_of, types_of
+
 # A run's share of a group with fewer chunks is stored a row per event: below
 # this the saving is small, and a read starting inside a row pays for the part
 # of the row before it.
@@ -40,20 +42,31 @@ SEP = "\n"
 
 
 def packed(
-    types: Sequence[str], texts: Sequence[str], least: int = BATCH_MIN
+    chunks: Sequence[StoredChunk], least: int = BATCH_MIN
 ) -> list[tuple[int, int, str, str]] | None:
     """`(last, n, type, chunk)` per row for one run's chunks (`last` counting from 1), or
     None when they are to be stored a row per event: fewer than `least`, or a newline
     in a type or a text (found by counting the joined separators: one C pass each)."""
-    total = len(texts)
+    total = len(chunks)
     if total < least:
         return None
+    types = types_of(chunks)
+    # `Chunks` joins its texts straight from the body's bytes, and they hold no
+    # newline (its body had none): only the types are counted.
+    columns = chunks if type(chunks) is Chunks else None
+    texts = [] if columns is not None else texts_of(chunks)
     out: list[tuple[int, int, str, str]] = []
     for start in range(0, total, BATCH_MAX):
         end = min(start + BATCH_MAX, total)
-        kind, chunk = SEP.join(types[start:end]), SEP.join(texts[start:end])
-        if kind.count(SEP) != end - start - 1 or chunk.count(SEP) != end - start - 1:
+        kind = SEP.join(types[start:end])
+        if kind.count(SEP) != end - start - 1:
             return None
+        if columns is not None:
+            chunk = columns.joined(start, end, SEP)
+        else:
+            chunk = SEP.join(texts[start:end])
+            if chunk.count(SEP) != end - start - 1:
+                return None
         out.append((end, end - start, kind, chunk))
     return out
 

@@ -14,12 +14,22 @@ group commit, every producer in it included.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import compress
 from operator import attrgetter
+from typing import Any
 
-from service.log.chunks import StoredChunk, error_code, error_message, loads, storable
+from service.log.chunks import (
+    Chunks,
+    StoredChunk,
+    error_code,
+    error_message,
+    loads,
+    storable,
+    text_at,
+    types_of,
+)
 
 _TYPE = attrgetter("type")
 _SUMMARIZED = frozenset({"RUN_FINISHED", "RUN_ERROR", "TOOL_CALL_START"})
@@ -43,33 +53,44 @@ class Summary:
 
 def adds_to_summary(chunks: Iterable[StoredChunk]) -> bool:
     """Whether `summarize` finds anything in `chunks` (most groups: no), in C."""
-    return not _SUMMARIZED.isdisjoint(map(_TYPE, chunks))
+    kinds = chunks.types if type(chunks) is Chunks else map(_TYPE, chunks)
+    return not _SUMMARIZED.isdisjoint(kinds)
 
 
 def summarize(chunks: Iterable[StoredChunk]) -> Summary:
+    return summarize_parts([chunks])
+
+
+def summarize_parts(parts: Iterable[Iterable[StoredChunk]]) -> Summary:
+    """`summarize` of these parts' chunks one after the other, without joining them."""
     summary = Summary()
-    chunks = list(chunks)
-    if not adds_to_summary(chunks):
-        return summary  # the common case
     tools: set[str] = set()
-    # Only the summarized chunks, picked in C: the rest need no look.
-    for chunk in compress(chunks, map(_SUMMARIZED.__contains__, map(_TYPE, chunks))):
-        kind = chunk.type
-        value = loads(chunk.text)
-        if kind == "TOOL_CALL_START":
-            name = value.get("toolCallName", value.get("toolName"))
-            if isinstance(name, str) and name:
-                tools.add(storable(name))
-            continue
-        summary.terminal = kind
-        summary.error = storable(error_message(value)) if kind == "RUN_ERROR" else None
-        code = error_code(value) if kind == "RUN_ERROR" else None
-        summary.error_code = None if code is None else storable(code)
-        usage = value.get("usage") if kind == "RUN_FINISHED" else None
-        if isinstance(usage, dict):
-            for i, key in enumerate(USAGE_KEYS):
-                count = usage.get(key)
-                if isinstance(count, int) and not isinstance(count, bool):
-                    summary.usage[i] = _saturate((summary.usage[i] or 0) + count)
+    for part in parts:
+        chunks = part if isinstance(part, Sequence) else list(part)
+        types = types_of(chunks)
+        if _SUMMARIZED.isdisjoint(types):
+            continue  # the common case
+        # Only the summarized chunks, picked in C: the rest need no look.
+        for index in compress(range(len(types)), map(_SUMMARIZED.__contains__, types)):
+            _fold(summary, tools, types[index], loads(text_at(chunks, index)))
     summary.tools = sorted(tools)
     return summary
+
+
+def _fold(summary: Summary, tools: set[str], kind: str, value: Any) -> None:
+    """What one summarized chunk (`kind`, parsed `value`) adds to `summary` and `tools`."""
+    if kind == "TOOL_CALL_START":
+        name = value.get("toolCallName", value.get("toolName"))
+        if isinstance(name, str) and name:
+            tools.add(storable(name))
+        return
+    summary.terminal = kind
+    summary.error = storable(error_message(value)) if kind == "RUN_ERROR" else None
+    code = error_code(value) if kind == "RUN_ERROR" else None
+    summary.error_code = None if code is None else storable(code)
+    usage = value.get("usage") if kind == "RUN_FINISHED" else None
+    if isinstance(usage, dict):
+        for i, key in enumerate(USAGE_KEYS):
+            count = usage.get(key)
+            if isinstance(count, int) and not isinstance(count, bool):
+                summary.usage[i] = _saturate((summary.usage[i] or 0) + count)

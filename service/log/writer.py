@@ -47,10 +47,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from itertools import chain
-from operator import attrgetter
 from typing import Any
 
 import asyncpg
@@ -59,15 +58,12 @@ from service import metrics
 from service.errors import Unavailable
 from service.log import partitions, sql
 from service.log import rows as log_rows
-from service.log.chunks import StoredChunk, loads
+from service.log.chunks import StoredChunk, loads, texts_of
 from service.log.faults import acquire, translate
 from service.log.request import AppendResult, Group, Outcomes, Pending, explain, settle
 from service.log.store import CommitHook, CommitRowsHook, Row, RunState
 from service.loopevent import LoopEvent
 from service.tasks import stopped
-
-_TEXT = attrgetter("text")
-_CHUNKS = attrgetter("chunks")
 
 log = logging.getLogger("replay.log")
 
@@ -224,14 +220,14 @@ class GroupCommitter:
         for run, last_seq, closed in outcomes.hints:
             hooks = self._wanting(run)
             if hooks:
-                texts = list(map(_TEXT, chain.from_iterable(map(_CHUNKS, appends[run]))))
+                texts = list(chain.from_iterable(texts_of(item.chunks) for item in appends[run]))
                 rows = list(zip(range(last_seq - len(texts) + 1, last_seq + 1), texts, strict=True))
                 self._tell_rows(run, rows, last_seq, closed, hooks)
 
     def submit(
         self,
         run_id: str,
-        chunks: list[StoredChunk],
+        chunks: Sequence[StoredChunk],
         *,
         expected_seq: int | None,
         close: bool,
@@ -455,6 +451,6 @@ async def _already_stored(conn: asyncpg.pool.PoolConnectionProxy, item: Pending)
     rows = await conn.fetch(_STORED_RANGE, item.run_id, first, last)
     found = log_rows.chunks_of(rows, first - 1, last)
     return len(found) == count and all(
-        _json_equal(loads(text), loads(chunk.text))
-        for (_, text), chunk in zip(found, item.chunks, strict=True)
+        _json_equal(loads(text), loads(sent))
+        for (_, text), sent in zip(found, texts_of(item.chunks), strict=True)
     )

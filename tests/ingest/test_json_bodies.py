@@ -9,13 +9,14 @@ from typing import Any
 
 import orjson
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from service.errors import InvalidEvent, InvalidJson, InvalidRequest, PayloadTooLarge
 from service.ingest import Limits, parse_json_batch
 from service.ingest.verbatim import split_events
-from service.log.chunks import loads, storable
+from service.log.chunks import Chunks, loads, storable, text_at, texts_of, types_of
+from service.log.rows import BATCH_MIN
 
 LIMITS = Limits()
 
@@ -86,7 +87,7 @@ def written(envelope: dict[str, Any], style: str) -> bytes:
 
 @settings(max_examples=300, deadline=None)
 @given(
-    st.lists(events, min_size=1, max_size=20),
+    st.lists(events, min_size=1, max_size=40),  # from 16, kept as columns
     st.sampled_from(["compact", "spaced", "unescaped", "indented"]),
     st.none() | st.integers(1, 1000),
     st.booleans(),
@@ -114,6 +115,58 @@ def test_json_body_when_written_any_way_then_each_text_is_the_event_sent(
         for column, field in ((chunk.message_id, "messageId"), (chunk.tool_call_id, "toolCallId")):
             value = event.get(field)
             assert column == (storable(value) if isinstance(value, str) else None)
+
+
+# Events the verbatim path takes (plain ASCII types, no number near a double's
+# range), whatever their ids and other values.
+plain_events = st.builds(
+    lambda kind, message_id, tool_call_id, rest: {
+        **rest,
+        "type": kind,
+        **({} if message_id is None else {"messageId": message_id}),
+        **({} if tool_call_id is None else {"toolCallId": tool_call_id}),
+    },
+    st.sampled_from(["TEXT_MESSAGE_CONTENT", "RUN_FINISHED"])
+    | st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E), min_size=1, max_size=8),
+    ids,
+    ids,
+    st.dictionaries(
+        st.sampled_from(["delta", "x", "args", "n"]),
+        st.recursive(
+            st.none() | st.integers(-(10**30), 10**30) | st.text(max_size=12),
+            lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner),
+            max_leaves=6,
+        ),
+        max_size=3,
+    ),
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(plain_events, min_size=BATCH_MIN, max_size=60), st.data())
+def test_large_body_when_kept_as_columns_then_every_reading_gives_the_same_chunks(
+    sent: list[dict[str, Any]], data: st.DataObject
+) -> None:
+    """A large body's `Chunks`, read by position (from either end, or a slice), in turn,
+    or as columns (types, texts, texts joined), give the same chunks."""
+    split = split_events(written({"events": sent}, "compact"))
+    # Not a body the verbatim path takes (a type that is not plain ASCII, a lone
+    # surrogate): the test above covers those.
+    assume(split is not None)
+    assert split is not None
+    columns = split[0]
+    assert type(columns) is Chunks
+    whole = list(columns)
+    assert [columns[i] for i in range(len(sent))] == whole
+    assert [columns[i - len(sent)] for i in range(len(sent))] == whole
+    start, stop = sorted(data.draw(st.lists(st.integers(0, len(sent)), min_size=2, max_size=2)))
+    assert columns[start:stop] == whole[start:stop]
+    assert types_of(columns) == [c.type for c in whole]
+    assert texts_of(columns) == [c.text for c in whole]
+    assert [text_at(columns, i) for i in range(len(sent))] == [c.text for c in whole]
+    assert columns.joined(start, stop, "\n") == "\n".join(c.text for c in whole[start:stop])
+    with pytest.raises(IndexError):
+        columns[len(sent)]
 
 
 def test_compact_body_of_plain_events_when_parsed_then_texts_are_slices_of_it() -> None:

@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
+from itertools import chain
 
 import asyncpg
+import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -21,8 +23,9 @@ from service.errors import (
     SeqConflict,
     Unavailable,
 )
+from service.ingest.verbatim import split_events
 from service.log import EventLog, sql
-from service.log.chunks import stored
+from service.log.chunks import Chunks, stored
 from service.log.request import Group, Pending
 
 
@@ -700,3 +703,81 @@ async def test_append_when_its_group_fails_then_each_listener_is_told_to_recheck
         await other.close()
         await listener.stop()
         await log.close()
+
+
+_SUMMARY_FIELDS = (
+    "thread_id",
+    "status",
+    "last_seq",
+    "last_terminal",
+    "error_message",
+    "error_code",
+    "tool_names",
+    "prompt_tokens",
+    "completion_tokens",
+    "total_tokens",
+)
+_event_ids = st.none() | st.sampled_from(["m1", "c-\u00e9", "nul\x00", 7])
+_large_events = st.lists(
+    st.builds(
+        lambda kind, message_id, tool_call_id, n: {
+            "type": kind,
+            "n": n,
+            **({} if message_id is None else {"messageId": message_id}),
+            **({} if tool_call_id is None else {"toolCallId": tool_call_id}),
+            **({"threadId": f"th-{n}"} if kind == "RUN_STARTED" else {}),
+            **({"toolCallName": f"tool-{n % 3}"} if kind == "TOOL_CALL_START" else {}),
+            **({"usage": {"totalTokens": n}} if kind == "RUN_FINISHED" else {}),
+            **({"message": f"boom {n}", "code": "E"} if kind == "RUN_ERROR" else {}),
+        },
+        st.sampled_from(
+            ["TEXT_MESSAGE_CONTENT"] * 6
+            + ["RUN_STARTED", "TOOL_CALL_START", "RUN_FINISHED"]
+            + ["RUN_ERROR"]
+        ),
+        _event_ids,
+        _event_ids,
+        st.integers(0, 10**6),
+    ),
+    min_size=16,
+    max_size=300,
+)
+
+
+@settings(
+    max_examples=20,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(parts=st.lists(_large_events, min_size=1, max_size=3), newline=st.booleans())
+async def test_append_when_large_bodies_kept_as_columns_then_stored_as_their_events_would_be(
+    event_log: EventLog, parts: list[list[dict[str, object]]], newline: bool
+) -> None:
+    """A large JSON body's chunks stay columns (`Chunks`: types read, texts decoded only
+    when needed, ids never). Appended at once to one new run (one group, one share),
+    they make the same run as the same events parsed one by one: the thread it is
+    created with, every event and id column, and the summary; also when a type with
+    a newline has them stored a row per event, ids and all."""
+    if newline:
+        parts[0][len(parts[0]) // 2] = {"type": "A\nB", "messageId": "m\u00e9", "toolCallId": 3}
+    tag = uuid.uuid4().hex[:8]
+    columns, parsed = f"columns-{tag}", f"parsed-{tag}"
+    bodies = [split_events(orjson.dumps({"events": part})) for part in parts]
+    assert all(body is not None and type(body[0]) is Chunks for body in bodies)
+    await asyncio.gather(*(event_log.append(columns, body[0]) for body in bodies if body))
+    await asyncio.gather(*(event_log.append(parsed, part) for part in parts))
+    stored_ids = (
+        "SELECT seq, n, type, message_id, tool_call_id FROM events WHERE run_id = $1 ORDER BY seq"
+    )
+    runs = [await event_log.get_run(run) for run in (columns, parsed)]
+    assert [[getattr(run, name) for name in _SUMMARY_FIELDS] for run in runs] == [
+        [getattr(runs[1], name) for name in _SUMMARY_FIELDS]
+    ] * 2
+    reads = [await event_log.read_events(run, 0, 100_000) for run in (columns, parsed)]
+    assert [[(e.seq, e.type, json.loads(e.chunk)) for e in read] for read in reads] == [
+        [(i + 1, str(event["type"]), event) for i, event in enumerate(chain.from_iterable(parts))]
+    ] * 2
+    rows = [
+        list(map(tuple, await event_log.pool.fetch(stored_ids, run))) for run in (columns, parsed)
+    ]
+    assert rows[0] == rows[1]

@@ -21,6 +21,11 @@ from service.log.sql import SOURCE
 texts = st.text(st.characters(blacklist_characters="\n"), max_size=8)
 
 
+def _packed(types: list[str], texts: list[str], least: int) -> Any:
+    pairs = zip(types, texts, strict=True)
+    return rows.packed([chunks.StoredChunk(t, c, None, None) for t, c in pairs], least)
+
+
 def _rows_of(sizes: list[int]) -> tuple[list[tuple[int, int, str, str, str]], list[int]]:
     """Rows for appends of `sizes` (each packed as the writer packs it), and every seq."""
     out: list[tuple[int, int, str, str, str]] = []
@@ -28,7 +33,7 @@ def _rows_of(sizes: list[int]) -> tuple[list[tuple[int, int, str, str, str]], li
     for size in sizes:
         types = [f"T{seq + i}" for i in range(size)]
         chunks = [f'{{"i":{seq + i}}}' for i in range(size)]
-        packed = rows.packed(types, chunks, 2)
+        packed = _packed(types, chunks, 2)
         if packed is not None:
             out += [(seq + last, n, t, c, "at") for last, n, t, c in packed]
         else:
@@ -64,11 +69,11 @@ def test_packed_when_a_newline_in_any_type_or_text_then_a_row_per_event(
     types: list[str], chunks: list[str]
 ) -> None:
     chunks = (chunks * len(types))[: len(types)]
-    packed = rows.packed(types, chunks, 1)
+    packed = _packed(types, chunks, 1)
     assert packed is not None and sum(n for _, n, _, _ in packed) == len(chunks)
-    assert rows.packed([*types, "A\nB"], [*chunks, "{}"], 1) is None
-    assert rows.packed([*types, "A"], [*chunks, '{"a":\n1}'], 1) is None
-    assert rows.packed(types, chunks, len(chunks) + 1) is None
+    assert _packed([*types, "A\nB"], [*chunks, "{}"], 1) is None
+    assert _packed([*types, "A"], [*chunks, '{"a":\n1}'], 1) is None
+    assert _packed(types, chunks, len(chunks) + 1) is None
 
 
 json_values = st.recursive(

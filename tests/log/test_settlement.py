@@ -292,7 +292,7 @@ def test_run_share_when_made_of_chunks_then_it_carries_their_whole_summary(
         for i, kind in enumerate(kinds)
     ]  # fmt: skip
     summary = summarize(chunks)
-    share = RunShare.of_chunks(chunks, expected=expected, close=close, status=None)
+    share = RunShare.of_chunks(chunks, expected=expected, close=close)
     ended = summary.terminal is not None
     assert (share.count, share.expected, share.close) == (len(kinds), expected, close)
     assert share.terminal == summary.terminal
