@@ -29,7 +29,7 @@ from service.config import asyncpg_dsn
 from service.errors import InvalidRequest, InvalidRunId, RunConflict, RunNotFound, Unavailable
 from service.log import bulk, leases, partitions, readers, retention
 from service.log import rows as log_rows
-from service.log.chunks import Chunks, StoredChunk, dumps, loads, storable, stored
+from service.log.chunks import Chunks, StoredChunk, dumps, loads, storable, stored, stored_values
 from service.log.faults import acquire, translated
 from service.log.listener import Listener
 from service.log.notifications import Notice
@@ -146,8 +146,12 @@ def _stored_chunks(
 ) -> Sequence[StoredChunk]:
     if type(chunks) is Chunks:
         return chunks  # a large body's, from the ingest layer
-    if type(chunks) is list and set(map(type, chunks)) <= {StoredChunk}:
-        return chunks  # the ingest layer's (checked in C: this runs per append)
+    if type(chunks) is list:
+        kinds = set(map(type, chunks))  # checked in C: this runs per append
+        if kinds <= {StoredChunk}:
+            return chunks  # the ingest layer's
+        if kinds == {dict}:
+            return stored_values(chunks)  # a caller's parsed events, a column at a time
     return [c if isinstance(c, StoredChunk) else stored(c, i) for i, c in enumerate(chunks)]
 
 
