@@ -59,6 +59,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
+import gc
 import json
 import random
 import shutil
@@ -88,8 +89,12 @@ from common import (
 )
 
 from service.log import EventLog
+from service.workers import tune_collector
 
 PRODUCERS_SINGLE = 50
+
+# This process's own collector settings, restored after the in-process writer's phases.
+_COLLECTOR = gc.get_threshold()
 
 # (size, method) -> the raw baseline's PostgreSQL CPU seconds per event, per run.
 RAW_DB_CPU: dict[tuple[int, str], list[float]] = {}
@@ -146,7 +151,14 @@ async def drive(
     work: list[list[dict[str, object]]],
     send: Callable[[int, list[dict[str, object]]], Awaitable[None]],
 ) -> tuple[float, list[float]]:
-    """Run `work` across `producers` tasks; return events/s and per-append latencies (ms)."""
+    """Run `work` across `producers` tasks; return events/s and per-append latencies (ms).
+
+    Every phase runs with `replay serve`'s collector settings (the in-process writer
+    runs here as it would there), and with `work` (built once, up to 400,000 dicts)
+    kept out of the collections, as the server keeps its startup objects: left in,
+    full collections walked it and stalled a phase at 1,000 chunks per append by
+    ~70 ms at a time, whichever phase it was.
+    """
     queue = list(enumerate(work))
     latencies: list[float] = []
     events = sum(len(b) for b in work)
@@ -158,9 +170,15 @@ async def drive(
             await send(p, batch)
             latencies.append((time.perf_counter() - t0) * 1000)
 
-    start = time.perf_counter()
-    await asyncio.gather(*(producer(p) for p in range(producers)))
-    return events / (time.perf_counter() - start), latencies
+    tune_collector()
+    gc.freeze()
+    try:
+        start = time.perf_counter()
+        await asyncio.gather(*(producer(p) for p in range(producers)))
+        return events / (time.perf_counter() - start), latencies
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*_COLLECTOR)
 
 
 # Raw asyncpg: the ceiling. Same rows, same columns, one transaction per batch,
