@@ -161,7 +161,8 @@ async def _append(
     if ndjson:
         batch = parse_ndjson_batch(body, limits, expected_seq=expected_seq, close=close)
     else:
-        batch = parse_json_batch(body, limits)
+        # From the log's batch-row threshold on, an append's chunks may stay columns.
+        batch = parse_json_batch(body, limits, state.settings.batch_min_events or None)
     if not batch.chunks:
         # Nothing to store: an empty append names an existing run, it never creates one.
         await state.log.get_run(run_id)

@@ -10,6 +10,7 @@ from service.errors import InvalidEvent, InvalidJson, InvalidRequest, PayloadToo
 from service.ingest.verbatim import split_events
 from service.log.chunks import StoredChunk, dumps, loads, stored, stored_values, texts_of
 from service.log.eventlog import MAX_SEQ
+from service.log.rows import BATCH_MIN
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,10 +92,11 @@ def _check_chunks(chunks: Sequence[StoredChunk], limits: Limits) -> None:
                 limits.check_chunk(chunks[index], index)
 
 
-def parse_json_batch(body: bytes, limits: Limits) -> Batch:
-    """`{"events": [chunk, ...], "expected_seq": N?, "close": bool?}`."""
+def parse_json_batch(body: bytes, limits: Limits, columns_from: int | None = BATCH_MIN) -> Batch:
+    """`{"events": [chunk, ...], "expected_seq": N?, "close": bool?}`; from `columns_from`
+    events (the log's `batch_min`), the chunks may be `Chunks` (see `split_events`)."""
     limits.check_body(len(body))
-    verbatim = split_events(body)
+    verbatim = split_events(body, columns_from)
     if verbatim is not None:
         chunks, expected_seq, close = verbatim
         limits.check_count(len(chunks))

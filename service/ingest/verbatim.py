@@ -28,7 +28,7 @@ from typing import Any
 
 import msgspec
 
-from service.log.chunks import Chunks, StoredChunk, plain
+from service.log.chunks import Chunks, IdColumns, StoredChunk, plain, stored_id
 from service.log.rows import BATCH_MIN
 
 
@@ -50,6 +50,15 @@ class _Types(msgspec.Struct, gc=False):
     events: list[_Type]
 
 
+class _Ids(msgspec.Struct, gc=False):
+    messageId: Any = None
+    toolCallId: Any = None
+
+
+class _AllIds(msgspec.Struct, gc=False):
+    events: list[_Ids]
+
+
 class _Envelope(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     events: list[msgspec.Raw]
     expected_seq: Any = None
@@ -58,6 +67,7 @@ class _Envelope(msgspec.Struct, forbid_unknown_fields=True, gc=False):
 
 _HEADS = msgspec.json.Decoder(_Heads)
 _TYPES = msgspec.json.Decoder(_Types)
+_ALL_IDS = msgspec.json.Decoder(_AllIds)
 _ENVELOPE = msgspec.json.Decoder(_Envelope)
 _TYPE = attrgetter("type")
 _MESSAGE_ID = attrgetter("messageId")
@@ -93,16 +103,21 @@ def _may_overflow(body: bytes) -> bool:
     return _LONG_NUMBER in mapped or _BIG_EXPONENT.search(mapped) is not None
 
 
-def split_events(body: bytes) -> tuple[Sequence[StoredChunk], Any, Any] | None:
+def split_events(
+    body: bytes, columns_from: int | None = BATCH_MIN
+) -> tuple[Sequence[StoredChunk], Any, Any] | None:
     """`(chunks, expected_seq, close)` of a plain `{"events": [...]}` body, each chunk's
     text its slice of the body (`expected_seq` and `close` as sent, unchecked); None
-    for any other body (see the module's doc)."""
+    for any other body (see the module's doc). From `columns_from` events (the log's
+    batch rows' threshold; None: a log storing a row per event) the chunks are
+    `Chunks`."""
     if b"\n" in body or b"\r" in body:
         return None
     try:
         envelope = _ENVELOPE.decode(body)
         raws = envelope.events
-        chunks = _columns(body, raws) if len(raws) >= BATCH_MIN else _tuples(body, raws)
+        columns = columns_from is not None and len(raws) >= columns_from
+        chunks = _columns(body, raws) if columns else _tuples(body, raws)
     except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):
         return None
     if chunks is None or _may_overflow(body):
@@ -120,7 +135,21 @@ def _columns(body: bytes, raws: list[msgspec.Raw]) -> Chunks | None:
     # ends at ASCII punctuation), and cheaper to check so once.
     if not body.isascii():
         body.decode()
-    return Chunks(kinds, raws)
+    return Chunks(kinds, raws, lambda: _ids(body))
+
+
+def _ids(body: bytes) -> IdColumns | None:
+    """Every event's ids as `stored` keeps them, in one pass (for rows that keep them:
+    a type with a newline, or a log configured to store a row per event); None if
+    msgspec cannot tell (each chunk's text is then parsed by the exact parser)."""
+    try:
+        heads = _ALL_IDS.decode(body).events
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    return (
+        list(map(stored_id, map(_MESSAGE_ID, heads))),
+        list(map(stored_id, map(_TOOL_CALL_ID, heads))),
+    )
 
 
 def _tuples(body: bytes, raws: list[msgspec.Raw]) -> list[StoredChunk] | None:

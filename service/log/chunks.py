@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from itertools import repeat
 from operator import attrgetter
 from typing import Any, NamedTuple, overload
@@ -62,6 +62,15 @@ _TYPE = attrgetter("type")
 _TEXT = attrgetter("text")
 
 
+# Each chunk's message id and tool-call id column, as `stored` keeps them.
+IdColumns = tuple[list[str | None], list[str | None]]
+
+
+def stored_id(value: Any) -> str | None:
+    """An id as `stored` keeps it: a string made storable, anything else None."""
+    return storable(value) if type(value) is str else None
+
+
 class Chunks(Sequence[StoredChunk]):
     """A large JSON body's chunks as columns: their types, and their texts as the body's
     own slices, decoded only when asked for (service.ingest.verbatim).
@@ -70,19 +79,28 @@ class Chunks(Sequence[StoredChunk]):
     row, service.log.rows), and the ids not at all: building a `StoredChunk` per
     event, and a string per text, was a sixth of such an append's CPU. Read by
     position or in turn, it gives the same `StoredChunk`s `stored` makes of the same
-    values (the ids parsed then, from the chunk's text); the hot readers take its
-    columns instead (`types_of`, `texts_of`, `text_at`, `joined`).
+    values (the ids read then: by `read_ids` for all at once, else from each chunk's
+    text); the hot readers take its columns instead (`types_of`, `texts_of`,
+    `text_at`, `joined`).
     """
 
-    __slots__ = ("_raws", "_texts", "types")
+    __slots__ = ("_ids", "_raws", "_read_ids", "_texts", "types")
 
-    def __init__(self, types: list[str], raws: Sequence[Any]) -> None:
+    def __init__(
+        self,
+        types: list[str],
+        raws: Sequence[Any],
+        read_ids: Callable[[], IdColumns | None] | None = None,
+    ) -> None:
         """`types`: storable as they are; `raws`: each chunk's JSON text as a buffer
         (a slice of a body already checked to be UTF-8 holding no raw CR or LF, which
-        `service.log.rows` relies on), in the same order."""
+        `service.log.rows` relies on), in the same order; `read_ids`: every chunk's ids
+        as `stored` keeps them, or None where it cannot tell (each text is parsed)."""
         self.types = types
         self._raws = raws
+        self._read_ids = read_ids
         self._texts: list[str] | None = None
+        self._ids: IdColumns | None = None
 
     def __len__(self) -> int:
         return len(self.types)
@@ -101,19 +119,17 @@ class Chunks(Sequence[StoredChunk]):
         """The texts of chunks `start` to `end` joined by `separator`, decoded at once."""
         return separator.encode().join(self._raws[start:end]).decode()
 
-    def _chunk(self, index: int, text: str) -> StoredChunk:
-        value = loads(text)
-        message_id = value.get("messageId")
-        tool_call_id = value.get("toolCallId")
-        return _new_chunk(
-            StoredChunk,
-            (
-                self.types[index],
-                text,
-                storable(message_id) if type(message_id) is str else None,
-                storable(tool_call_id) if type(tool_call_id) is str else None,
-            ),
-        )
+    def _id_columns(self) -> IdColumns:
+        if self._ids is None:
+            found = None if self._read_ids is None else self._read_ids()
+            if found is None:
+                values = list(map(loads, self.texts()))
+                found = (
+                    [stored_id(value.get("messageId")) for value in values],
+                    [stored_id(value.get("toolCallId")) for value in values],
+                )
+            self._ids = found
+        return self._ids
 
     @overload
     def __getitem__(self, index: int) -> StoredChunk: ...
@@ -125,10 +141,18 @@ class Chunks(Sequence[StoredChunk]):
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(len(self)))]
         position = range(len(self))[index]  # negative indexes, and IndexError
-        return self._chunk(position, self.text(position))
+        text = self.text(position)
+        if self._ids is not None:
+            ids = (self._ids[0][position], self._ids[1][position])
+        else:  # one chunk: its own text, not every chunk's ids
+            value = loads(text)
+            ids = (stored_id(value.get("messageId")), stored_id(value.get("toolCallId")))
+        return _new_chunk(StoredChunk, (self.types[position], text, *ids))
 
     def __iter__(self) -> Iterator[StoredChunk]:
-        return map(self._chunk, range(len(self)), self.texts())
+        message_ids, tool_call_ids = self._id_columns()
+        columns = zip(self.types, self.texts(), message_ids, tool_call_ids, strict=True)
+        return map(_new_chunk, repeat(StoredChunk), columns)
 
 
 def types_of(chunks: Sequence[StoredChunk]) -> list[str]:

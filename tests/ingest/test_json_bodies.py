@@ -148,8 +148,10 @@ def test_large_body_when_kept_as_columns_then_every_reading_gives_the_same_chunk
     sent: list[dict[str, Any]], data: st.DataObject
 ) -> None:
     """A large body's `Chunks`, read by position (from either end, or a slice), in turn,
-    or as columns (types, texts, texts joined), give the same chunks."""
-    split = split_events(written({"events": sent}, "compact"))
+    or as columns (types, texts, texts joined), give the same chunks, and the same as
+    the body read a tuple per chunk."""
+    body = written({"events": sent}, "compact")
+    split = split_events(body)
     # Not a body the verbatim path takes (a type that is not plain ASCII, a lone
     # surrogate): the test above covers those.
     assume(split is not None)
@@ -157,6 +159,14 @@ def test_large_body_when_kept_as_columns_then_every_reading_gives_the_same_chunk
     columns = split[0]
     assert type(columns) is Chunks
     whole = list(columns)
+    # As a log storing a row per event gets them (a tuple each, ids read with the
+    # types, or the general path's where an id is no plain string): the same types
+    # and ids, and the same texts where the body's slices are kept either way.
+    rows = parse_json_batch(body, LIMITS, None).chunks
+    assert type(rows) is list
+    assert [c[:1] + c[2:] for c in rows] == [c[:1] + c[2:] for c in whole]
+    tuples = split_events(body, None)
+    assert tuples is None or tuples[0] == whole
     assert [columns[i] for i in range(len(sent))] == whole
     assert [columns[i - len(sent)] for i in range(len(sent))] == whole
     start, stop = sorted(data.draw(st.lists(st.integers(0, len(sent)), min_size=2, max_size=2)))
