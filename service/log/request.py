@@ -223,7 +223,7 @@ class EventRows:
             )
             return
         if type(chunks) is Chunks:
-            chunks = list(chunks)  # each chunk's ids, read from its text once
+            chunks = list(chunks)  # a tuple each: their ids read once, for all of them
         self.rows.extend(
             zip(
                 repeat(run_id, count),

@@ -66,7 +66,10 @@ def summarize_parts(parts: Iterable[Iterable[StoredChunk]]) -> Summary:
     summary = Summary()
     tools: set[str] = set()
     for part in parts:
-        chunks = part if isinstance(part, Sequence) else list(part)
+        # Not isinstance(part, Sequence): an ABC's check costs more than the copy it saves.
+        chunks: Sequence[StoredChunk] = (
+            part if type(part) is list or type(part) is Chunks else list(part)
+        )
         types = types_of(chunks)
         if _SUMMARIZED.isdisjoint(types):
             continue  # the common case
