@@ -93,7 +93,7 @@ from service.workers import tune_collector
 
 PRODUCERS_SINGLE = 50
 
-# This process's own collector settings, restored after the in-process writer's phases.
+# This process's own collector settings, restored after each phase (see `drive`).
 _COLLECTOR = gc.get_threshold()
 
 # (size, method) -> the raw baseline's PostgreSQL CPU seconds per event, per run.

@@ -71,6 +71,11 @@ def stored_id(value: Any) -> str | None:
     return storable(value) if type(value) is str else None
 
 
+def _ids_in(chunk: dict[str, Any]) -> tuple[str | None, str | None]:
+    """A parsed chunk's message id and tool-call id, as `stored` keeps them."""
+    return stored_id(chunk.get("messageId")), stored_id(chunk.get("toolCallId"))
+
+
 class Chunks(Sequence[StoredChunk]):
     """A large JSON body's chunks as columns: their types, and their texts as the body's
     own slices, decoded only when asked for (service.ingest.verbatim).
@@ -123,11 +128,8 @@ class Chunks(Sequence[StoredChunk]):
         if self._ids is None:
             found = None if self._read_ids is None else self._read_ids()
             if found is None:
-                values = list(map(loads, self.texts()))
-                found = (
-                    [stored_id(value.get("messageId")) for value in values],
-                    [stored_id(value.get("toolCallId")) for value in values],
-                )
+                pairs = [_ids_in(loads(text)) for text in self.texts()]
+                found = ([pair[0] for pair in pairs], [pair[1] for pair in pairs])
             self._ids = found
         return self._ids
 
@@ -145,8 +147,7 @@ class Chunks(Sequence[StoredChunk]):
         if self._ids is not None:
             ids = (self._ids[0][position], self._ids[1][position])
         else:  # one chunk: its own text, not every chunk's ids
-            value = loads(text)
-            ids = (stored_id(value.get("messageId")), stored_id(value.get("toolCallId")))
+            ids = _ids_in(loads(text))
         return _new_chunk(StoredChunk, (self.types[position], text, *ids))
 
     def __iter__(self) -> Iterator[StoredChunk]:
@@ -247,14 +248,7 @@ def stored(chunk: Any, index: int, text: str | None = None) -> StoredChunk:
     kind = chunk.get("type")
     if type(kind) is not str or not kind:
         raise InvalidEvent(f"event {index} has no non-empty string 'type'", index=index)
-    message_id = chunk.get("messageId")
-    tool_call_id = chunk.get("toolCallId")
-    return StoredChunk(
-        storable(kind),
-        dumps(chunk) if text is None else text,
-        storable(message_id) if type(message_id) is str else None,
-        storable(tool_call_id) if type(tool_call_id) is str else None,
-    )
+    return StoredChunk(storable(kind), dumps(chunk) if text is None else text, *_ids_in(chunk))
 
 
 _new_chunk = tuple.__new__
