@@ -248,9 +248,14 @@ GROUP_COMMIT_EVENTS = _UNLOCKED.histogram(
     "Events per group commit (one transaction, one fsync).",
     (1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000),
 )
-STREAM_EVENTS_SENT = _UNLOCKED.counter(
+STREAM_EVENTS_SENT = _UNLOCKED.counters(
     "replay_stream_events_sent",
-    "Events written to stream followers (SSE and NDJSON).",
+    "Events written to stream followers (SSE and NDJSON), by who wrote them: the"
+    " follower's own task, or the commit that buffered them for a follower waiting"
+    " caught up.",
+    "by",
+    "follower",
+    "commit",
 )
 FOLLOWER_LAG = _UNLOCKED.histogram(
     "replay_stream_follower_lag_events",

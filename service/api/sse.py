@@ -34,6 +34,9 @@ Deliberate divergences, each for the send path's cost:
   sends heartbeats); with `ping=0` sends are not timed at all.
 * The body yields pre-framed `bytes` (many events each): there is no
   per-chunk encode step or debug log.
+* Given the body's `Outlet` (`service.stream.outlet`), the response also
+  takes data between the body's yields: a caught-up follower's events,
+  written by the commit that buffered them (`_write_now`).
 """
 
 from __future__ import annotations
@@ -45,13 +48,17 @@ import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from datetime import UTC, datetime
+from typing import Any
 
 import anyio
+import anyio.abc
 from sse_starlette import ServerSentEvent
 from sse_starlette.sse import AppStatus, SendTimeoutError
 from starlette.datastructures import MutableHeaders
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
+
+from service.stream.outlet import Outlet
 
 log = logging.getLogger("replay.stream")
 
@@ -85,8 +92,12 @@ class StreamResponse(Response):
         send_timeout: float | None = None,
         cleanup_timeout: float = 30.0,
         status_code: int = 200,
+        outlet: Outlet | None = None,
     ) -> None:
         self.body_iterator = body
+        # Given the body's outlet, the response writes through it between the body's
+        # yields too (`write_now`): a caught-up follower's events, by the commit.
+        self.outlet = outlet
         self.status_code = status_code
         self.media_type = media_type
         self.background = None
@@ -106,6 +117,10 @@ class StreamResponse(Response):
         self._send_lock = anyio.Lock()
         # The server is shutting down: no more data, the body's end is due.
         self._ending = False
+        # A `write_now` whose send had to wait: finished by a task of its own, and
+        # every later data send waits for it (`_settled`).
+        self._held: anyio.Event | None = None
+        self._group: anyio.abc.TaskGroup | None = None
 
     def _comment_ping(self) -> bytes:
         """sse-starlette's default heartbeat: a `: ping - <time>` comment."""
@@ -124,6 +139,7 @@ class StreamResponse(Response):
             return
         try:
             async with anyio.create_task_group() as group:
+                self._group = group
 
                 async def until_done(part: Callable[[], Awaitable[None]]) -> None:
                     await part()
@@ -138,13 +154,19 @@ class StreamResponse(Response):
             # One task's failure is the response's (as Starlette's own streams unwrap it).
             errors = group_error.exceptions
             raise errors[0] if len(errors) == 1 else group_error from None
+        finally:
+            if self.outlet is not None:
+                self.outlet.write = None
 
     async def _stream(self, start: Message, send: Send) -> None:
         await send(start)
+        if self.outlet is not None:
+            self.outlet.write = lambda data: self._write_now(send, data)
         async for data in self.body_iterator:
             if self._ending:
                 await self._close_body()
                 break
+            await self._settled()
             try:
                 self._send_started = time.monotonic()
                 await send({"type": "http.response.body", "body": data, "more_body": True})
@@ -154,8 +176,62 @@ class StreamResponse(Response):
                 raise
         await self._end(send)
 
+    def _write_now(self, send: Send, data: bytes) -> bool:
+        """Send `data` without waiting (from a callback: the body's outlet), or refuse it.
+
+        Refused (False, nothing sent) while another data send is under way or
+        the body is ending. ASGI's send is a coroutine that, on an unpaused
+        connection, finishes without suspending: it is stepped here directly. One
+        that suspends (the client reads slowly) is finished by a task in the
+        response's group, timed like any data send, and the next data send waits
+        for it: the bytes go out in the order they were accepted.
+        """
+        if self._send_started is not None or self._held is not None:
+            return False
+        if self._ending or not self.active or self._group is None:
+            return False
+        step = send({"type": "http.response.body", "body": data, "more_body": True})
+        try:
+            yielded = step.send(None)  # type: ignore[attr-defined]
+        except StopIteration:
+            return True
+        except Exception:
+            # Raised before it wrote (uvicorn checks its state first): the body's own
+            # send of the same bytes meets the error where the response handles it.
+            return False
+        held = self._held = anyio.Event()
+        self._send_started = time.monotonic()
+        self._group.start_soon(self._finish_send, step, yielded, held)
+        return True
+
+    async def _finish_send(self, step: Any, yielded: Any, held: anyio.Event) -> None:
+        """Run a suspended send to its end, as a task would have."""
+        try:
+            while True:
+                if yielded is None:  # a bare yield: one turn of the loop
+                    await asyncio.sleep(0)
+                else:
+                    await asyncio.wait((yielded,))
+                try:
+                    yielded = step.send(None)
+                except StopIteration:
+                    return
+        except BaseException:
+            step.close()
+            raise
+        finally:
+            self._send_started = None
+            self._held = None
+            held.set()
+
+    async def _settled(self) -> None:
+        """Returns once no data send accepted by `write_now` is still under way."""
+        while self._held is not None:
+            await self._held.wait()
+
     async def _end(self, send: Send) -> None:
         """The body's last (empty) frame, once, whoever gets here first."""
+        await self._settled()
         async with self._send_lock:
             if self.active:
                 self.active = False
@@ -165,6 +241,8 @@ class StreamResponse(Response):
         """Once the server is shutting down, end the body cleanly (see the module doc)."""
         await _server_exit()
         self._ending = True
+        if self.outlet is not None:
+            self.outlet.write = None
         # A data send under way completes first (the ping task's watch bounds it).
         while self._send_started is not None:  # noqa: ASYNC110 (a send has no event)
             await anyio.sleep(0.01)

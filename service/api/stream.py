@@ -22,6 +22,7 @@ from service.log.typefilter import TypeFilter
 from service.stream import Encoding, Offset, Plan, choose_encoding, parse_offset, plan_stream, tail
 from service.stream.audience import audience_framer
 from service.stream.framing import Framer, sse_preamble
+from service.stream.outlet import Outlet
 from service.stream.tail import resolve_offset
 
 router = APIRouter(prefix="/v1/runs", tags=["stream"], responses=ERRORS)
@@ -67,8 +68,13 @@ async def stream_response(
     framer: Framer = encoding
     if framer_options is not None:
         framer = await _framer(state, plan, encoding, *framer_options)
+    outlet = Outlet()
     body = tail(
-        state.hub, plan, framer, preamble=sse_preamble(settings.stream_retry_ms) if sse else b""
+        state.hub,
+        plan,
+        framer,
+        preamble=sse_preamble(settings.stream_retry_ms) if sse else b"",
+        outlet=outlet,
     )
     options: dict[str, Any] = {} if sse else {"ping_message": blank_line}
     return StreamResponse(
@@ -78,6 +84,7 @@ async def stream_response(
         ping=settings.heartbeat_seconds,
         sep="\n",
         send_timeout=settings.stream_send_timeout_seconds,
+        outlet=outlet,
         **options,
     )
 

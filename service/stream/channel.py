@@ -26,6 +26,7 @@ from service.errors import Unavailable
 from service.log.store import LogStore, Page, Row, RunState
 from service.loopevent import LoopEvent
 from service.stream.framing import Framer
+from service.stream.outlet import Sink
 
 log = logging.getLogger("replay.stream")
 
@@ -121,6 +122,8 @@ class Channel:
         # Replaced on every advance: a follower takes the current one *before*
         # looking at the buffer, so an advance in between still wakes it.
         self.advanced = LoopEvent(self._loop)
+        # Followers waiting here that take new rows as they come (`service.stream.outlet`).
+        self._sinks: list[Sink] = []
         self._task = asyncio.create_task(self._read_forever(), name=f"stream-channel:{run_id}")
 
     # -- what the hub and followers tell the channel ------------------------
@@ -286,9 +289,24 @@ class Channel:
             self._buffered_events -= old.last - old.first + 1
             self._buffered_bytes -= old.size
 
+    def attach(self, sink: Sink) -> None:
+        """`sink` takes every advance from now on, until it wakes or is detached."""
+        self._sinks.append(sink)
+
+    def detach(self, sink: Sink) -> None:
+        with contextlib.suppress(ValueError):
+            self._sinks.remove(sink)
+
     def _advance(self) -> None:
         done, self.advanced = self.advanced, LoopEvent(self._loop)
         done.set()
+        if self._sinks:
+            for sink in tuple(self._sinks):
+                try:
+                    sink.advanced(self)
+                except Exception:  # one follower's failure is its own: its task takes over
+                    log.exception("stream: writing to a follower of run %s failed", self.run_id)
+                    sink.wake()
 
     def retire(self) -> None:
         """Stop following, and let the buffer go now. The cancelled reader's traceback
@@ -299,6 +317,8 @@ class Channel:
         self._task.cancel()
         self._batches.clear()
         self._buffered_events = self._buffered_bytes = 0
+        for sink in self._sinks:
+            sink.wake()
 
     async def close(self) -> None:
         self.retire()

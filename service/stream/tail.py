@@ -33,6 +33,7 @@ from service.log import Page, check_run_id
 from service.stream.channel import contiguous
 from service.stream.framing import Framer
 from service.stream.hub import Hub
+from service.stream.outlet import Outlet, Sink
 
 log = logging.getLogger("replay.stream")
 
@@ -96,9 +97,19 @@ async def plan_stream(hub: Hub, run_id: str, offset: Offset) -> Plan:
     return Plan(run_id, cursor, state.last_seq, state.closed)
 
 
+_SENT_BY_FOLLOWER = metrics.STREAM_EVENTS_SENT["follower"]
+_SENT_BY_COMMIT = metrics.STREAM_EVENTS_SENT["commit"]
+
+
 def _count_sent(events: int, lag: int) -> None:
     """`events` about to be written; `lag`: events known to exist past them."""
-    metrics.STREAM_EVENTS_SENT.inc(events)
+    _SENT_BY_FOLLOWER.inc(events)
+    metrics.FOLLOWER_LAG.observe(lag)
+
+
+def _count_written(events: int, lag: int) -> None:
+    """`_count_sent` for what a sink wrote (`service.stream.outlet`)."""
+    _SENT_BY_COMMIT.inc(events)
     metrics.FOLLOWER_LAG.observe(lag)
 
 
@@ -120,14 +131,16 @@ async def _read_page(hub: Hub, run_id: str, cursor: int, page_size: int) -> Page
 
 
 async def tail(
-    hub: Hub, plan: Plan, framer: Framer, *, preamble: bytes = b""
+    hub: Hub, plan: Plan, framer: Framer, *, preamble: bytes = b"", outlet: Outlet | None = None
 ) -> AsyncIterator[bytes]:
     """The run's events after `plan.cursor`, as blobs, until the run is closed and delivered.
 
     `framer` turns rows into bytes (an `Encoding`, or one that filters or adds
     to them: see `service.stream.audience`); a page it frames to nothing is not
     written, but the cursor moves past it all the same. `preamble` goes out
-    with the first write (the SSE `retry:` hint).
+    with the first write (the SSE `retry:` hint). With an `outlet` (the
+    response's, see `service.stream.outlet`), a caught-up follower's events
+    are written by the commits that buffer them while it waits.
     """
     run_id, cursor = plan.run_id, plan.cursor
     page_size = hub.limits.page_size
@@ -180,4 +193,14 @@ async def tail(
             if preamble:
                 yield preamble
                 preamble = b""
-            await advanced.wait()
+            write = outlet.write if outlet is not None else None
+            if write is None or advanced.is_set():
+                await advanced.wait()
+                continue
+            sink = Sink(cursor, framer, write, _count_written)
+            channel.attach(sink)
+            try:
+                await sink.attention.wait()
+            finally:
+                channel.detach(sink)
+                cursor = sink.cursor

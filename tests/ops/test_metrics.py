@@ -151,7 +151,11 @@ async def test_metrics_when_a_follower_streams_a_live_run_then_gauge_and_events_
         http,
         lambda s: value(s, "replay_stream_followers") == value(before, "replay_stream_followers"),
     )
-    assert delta(before, after, "replay_stream_events_sent_total") == 7
+    # The five it read itself its task sent; the two committed while it waited caught
+    # up, the commit wrote (service.stream.outlet).
+    sent = "replay_stream_events_sent_total"
+    assert delta(before, after, sent, {"by": "follower"}) == 5
+    assert delta(before, after, sent, {"by": "commit"}) == 2
     assert delta(before, after, "replay_stream_follower_lag_events_count") >= 2
     # The follower read the first five itself; the two this process committed after
     # reached its channel from the committer, not from a read.
@@ -180,7 +184,9 @@ async def test_metrics_when_follower_catches_up_a_closed_run_then_lag_falls_by_p
     assert delta(before, after, f"{lag}_sum") == 2000
     assert delta(before, after, f"{lag}_bucket", {"le": "0.0"}) == 1
     assert delta(before, after, f"{lag}_bucket", {"le": "1000.0"}) == 2
-    assert delta(before, after, "replay_stream_events_sent_total") == 2500
+    sent = "replay_stream_events_sent_total"
+    assert delta(before, after, sent, {"by": "follower"}) == 2500
+    assert delta(before, after, sent, {"by": "commit"}) == 0
 
 
 async def test_metrics_when_scraped_then_listen_pools_and_process_collector_are_there(

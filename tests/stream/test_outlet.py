@@ -1,0 +1,117 @@
+"""A caught-up follower's events are written by the commit that buffers them.
+
+Over a real socket to the served app: what a follower read while catching
+up is sent by its own task (`by="follower"`), what this process commits
+while it waits is written by the commit (`by="commit"`), and either way every
+event arrives once, in order, however the two paths take turns: a client
+whose window fills mid-write hands the rest to its task, a follower that
+joins while events keep coming switches paths as often as it catches up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+
+from service.log import EventLog
+from tests.ops.scrape import delta, scrape
+from tests.stream.conftest import Served
+from tests.stream.test_slow_client import _dechunk, _open_slow_reader
+from tests.stream.wire import SseReader
+
+SENT = "replay_stream_events_sent_total"
+
+
+def _chunks(start: int, count: int, pad: str = "") -> list[dict[str, object]]:
+    numbers = range(start, start + count)
+    return [{"type": "TEXT_MESSAGE_CONTENT", "delta": f"{n}{pad}"} for n in numbers]
+
+
+async def test_follower_when_caught_up_then_each_live_commit_is_written_by_the_commit(
+    http: httpx.AsyncClient, event_log: EventLog
+) -> None:
+    run = "/v1/runs/outlet-live"
+    await http.post(f"{run}/events", json={"events": _chunks(0, 3)})
+    before = await scrape(http)
+    reader = SseReader()
+    async with http.stream("GET", f"{run}/stream") as response:
+        raw = response.aiter_raw()
+        while len(reader.events) < 3:
+            reader.feed(await anext(raw))
+        # One append at a time, each read before the next: the follower waits caught up.
+        for n in range(3, 13):
+            await http.post(f"{run}/events", json={"events": _chunks(n, 1)})
+            while len(reader.events) < n + 1:
+                reader.feed(await anext(raw))
+        await http.post(f"{run}/close")
+        async for data in raw:
+            reader.feed(data)
+    stored = [(e.seq, e.chunk) for e in await event_log.read_events("outlet-live", 0, 100)]
+    assert reader.events == stored[:13]
+    assert [seq for seq, _ in reader.events] == list(range(1, 14))
+    after = await scrape(http)
+    assert delta(before, after, SENT, {"by": "follower"}) == 3
+    assert delta(before, after, SENT, {"by": "commit"}) >= 10
+
+
+async def test_follower_when_commits_race_its_catch_up_then_every_event_arrives_once_in_order(
+    served: Served, http: httpx.AsyncClient
+) -> None:
+    run = "/v1/runs/outlet-race"
+    await http.post(f"{run}/events", json={"events": _chunks(0, 1)})
+    total = 1
+
+    async def produce() -> None:
+        nonlocal total
+        # Appends of varied sizes, back to back, while followers join and read.
+        async with httpx.AsyncClient(base_url=served.base_url, timeout=30) as producer:
+            for size in [1, 5, 1, 40, 1, 1, 300, 2, 1, 17] * 6:
+                await producer.post(f"{run}/events", json={"events": _chunks(total, size)})
+                total += size
+            await producer.post(f"{run}/close")
+
+    async def follow() -> list[int]:
+        reader = SseReader()
+        async with http.stream("GET", f"{run}/stream") as response:
+            async for data in response.aiter_raw():
+                reader.feed(data)
+        return [seq for seq, _ in reader.events]
+
+    followers = [asyncio.create_task(follow()) for _ in range(4)]
+    await produce()
+    seen = await asyncio.gather(*followers)
+    for seqs in seen:
+        assert seqs == list(range(1, total + 1))
+
+
+async def test_follower_when_its_window_fills_under_commit_writes_then_its_task_takes_over(
+    served: Served, http: httpx.AsyncClient, event_log: EventLog
+) -> None:
+    run = "outlet-slow"
+    await http.post(f"/v1/runs/{run}/events", json={"events": _chunks(0, 1)})
+    before = await scrape(http)
+    slow_reader, slow_writer = await _open_slow_reader(served.base_url, f"/v1/runs/{run}/stream")
+    try:
+        await slow_reader.readuntil(b"\r\n\r\n")
+        body = b""
+        while b"id: 1\n" not in body:  # caught up: waiting at its channel
+            body += await slow_reader.read(1 << 16)
+        # Not read while 400 single-event commits of 30 KB each (12 MB, past what the
+        # kernel buffers) arrive: a commit's write suspends, the follower's task
+        # finishes it and sends the rest itself.
+        for n in range(1, 401):
+            await http.post(f"/v1/runs/{run}/events", json={"events": _chunks(n, 1, "y" * 30_000)})
+        await http.post(f"/v1/runs/{run}/close")
+        async with asyncio.timeout(60):
+            body += await slow_reader.read()
+    finally:
+        slow_writer.close()
+    reader = SseReader()
+    reader.feed(_dechunk(body))
+    stored = [(e.seq, e.chunk) for e in await event_log.read_events(run, 0, 500)]
+    assert reader.events == stored  # every one once, in order
+    assert [seq for seq, _ in reader.events] == list(range(1, 402))
+    after = await scrape(http)
+    assert delta(before, after, SENT, {"by": "commit"}) >= 1
+    assert delta(before, after, SENT, {"by": "follower"}) >= 2
