@@ -9,8 +9,9 @@ buffers the next rows frames them and writes them through the response's
 `Outlet` at once. The follower's task wakes only when the sink cannot go on:
 a write the response could not take now (a send under way), rows it must read
 from the log (the buffer lost its next one), or the run complete. Whatever a
-sink did not write, the task finds from the cursor the sink left, so every
-event goes out once, in order, by one path or the other.
+sink did not write, the task sends from the cursor the sink left (a blob the
+sink framed but could not write, as it is), so every event goes out once, in
+order, by one path or the other, and a stateful framer sees each row once.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ class Outlet:
 class Sink:
     """One waiting follower on its channel: its cursor, how it frames, where it writes."""
 
-    __slots__ = ("attention", "cursor", "framer", "live", "sent", "write")
+    __slots__ = ("attention", "cursor", "framer", "live", "sent", "unsent", "write")
 
     def __init__(self, cursor: int, framer: Framer, write: Write, sent: Sent) -> None:
         self.cursor = cursor
@@ -50,6 +51,9 @@ class Sink:
         self.write = write
         self.sent = sent
         self.live = True
+        # A blob framed but refused, and the seq it runs to: the task sends it as it
+        # is, since a framer may keep state (`key` None) and must see each row once.
+        self.unsent: tuple[bytes, int] | None = None
         # Set once the follower's task must take over again.
         self.attention = LoopEvent()
 
@@ -61,6 +65,7 @@ class Sink:
         if buffered is not None:
             blob, last = buffered
             if blob and not self.write(blob):
+                self.unsent = (blob, last)
                 self.wake()
                 return
             self.sent(last - self.cursor, (channel.head or last) - last)

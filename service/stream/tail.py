@@ -204,3 +204,8 @@ async def tail(
             finally:
                 channel.detach(sink)
                 cursor = sink.cursor
+            if sink.unsent is not None:
+                blob, last = sink.unsent
+                _count_sent(last - cursor, max(known, channel.head or 0) - last)
+                cursor = last
+                yield blob

@@ -115,3 +115,42 @@ async def test_follower_when_its_window_fills_under_commit_writes_then_its_task_
     after = await scrape(http)
     assert delta(before, after, SENT, {"by": "commit"}) >= 1
     assert delta(before, after, SENT, {"by": "follower"}) >= 2
+
+
+async def test_decoded_follower_when_its_window_fills_then_each_event_is_decoded_once(
+    served: Served, http: httpx.AsyncClient
+) -> None:
+    # `?view=decoded` frames through a stateful decoder: a blob the commit framed
+    # but could not write must go out as it is, never framed a second time.
+    run = "outlet-decoded"
+    path = f"/v1/runs/{run}/stream?view=decoded"
+    start = {"type": "TOOL_CALL_START", "toolCallId": "t1", "toolCallName": "search"}
+    await http.post(f"/v1/runs/{run}/events", json={"events": [start]})
+    slow_reader, slow_writer = await _open_slow_reader(served.base_url, path)
+    try:
+        await slow_reader.readuntil(b"\r\n\r\n")
+        body = b""
+        while b"id: 1\n" not in body:
+            body += await slow_reader.read(1 << 16)
+        # Argument pieces of 60 KB each (9 MB): the window fills on one, the next is
+        # framed, then refused.
+        big = "z" * 60_000
+        pieces = ['{"terms": ['] + [f'"{n} {big}", ' for n in range(1, 150)] + ['"last"]}']
+        for piece in pieces:
+            args = {"type": "TOOL_CALL_ARGS", "toolCallId": "t1", "delta": piece}
+            await http.post(f"/v1/runs/{run}/events", json={"events": [args]})
+        await http.post(f"/v1/runs/{run}/close")
+        async with asyncio.timeout(60):
+            body += await slow_reader.read()
+    finally:
+        slow_writer.close()
+    slow = SseReader()
+    slow.feed(_dechunk(body))
+    # The same view of the closed run, read from the start by a follower that keeps up.
+    fresh = SseReader()
+    async with http.stream("GET", path) as response:
+        async for data in response.aiter_raw():
+            fresh.feed(data)
+    assert len(fresh.events) == 1 + len(pieces)
+    assert slow.events == fresh.events
+    assert '"path":"/terms/149","text":"last"' in fresh.events[-1][1]
