@@ -1,7 +1,7 @@
 """Capacity: how many concurrent hosted runs one process serves, against the peers.
 
     python ops/bench/capacity.py [--quick] [--json FILE] [--systems replay,...]
-                                 [--baseline DIR] [--at K,K,... [--repeat N]]
+                                 [--baseline DIR] [--at K,K,... [--repeat N]] [--settle N]
 
 The workload, the same for every system, in one run on the same cores:
 - K runs at once, each an upstream that streams like a model (one process,
@@ -21,7 +21,10 @@ once, in order. A trial that can no longer pass (over 1% of the events
 already late, or a run broken) is stopped early. K is searched coarse
 (doubling, or halving from a failure, further in proportion when the
 failure's p50 was past the limit) then fine (bisection), within a time
-budget per system; later systems start at the first one's K.
+budget per system; later systems start at the first one's K. Systems tied at
+the top (each search visits K of its own, coarsely) then take turns at the
+same K between the tie and the lowest K any of them failed, until one passes
+where another fails (`--settle N`: at most N such K, default 2).
 
 The systems:
 - replay: `replay serve` (PostgreSQL, each event durable before it is
@@ -737,6 +740,10 @@ def main() -> None:
     )  # fmt: skip
     parser.add_argument("--repeat", type=int, default=1, help="rounds of --at")
     parser.add_argument(
+        "--settle", type=int, metavar="N",
+        help="K tried to break a tie at the top, the tied systems in turn (default 2, quick 0)",
+    )  # fmt: skip
+    parser.add_argument(
         "--baseline-env", action="append", default=[], metavar="NAME=VALUE",
         help="a setting of the baseline's alone (REPLAY_COMMIT_LANES=2); --baseline defaults "
         "to this checkout with it",
@@ -760,6 +767,8 @@ def main() -> None:
         workload = Workload(20.0, 60.0, 0.03, 2.0, args.seed)
     budget = args.budget or (40.0 if args.quick else 270.0)
     fine = args.fine if args.fine is not None else (0 if args.quick else 2)
+    if args.settle is None:
+        args.settle = 0 if args.quick else 2
     start = args.start or (10 if args.quick else 100)
 
     def say(line: str) -> None:
@@ -823,8 +832,60 @@ def main() -> None:
                     args.p99_limit,
                 )  # fmt: skip
             outcomes.append(outcome)
+        if not at and args.settle:
+            settle(
+                outcomes, open_target,
+                lambda target, k, tag: asyncio.run(
+                    run_trial(target, k, workload, upstream_stats, args.clients, tag,
+                              args.p99_limit)
+                ),
+                args.settle, say,
+            )  # fmt: skip
     load_after = _uptime()
     report(outcomes, workload, load_before, load_after, args.json, say, args.p99_limit, bool(at))
+
+
+def settle(
+    outcomes: list[Outcome], open_target: Callable[[str, ExitStack], Target],
+    trial: Callable[[Target, int, str], Trial], steps: int, say: Callable[[str], None],
+) -> None:  # fmt: skip
+    """Break a tie at the top: the tied systems take turns at the same K.
+
+    Each search steps coarsely through K of its own, so two systems whose edges
+    differ by less than a step tie at the last K both passed. Here the tied
+    systems run, one after the other (the order reversed every step), at the K
+    halfway to the lowest K any of them failed: all passing moves the tie up, all
+    failing moves the bound down, and one passing where another fails settles it
+    (each system's capacity stays the largest K it passed). At most `steps` such
+    K, none closer than a twentieth of the tie."""
+    top = max((o.capacity for o in outcomes), default=0)
+    tied = [o for o in outcomes if top and o.capacity == top]
+    if len(tied) < 2:
+        return
+    failed = [t.k for o in tied for t in o.trials if not t.passed and t.k > top]
+    low, high = top, min(failed, default=top * 2)
+    tag = uuid.uuid4().hex[:6]
+    with ExitStack() as stack:
+        targets = {o.system: open_target(o.system, stack) for o in tied}
+        for step in range(steps):
+            if high - low <= max(1, low // 20):
+                return
+            k = (low + high) // 2
+            say(f"  tied at K={low} ({', '.join(o.system for o in tied)}): each at K={k}")
+            passed = []
+            for o in tied if step % 2 == 0 else tied[::-1]:
+                result = trial(targets[o.system], k, f"{tag}s{step}")
+                o.trials.append(result)
+                passed.append(result.passed)
+                say(f"    {o.system:<17}" + result.brief())
+                for error in result.errors[:3]:
+                    say("      " + error)
+            if all(passed):
+                low = k
+            elif not any(passed):
+                high = k
+            else:
+                return
 
 
 def interleaved(
