@@ -28,6 +28,29 @@ def _chunks(start: int, count: int, pad: str = "") -> list[dict[str, object]]:
     return [{"type": "TEXT_MESSAGE_CONTENT", "delta": f"{n}{pad}"} for n in numbers]
 
 
+async def _stalled_follower(
+    served: Served, http: httpx.AsyncClient, run: str, query: str, appends: list[dict[str, object]]
+) -> SseReader:
+    """A follower of `run` that is caught up after seq 1, then reads nothing while each of
+    `appends` is committed on its own and the run closed; then it reads it all."""
+    reader, writer = await _open_slow_reader(served.base_url, f"/v1/runs/{run}/stream{query}")
+    try:
+        await reader.readuntil(b"\r\n\r\n")
+        body = b""
+        while b"id: 1\n" not in body:  # caught up: waiting at its channel
+            body += await reader.read(1 << 16)
+        for chunk in appends:
+            await http.post(f"/v1/runs/{run}/events", json={"events": [chunk]})
+        await http.post(f"/v1/runs/{run}/close")
+        async with asyncio.timeout(60):
+            body += await reader.read()
+    finally:
+        writer.close()
+    events = SseReader()
+    events.feed(_dechunk(body))
+    return events
+
+
 async def test_follower_when_caught_up_then_each_live_commit_is_written_by_the_commit(
     http: httpx.AsyncClient, event_log: EventLog
 ) -> None:
@@ -91,24 +114,11 @@ async def test_follower_when_its_window_fills_under_commit_writes_then_its_task_
     run = "outlet-slow"
     await http.post(f"/v1/runs/{run}/events", json={"events": _chunks(0, 1)})
     before = await scrape(http)
-    slow_reader, slow_writer = await _open_slow_reader(served.base_url, f"/v1/runs/{run}/stream")
-    try:
-        await slow_reader.readuntil(b"\r\n\r\n")
-        body = b""
-        while b"id: 1\n" not in body:  # caught up: waiting at its channel
-            body += await slow_reader.read(1 << 16)
-        # Not read while 400 single-event commits of 30 KB each (12 MB, past what the
-        # kernel buffers) arrive: a commit's write suspends, the follower's task
-        # finishes it and sends the rest itself.
-        for n in range(1, 401):
-            await http.post(f"/v1/runs/{run}/events", json={"events": _chunks(n, 1, "y" * 30_000)})
-        await http.post(f"/v1/runs/{run}/close")
-        async with asyncio.timeout(60):
-            body += await slow_reader.read()
-    finally:
-        slow_writer.close()
-    reader = SseReader()
-    reader.feed(_dechunk(body))
+    # Not read while 400 single-event commits of 30 KB each (12 MB, past what the kernel
+    # buffers) arrive: a commit's write suspends, the follower's task finishes it and
+    # sends the rest itself.
+    appends = [_chunks(n, 1, "y" * 30_000)[0] for n in range(1, 401)]
+    reader = await _stalled_follower(served, http, run, "", appends)
     stored = [(e.seq, e.chunk) for e in await event_log.read_events(run, 0, 500)]
     assert reader.events == stored  # every one once, in order
     assert [seq for seq, _ in reader.events] == list(range(1, 402))
@@ -126,26 +136,12 @@ async def test_decoded_follower_when_its_window_fills_then_each_event_is_decoded
     path = f"/v1/runs/{run}/stream?view=decoded"
     start = {"type": "TOOL_CALL_START", "toolCallId": "t1", "toolCallName": "search"}
     await http.post(f"/v1/runs/{run}/events", json={"events": [start]})
-    slow_reader, slow_writer = await _open_slow_reader(served.base_url, path)
-    try:
-        await slow_reader.readuntil(b"\r\n\r\n")
-        body = b""
-        while b"id: 1\n" not in body:
-            body += await slow_reader.read(1 << 16)
-        # Argument pieces of 60 KB each (9 MB): the window fills on one, the next is
-        # framed, then refused.
-        big = "z" * 60_000
-        pieces = ['{"terms": ['] + [f'"{n} {big}", ' for n in range(1, 150)] + ['"last"]}']
-        for piece in pieces:
-            args = {"type": "TOOL_CALL_ARGS", "toolCallId": "t1", "delta": piece}
-            await http.post(f"/v1/runs/{run}/events", json={"events": [args]})
-        await http.post(f"/v1/runs/{run}/close")
-        async with asyncio.timeout(60):
-            body += await slow_reader.read()
-    finally:
-        slow_writer.close()
-    slow = SseReader()
-    slow.feed(_dechunk(body))
+    # Argument pieces of 60 KB each (9 MB): the window fills on one, the next is framed,
+    # then refused.
+    big = "z" * 60_000
+    pieces = ['{"terms": ['] + [f'"{n} {big}", ' for n in range(1, 150)] + ['"last"]}']
+    appends = [{"type": "TOOL_CALL_ARGS", "toolCallId": "t1", "delta": p} for p in pieces]
+    slow = await _stalled_follower(served, http, run, "?view=decoded", appends)
     # The same view of the closed run, read from the start by a follower that keeps up.
     fresh = SseReader()
     async with http.stream("GET", path) as response:
