@@ -37,6 +37,7 @@ from service.errors import InvalidRequest, RunConflict
 from service.log.chunks import loads
 from service.projector.agui import AguiProjection, AguiRelay, AguiResume
 from service.stream import Offset, Plan, plan_stream, resolve_offset
+from service.stream.outlet import Outlet
 
 router = APIRouter(tags=["agents"], responses=ERRORS)
 
@@ -74,10 +75,13 @@ async def agui_stream(
     resume = None
     if snapshot or plan.cursor > 0:
         resume = AguiResume(AguiProjection.for_input(await _run_input(state, run_id, thread_id)))
-    return sse_response(_body(state, plan, resume), state, {})
+    outlet = Outlet()
+    return sse_response(_body(state, plan, resume, outlet), state, {}, outlet)
 
 
-async def _body(state: AppState, plan: Plan, resume: AguiResume | None) -> AsyncIterator[bytes]:
+async def _body(
+    state: AppState, plan: Plan, resume: AguiResume | None, outlet: Outlet
+) -> AsyncIterator[bytes]:
     feed = AguiRelay().feed if resume is None else resume.feed
     if resume is not None:
         async for event in events_upto(state, plan.run_id, plan.cursor):
@@ -87,7 +91,7 @@ async def _body(state: AppState, plan: Plan, resume: AguiResume | None) -> Async
             yield sse_frames(prefix, plan.cursor or None).encode()
     if plan.exhausted:
         return
-    async for blob in events_after(state, plan, feed):
+    async for blob in events_after(state, plan, feed, outlet):
         yield blob
 
 

@@ -39,6 +39,7 @@ from service.log.chunks import dumps, loads
 from service.projector.ai_sdk import UIMessageStreamEncoder
 from service.projector.ai_sdk_messages import build_message
 from service.stream import parse_offset, plan_stream
+from service.stream.outlet import Outlet
 
 router = APIRouter(prefix="/v1/ai-sdk", tags=["chat (Vercel AI SDK)"], responses=ERRORS)
 
@@ -111,14 +112,14 @@ def agui_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 async def _ui_stream(
-    state: AppState, run_id: str, *, after: int, approvals: bool
+    state: AppState, run_id: str, *, after: int, approvals: bool, outlet: Outlet
 ) -> AsyncIterator[bytes]:
     encoder = UIMessageStreamEncoder(run_id, approvals=approvals)
     async for event in events_upto(state, run_id, after):
         encoder.feed(event)  # already delivered: only the encoder's state matters
     plan = await plan_stream(state.hub, run_id, after)
     if not plan.exhausted:
-        async for blob in events_after(state, plan, encoder.feed):
+        async for blob in events_after(state, plan, encoder.feed, outlet):
             yield blob
     yield (sse_frames(encoder.end(), None) + "data: [DONE]\n\n").encode()
 
@@ -158,10 +159,12 @@ async def send_messages(
     if on_disconnect is not None:
         run_input["onDisconnect"] = on_disconnect
     run, _ = await state.drivers.start(agent, run_input, on_disconnect=x_on_disconnect)
+    outlet = Outlet()
     return sse_response(
-        _ui_stream(state, run.run_id, after=0, approvals=approvals),
+        _ui_stream(state, run.run_id, after=0, approvals=approvals, outlet=outlet),
         state,
         UI_STREAM_HEADERS,
+        outlet,
     )
 
 
@@ -202,10 +205,12 @@ async def reconnect_to_stream(
     plan = await plan_stream(state.hub, run.run_id, after)  # 409 past the run's end
     if plan.exhausted:
         return Response(status_code=204, headers=UI_STREAM_HEADERS)
+    outlet = Outlet()
     return sse_response(
-        _ui_stream(state, run.run_id, after=after, approvals=approvals),
+        _ui_stream(state, run.run_id, after=after, approvals=approvals, outlet=outlet),
         state,
         UI_STREAM_HEADERS,
+        outlet,
     )
 
 

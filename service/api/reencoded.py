@@ -22,6 +22,7 @@ from service.api.sse import STREAM_HEADERS, StreamResponse
 from service.log.chunks import dumps, loads
 from service.stream import Plan, tail
 from service.stream.framing import Row
+from service.stream.outlet import Outlet
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,10 +41,14 @@ class EncoderFramer:
 
 
 def events_after(
-    state: AppState, plan: Plan, encode: Callable[[Any], list[dict[str, Any]]]
+    state: AppState,
+    plan: Plan,
+    encode: Callable[[Any], list[dict[str, Any]]],
+    outlet: Outlet | None = None,
 ) -> AsyncIterator[bytes]:
-    """The run's events after the plan's cursor, encoded and framed, until it closes."""
-    return tail(state.hub, plan, EncoderFramer(encode))
+    """The run's events after the plan's cursor, encoded and framed, until it closes;
+    with the response's `outlet`, a caught-up follower's by the commit (see `tail`)."""
+    return tail(state.hub, plan, EncoderFramer(encode), outlet=outlet)
 
 
 async def events_upto(state: AppState, run_id: str, upto: int) -> AsyncIterator[Any]:
@@ -66,7 +71,12 @@ def sse_frames(chunks: list[dict[str, Any]], seq: int | None) -> str:
     return "".join(frames)
 
 
-def sse_response(body: AsyncIterator[bytes], state: AppState, headers: dict[str, str]) -> Response:
+def sse_response(
+    body: AsyncIterator[bytes],
+    state: AppState,
+    headers: dict[str, str],
+    outlet: Outlet | None = None,
+) -> Response:
     settings = state.settings
     return StreamResponse(
         body,
@@ -76,4 +86,5 @@ def sse_response(body: AsyncIterator[bytes], state: AppState, headers: dict[str,
         ping=settings.heartbeat_seconds,
         sep="\n",
         send_timeout=settings.stream_send_timeout_seconds,
+        outlet=outlet,
     )

@@ -150,3 +150,41 @@ async def test_decoded_follower_when_its_window_fills_then_each_event_is_decoded
     assert len(fresh.events) == 1 + len(pieces)
     assert slow.events == fresh.events
     assert '"path":"/terms/149","text":"last"' in fresh.events[-1][1]
+
+
+async def test_ai_sdk_follower_when_caught_up_then_live_events_are_encoded_by_the_commit(
+    http: httpx.AsyncClient,
+) -> None:
+    # The re-encoded streams take the outlet too: their framer is stateful (the UI
+    # message stream's encoder), and each event is encoded once, in order.
+    run, chat = "/v1/runs/outlet-ai", "chat-outlet"
+    opening = [
+        {"type": "RUN_STARTED", "threadId": chat, "runId": "outlet-ai"},
+        {"type": "TEXT_MESSAGE_START", "messageId": "m1", "role": "assistant"},
+    ]
+    await http.post(f"{run}/events", json={"events": opening})
+    before = await scrape(http)
+    words = [f"word{n} " for n in range(12)]
+    body = b""
+    async with http.stream("GET", f"/v1/ai-sdk/demo/{chat}/stream") as response:
+        assert response.status_code == 200
+        raw = response.aiter_raw()
+        while b'"text-start"' not in body:
+            body += await anext(raw)
+        for word in words:  # each read before the next: the follower waits caught up
+            token = {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": word}
+            await http.post(f"{run}/events", json={"events": [token]})
+            while f'"delta":"{word}"'.encode() not in body:
+                body += await anext(raw)
+        ending = [
+            {"type": "TEXT_MESSAGE_END", "messageId": "m1"},
+            {"type": "RUN_FINISHED", "threadId": chat, "runId": "outlet-ai"},
+        ]
+        await http.post(f"{run}/events", json={"events": ending, "close": True})
+        async for data in raw:
+            body += data
+    assert body.endswith(b"data: [DONE]\n\n")
+    deltas = [body.index(f'"delta":"{word}"'.encode()) for word in words]
+    assert deltas == sorted(deltas) and all(body.count(w.encode()) == 1 for w in words)
+    after = await scrape(http)
+    assert delta(before, after, SENT, {"by": "commit"}) >= len(words)
