@@ -21,6 +21,7 @@ Exactly once, in order, by construction:
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import re
 from collections.abc import AsyncIterator
@@ -101,16 +102,15 @@ _SENT_BY_FOLLOWER = metrics.STREAM_EVENTS_SENT["follower"]
 _SENT_BY_COMMIT = metrics.STREAM_EVENTS_SENT["commit"]
 
 
-def _count_sent(events: int, lag: int) -> None:
-    """`events` about to be written; `lag`: events known to exist past them."""
-    _SENT_BY_FOLLOWER.inc(events)
+def _count_sent(events: int, lag: int, by: metrics.LoopCounter = _SENT_BY_FOLLOWER) -> None:
+    """`events` about to be written (`by` the follower's task, or a sink's commit);
+    `lag`: events known to exist past them."""
+    by.inc(events)
     metrics.FOLLOWER_LAG.observe(lag)
 
 
-def _count_written(events: int, lag: int) -> None:
-    """`_count_sent` for what a sink wrote (`service.stream.outlet`)."""
-    _SENT_BY_COMMIT.inc(events)
-    metrics.FOLLOWER_LAG.observe(lag)
+# What a sink wrote (`service.stream.outlet`).
+_count_written = functools.partial(_count_sent, by=_SENT_BY_COMMIT)
 
 
 class OutOfOrder(RuntimeError):

@@ -10,9 +10,7 @@ read from the log by itself (a follower read, not a buffer kept for it).
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import AsyncIterator
-from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -20,7 +18,7 @@ import pytest
 from service.log import EventLog
 from tests.conftest import settings_for
 from tests.stream.conftest import Served, serve_app
-from tests.stream.wire import SseReader
+from tests.stream.wire import SseReader, dechunk, open_slow_reader
 
 CHUNKS = 5000
 PAD = "x" * 2000  # 5,000 chunks of ~2 KB: 10 MB, past the kernel's buffers and the shared one
@@ -34,33 +32,6 @@ async def small_buffer(database_url: str) -> AsyncIterator[Served]:
         yield running
 
 
-async def _open_slow_reader(
-    base_url: str, path: str
-) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    url = urlsplit(base_url)
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # a tiny window
-    sock.setblocking(False)
-    await asyncio.get_running_loop().sock_connect(sock, (url.hostname, url.port))
-    reader, writer = await asyncio.open_connection(sock=sock, limit=1 << 16)
-    writer.write(f"GET {path} HTTP/1.1\r\nHost: {url.netloc}\r\n\r\n".encode())
-    await writer.drain()
-    return reader, writer
-
-
-def _dechunk(body: bytes) -> bytes:
-    """HTTP/1.1 chunked transfer coding, undone."""
-    out = bytearray()
-    at = 0
-    while True:
-        end = body.index(b"\r\n", at)
-        size = int(body[at:end].split(b";")[0], 16)
-        if size == 0:
-            return bytes(out)
-        out += body[end + 2 : end + 2 + size]
-        at = end + 2 + size + 2
-
-
 async def test_slow_client_when_it_stops_reading_then_others_unaffected_and_it_resumes_exactly_once(
     small_buffer: Served, event_log: EventLog
 ) -> None:
@@ -68,7 +39,7 @@ async def test_slow_client_when_it_stops_reading_then_others_unaffected_and_it_r
     http = httpx.AsyncClient(base_url=served.base_url, timeout=60)
     run = "slow-1"
     await event_log.append(run, [{"type": "A", "n": 0}])
-    slow_reader, slow_writer = await _open_slow_reader(served.base_url, f"/v1/runs/{run}/stream")
+    slow_reader, slow_writer = await open_slow_reader(served.base_url, f"/v1/runs/{run}/stream")
     head = await slow_reader.readuntil(b"\r\n\r\n")
     assert b" 200 " in head.split(b"\r\n")[0] and b"chunked" in head.lower()
     fast = SseReader()
@@ -93,7 +64,7 @@ async def test_slow_client_when_it_stops_reading_then_others_unaffected_and_it_r
         async with asyncio.timeout(60):
             body = await slow_reader.read()
         slow = SseReader()
-        slow.feed(_dechunk(body))
+        slow.feed(dechunk(body))
         stored = [(e.seq, e.chunk) for e in await event_log.read_events(run, 0, CHUNKS + 1)]
         assert fast.events == stored
         assert slow.events == stored  # exactly once, in order, nothing skipped

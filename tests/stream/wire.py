@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import socket
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 
 @dataclass
@@ -70,3 +73,32 @@ class NdjsonReader:
             new.append((int(value["id"]), json.dumps(value["chunk"], separators=(",", ":"))))
         self.events.extend(new)
         return new
+
+
+async def open_slow_reader(
+    base_url: str, path: str
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A raw HTTP/1.1 GET of `path` on a socket with a 4 KB receive window (a client
+    that reads slowly, or not at all until told to)."""
+    url = urlsplit(base_url)
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # a tiny window
+    sock.setblocking(False)
+    await asyncio.get_running_loop().sock_connect(sock, (url.hostname, url.port))
+    reader, writer = await asyncio.open_connection(sock=sock, limit=1 << 16)
+    writer.write(f"GET {path} HTTP/1.1\r\nHost: {url.netloc}\r\n\r\n".encode())
+    await writer.drain()
+    return reader, writer
+
+
+def dechunk(body: bytes) -> bytes:
+    """HTTP/1.1 chunked transfer coding, undone."""
+    out = bytearray()
+    at = 0
+    while True:
+        end = body.index(b"\r\n", at)
+        size = int(body[at:end].split(b";")[0], 16)
+        if size == 0:
+            return bytes(out)
+        out += body[end + 2 : end + 2 + size]
+        at = end + 2 + size + 2
