@@ -14,8 +14,18 @@ from sqlalchemy.pool import NullPool
 from service.config import sqlalchemy_url
 from service.log.engine import plain_engine
 
-# Shipped inside the package, so an installed `replay` finds its revisions.
-MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+
+def _migrations() -> Path:
+    """The alembic scripts: a checkout keeps them at its top level (`migrations/`), a
+    wheel ships them inside the package (pyproject maps the one to the other)."""
+    here = Path(__file__).resolve().parent
+    for place in (here / "migrations", here.parent / "migrations"):
+        if (place / "env.py").is_file():
+            return place
+    raise RuntimeError(f"no alembic scripts beside {here}")
+
+
+MIGRATIONS = _migrations()
 
 
 def alembic_config(database_url: str) -> Config:

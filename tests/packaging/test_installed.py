@@ -21,6 +21,8 @@ from service import migrate
 from tests.pg import Databases
 from tests.servers import free_port
 
+ROOT = Path(__file__).resolve().parents[2]
+
 
 @dataclass
 class Installed:
@@ -71,12 +73,28 @@ def installed(clone: Path, scratch: Path) -> Installed:
 
 def test_wheel_when_built_then_ships_migrations_and_static_files(installed: Installed) -> None:
     names = set(zipfile.ZipFile(installed.wheel).namelist())
+    # The checkout keeps its alembic scripts at the top level; the wheel, in the package.
+    assert migrate.MIGRATIONS == ROOT / "migrations"
     revisions = {p.name for p in migrate.MIGRATIONS.glob("versions/*.py")}
     assert revisions
     assert {f"service/migrations/versions/{r}" for r in revisions} <= names
     assert {"service/migrations/env.py", "service/migrations/script.py.mako"} <= names
     assert "service/api/static/demo.html" in names
-    assert not any(n.startswith("tests/") for n in names)
+    assert not any(n.startswith(("tests/", "migrations/")) for n in names)
+
+
+def test_wheel_when_built_then_holds_every_module_of_the_checkout(
+    installed: Installed, clone: Path
+) -> None:
+    # pyproject lists the packages (one of them mapped from `migrations/`): a package
+    # added to the checkout but not to that list would be missing from every install.
+    names = set(zipfile.ZipFile(installed.wheel).namelist())
+    modules = {p.relative_to(clone).as_posix() for p in (clone / "service").rglob("*.py")}
+    modules |= {
+        "service/" + p.relative_to(clone).as_posix() for p in (clone / "migrations").rglob("*.py")
+    }
+    assert modules
+    assert modules - names == set()
 
 
 def test_installed_replay_when_run_outside_repo_then_imports_the_installed_package(
