@@ -44,14 +44,18 @@ serve --workers N` ("HTTP, N workers"; the peer is one Node process).
 "http_vs_raw": {"1000"}, "workers": N, "http_workers_vs_peer": {size},
 "http_workers_vs_raw": {size}, "in_process_vs_group_commit": r, "events_per_second":
 {size: {phase: ev/s}}, "bytes_per_event": {table: bytes}, "layout": "rows" or
-"batch", "cpu_us_per_event": {"http": {size: {"server", "db"}},
-"raw_batch_lz4_db": {size}}} (ratios as fractions; "http_vs_raw" against the raw
-limit of the log's own layout).
+"batch", "cpu_us_per_event": {"http": {size: {"server", "db"}}, "in_process_1":
+{"writer", "ceiling-bump", "ceiling-insert": {"process", "db"}}, "raw_batch_lz4_db":
+{size}}} (ratios as fractions; "http_vs_raw" against the raw limit of the log's own
+layout).
 
 Under each size, the CPU per event of the one-process HTTP phases: the server's
 (its own /metrics) and its PostgreSQL backends' (/proc, by the scratch
 database's name in their process titles), beside the raw lz4 batch rows'
-backends': what one event costs each side.
+backends': what one event costs each side. For single chunks in this process,
+the same split for the writer and the minimal group commit: 50 closed-loop
+producers wait on each commit, so this process's work and the database's
+mostly take turns, and the sum of the two is what a group costs.
 """
 
 from __future__ import annotations
@@ -101,6 +105,27 @@ RAW_DB_CPU: dict[tuple[int, str], list[float]] = {}
 
 # events/s and per-append latencies (ms)
 Result = tuple[float, list[float]]
+
+# Single-chunk phases in this process ("writer", "ceiling") -> the CPU per event (µs) of
+# this process and of the database's backends: which side a group commit waits on.
+SPLIT: dict[str, dict[str, float]] = {}
+
+
+@contextmanager
+def cpu_split(url: str, phase: str, events: int) -> Iterator[None]:
+    """Records `phase`'s CPU per event in SPLIT: this process's (its producers and, for
+    the writer, the log's own Python) and its PostgreSQL backends' (those open at the
+    end, whose CPU before the start is taken away; one that closes within is lost)."""
+    database = url.rsplit("/", 1)[1]
+    before = {pid: cpu_seconds([pid]) for pid in backends(database)}
+    own = time.process_time()
+    yield
+    after = {pid: cpu_seconds([pid]) for pid in backends(database)}
+    db = sum(used - before.get(pid, 0.0) for pid, used in after.items())
+    SPLIT[phase] = {
+        "process": (time.process_time() - own) / events * 1e6,
+        "db": db / events * 1e6,
+    }
 
 
 _WORDS = str.split(
@@ -382,7 +407,8 @@ async def group_commit_ceiling(url: str, total: int, *, run_rows: bool) -> Resul
         await future
 
     try:
-        return await drive(PRODUCERS_SINGLE, batches(total, 1), send)
+        with cpu_split(url, "ceiling-bump" if run_rows else "ceiling-insert", total):
+            return await drive(PRODUCERS_SINGLE, batches(total, 1), send)
     finally:
         task.cancel()
         await conn.close()
@@ -401,7 +427,10 @@ async def writer_bench(
         async def send(p: int, batch: list[dict[str, object]]) -> None:
             await log.append(runs[p], batch)
 
-        return await drive(producers, batches(total, size), send)
+        if size > 1 or one_run:
+            return await drive(producers, batches(total, size), send)
+        with cpu_split(url, "writer", total):
+            return await drive(producers, batches(total, size), send)
 
 
 async def http_bench(base: str, size: int, total: int, spread: int = 1) -> Result:
@@ -669,6 +698,12 @@ def main() -> None:
             print(line("raw group commit, no runs", *r["ceiling-insert"], None))
             print(line("in-process writer", *r["writer"], raw))
             print(f"  {'':<28} {r['writer'][0] / ceiling:>10.1%} of the raw group commit")
+            writer, minimal = SPLIT["writer"], SPLIT["ceiling-bump"]
+            print(
+                f"  {'':<28} CPU per event: this process {writer['process']:.1f} µs, "
+                f"PostgreSQL {writer['db']:.1f} µs (the raw group commit: "
+                f"{minimal['process']:.1f} µs, {minimal['db']:.1f} µs)"
+            )
             print(line("in-process, all on one run", *r["writer-one"], raw))
             print(line("HTTP POST /events", *r["http"], raw))
             print(line("HTTP paced to 2,500 ev/s", *paced, None))
@@ -724,6 +759,10 @@ def main() -> None:
             "http": {
                 str(size): {who: round(us, 3) for who, us in cpu.items()}
                 for size, cpu in http_cpu.items()
+            },
+            "in_process_1": {
+                phase: {who: round(us, 3) for who, us in split.items()}
+                for phase, split in SPLIT.items()
             },
             "raw_batch_lz4_db": {
                 str(size): round(sum(per) / len(per) * 1e6, 3)
