@@ -8,6 +8,8 @@ One connection commits the same group over and over: one event for each of
 
 * `append`: the full statement, which looks every field of a run's request up
   in its JSON (what such groups took until `append_plain` took expected seqs);
+* `append` for a group of which one share has something to record (a tool
+  name) and the rest are plain: those take its `append_plain`-like update;
 * `append_plain` with the expected seqs (what they take now);
 * `append_plain` without them (a plain stream's group, for reference).
 
@@ -55,7 +57,21 @@ Params = Callable[[list[str], dict[str, int]], tuple[Any, ...]]
 
 def _full(runs: list[str], seqs: dict[str, int]) -> tuple[Any, ...]:
     requests = {run: {"n": 1, "expected": seqs[run] + 1} for run in runs}
-    return orjson.dumps(requests).decode(), runs
+    return orjson.dumps(requests).decode(), runs, "{}", [], "{}"
+
+
+def _one_rich(runs: list[str], seqs: dict[str, int]) -> tuple[Any, ...]:
+    # The first run's share records a tool name; the rest are plain, as `append` takes them.
+    rich, plain = runs[:1], runs[1:]
+    requests = {run: {"n": 1, "expected": seqs[run] + 1, "tools": ["search"]} for run in rich}
+    expected = {run: seqs[run] + 1 for run in plain}
+    return (
+        orjson.dumps(requests).decode(),
+        rich,
+        orjson.dumps(dict.fromkeys(plain, 1)).decode(),
+        plain,
+        orjson.dumps(expected).decode(),
+    )
 
 
 def _plain_expected(runs: list[str], seqs: dict[str, int]) -> tuple[Any, ...]:
@@ -69,6 +85,7 @@ def _plain(runs: list[str], seqs: dict[str, int]) -> tuple[Any, ...]:
 
 TARGETS: dict[str, tuple[str, Params]] = {
     "append, expected seqs": (sql.APPEND, _full),
+    "append, one share not plain": (sql.APPEND, _one_rich),
     "append_plain, expected seqs": (sql.APPEND_PLAIN, _plain_expected),
     "append_plain, none": (sql.APPEND_PLAIN, _plain),
 }

@@ -14,7 +14,16 @@
 -- tool_call_id, n] (ord counts from 1 per run and is a batch row's last event's,
 -- see service.log.rows), a batch row's chunk null and its place in $2 an eighth
 -- element; $2 the batch rows' chunks (text[]); $3 the requests (jsonb keyed by
--- run id, see service.log.request.RunShare), $4 their run ids.
+-- run id, see service.log.request.RunShare), $4 their run ids; $5-$7 the
+-- group's plain shares, as `append_plain`'s $3-$5 (its counts, run ids and
+-- expected seqs).
+--
+-- A group holds one share per run, and most are plain (a token each, from
+-- many hosted runs) even when one is not (a tool call, a run's end): those
+-- runs take `append_plain`'s update (`plain`), the others the full one
+-- (`rich`), so the one share with something to record does not make every
+-- run row of its group pay the full update's lookups. The two touch disjoint
+-- run rows; `upd` is both.
 --
 -- The rows come as one jsonb value rather than seven arrays: binding arrays
 -- costs the client per element, and this process's event loop, not the
@@ -35,7 +44,7 @@
 -- One NOTIFY carries up to 40 runs, a line each (PostgreSQL caps a payload at
 -- 8,000 bytes; a line is at most ~150): one per run costs a group 15%. The
 -- channel and the line's format are service.log.notifications'.
-WITH upd AS (
+WITH rich AS (
     UPDATE runs SET
         last_seq = runs.last_seq + (($3::jsonb -> runs.run_id) ->> 'n')::bigint,
         updated_at = now(),
@@ -102,6 +111,17 @@ WITH upd AS (
     RETURNING runs.run_id, runs.last_seq - (($3::jsonb -> runs.run_id) ->> 'n')::bigint AS base,
         runs.last_seq, ($3::jsonb -> runs.run_id) ? 'close' AS close, runs.run_month
 ),
+plain AS (
+    UPDATE runs SET
+        last_seq = runs.last_seq + ($5::jsonb ->> runs.run_id)::bigint,
+        updated_at = now()
+    WHERE runs.run_id = ANY($6::text[]) AND runs.closed_at IS NULL
+      AND (NOT $7::jsonb ? runs.run_id
+           OR runs.last_seq = ($7::jsonb ->> runs.run_id)::bigint - 1)
+    RETURNING runs.run_id, runs.last_seq - ($5::jsonb ->> runs.run_id)::bigint AS base,
+        runs.last_seq, false AS close, runs.run_month
+),
+upd AS (SELECT * FROM rich UNION ALL SELECT * FROM plain),
 -- Each run's base seq, and its month (the events' partition key, see runs.run_month).
 bases AS (SELECT jsonb_object_agg(run_id, base) AS m, jsonb_object_agg(run_id, run_month) AS month
           FROM upd),
@@ -121,7 +141,7 @@ ins AS (
 prod AS (
     INSERT INTO stream_producers (run_id, producer_id, epoch, seq)
     SELECT upd.run_id, s.p ->> 0, (s.p ->> 1)::bigint, (s.p ->> 2)::bigint
-    FROM upd, LATERAL (SELECT $3::jsonb -> upd.run_id -> 'producer' AS p) AS s
+    FROM rich AS upd, LATERAL (SELECT $3::jsonb -> upd.run_id -> 'producer' AS p) AS s
     WHERE s.p IS NOT NULL
     ON CONFLICT (run_id, producer_id) DO UPDATE SET epoch = excluded.epoch, seq = excluded.seq
 ),

@@ -305,15 +305,24 @@ class Group:
 
     def request_params(self) -> tuple[bool, tuple[str | list[str], ...]]:
         """Which append statement the group takes, and its parameters after the events'
-        rows. Plain (`append_plain`) when every share's request is its count and at
-        most its expected seq (nothing else to record): $3 `{run: count}`, $4 the run
-        ids, $5 `{run: expected seq}`; otherwise `append`'s $3-$4, as `share_params`."""
+        rows. A plain share's request is its count and at most its expected seq (nothing
+        else to record); `append_plain` when every share is: $3 `{run: count}`, $4 the run
+        ids, $5 `{run: expected seq}`. Otherwise `append`: $3-$4 the other shares (as
+        `share_params`), then the plain ones as `append_plain`'s $3-$5."""
         shares = self.shares
-        if not all(share.plain for share in shares.values()):
-            return False, self.share_params()
-        counts = {run: share.count for run, share in shares.items()}
-        expected = {run: s.expected for run, s in shares.items() if s.expected is not None}
-        return True, (orjson.dumps(counts).decode(), list(shares), orjson.dumps(expected).decode())
+        plain = [run for run, share in shares.items() if share.plain]
+        part = (
+            orjson.dumps({run: shares[run].count for run in plain}).decode(),
+            plain,
+            orjson.dumps(
+                {run: shares[run].expected for run in plain if shares[run].expected is not None}
+            ).decode(),
+        )
+        if len(plain) == len(shares):
+            return True, part
+        taken = set(plain)
+        rich = {run: share.to_json() for run, share in shares.items() if run not in taken}
+        return False, (orjson.dumps(rich).decode(), list(rich), *part)
 
     def share_params(self) -> tuple[str, list[str]]:
         """`append`'s $3-$4 (`bump`'s $1-$2): the shares as JSON, and their run ids."""

@@ -543,7 +543,9 @@ async def _append(
     log's layout (`batch_min`, see EventLog)."""
     group = Group.one(run_id, chunks, close=close, batch_min=batch_min)
     n = len(chunks)
-    rows = await conn.fetch(sql.APPEND, *group.events.params(), *group.share_params())
+    plain, requests = group.request_params()
+    statement = sql.APPEND_PLAIN if plain else sql.APPEND
+    rows = await conn.fetch(statement, *group.events.params(), *requests)
     if not rows:
         last = await conn.fetchval(_LAST_SEQ, run_id)
         raise StreamClosed(run_id, int(last or 0))

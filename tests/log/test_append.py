@@ -105,7 +105,7 @@ async def test_append_when_producer_state_changed_while_waiting_for_the_run_then
         )
         while not await other.fetchval(
             "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-            "AND query LIKE 'WITH upd AS%'"
+            "AND query ~ '^WITH (upd|rich) AS'"
         ):
             assert not racing.done(), racing
             await asyncio.sleep(0.01)
@@ -490,6 +490,17 @@ async def test_group_statement_when_runs_mix_batch_rows_and_rows_then_each_reads
         assert [(e.seq, e.type, e.chunk) for e in events] == [
             (i + 1, c.type, c.text) for i, c in enumerate(item.chunks)
         ]
+    # A group with one share to record takes the full statement; its plain shares
+    # only bump their runs, the others record their terminal chunk.
+    async with event_log.pool.acquire() as conn:
+        rows = await conn.fetch(
+            "SELECT run_id, last_seq, last_terminal FROM runs WHERE run_id = ANY($1)",
+            list(appends),
+        )
+    assert {r["run_id"]: (r["last_seq"], r["last_terminal"]) for r in rows} == {
+        run: (len(item.chunks), "RUN_FINISHED" if item.chunks[-1].type == "RUN_FINISHED" else None)
+        for run, (item,) in appends.items()
+    }
 
 
 @pytest.mark.parametrize("statement", ["APPEND", "APPEND_PLAIN", "BUMP"])
@@ -512,6 +523,9 @@ async def test_append_statements_when_planned_generic_on_unanalyzed_runs_then_no
             bump: tuple[str | list[str], ...] = (requests, [run])
             if statement == "APPEND_PLAIN":
                 bump = (*bump, json.dumps({run: 1}))
+            elif statement == "APPEND":  # and a plain share, as `append_plain`'s
+                other = f"plan-{statement}-2"
+                bump = (*bump, json.dumps({other: 1}), [other], json.dumps({other: 1}))
             args = bump if statement == "BUMP" else (events, [], *bump)
             plan = "\n".join(row[0] for row in await explain.fetch(*args))
     assert "Seq Scan on runs" in plan or "Index Scan using runs_pkey" in plan, plan
@@ -523,7 +537,7 @@ async def _stalled_on_lock(other: asyncpg.Connection, run_id: str) -> None:
     """Until a group's statement waits for `run_id`'s row, which `other` holds."""
     waiting = (
         "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-        "AND query LIKE 'WITH upd AS%'"
+        "AND query ~ '^WITH (upd|rich) AS'"
     )
     async with asyncio.timeout(10):
         while not await other.fetchval(waiting):  # noqa: ASYNC110 (server state, no event)

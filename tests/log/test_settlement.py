@@ -269,6 +269,45 @@ def test_group_when_every_share_says_its_count_and_expected_seq_only_then_plain_
             assert json.loads(expected) == ({"r": full["expected"]} if "expected" in full else {})
         else:
             assert not plain and json.loads(params[0]) == {"r": full}
+            assert params[2:] == ("{}", [], "{}")  # no plain share beside it
+    finally:
+        loop.close()
+
+
+@given(
+    st.dictionaries(
+        st.sampled_from(["r1", "r2", "r3", "r4"]),
+        st.tuples(
+            st.sampled_from(["A", "RUN_FINISHED", "TOOL_CALL_START"]), st.sampled_from([None, 3])
+        ),
+        min_size=1,
+    )
+)
+def test_group_when_some_shares_are_plain_then_only_the_others_take_full_requests(
+    drawn: dict[str, tuple[str, int | None]],
+) -> None:
+    """`append` updates the plain shares' runs as `append_plain` does: they go in its
+    $5-$7, the others' full requests in its $3-$4, each run in exactly one of them."""
+    loop = asyncio.new_event_loop()
+    try:
+        appends = {}
+        for run, (kind, expected) in drawn.items():
+            first = {"type": kind, "toolCallName": "t"}
+            appends[run] = [pending(loop, run, 2, expected=expected, first=first)]
+        group = Group.of(appends)
+        plain, params = group.request_params()
+        simple = {run for run, (kind, _) in drawn.items() if kind == "A"}
+        tail = params if plain else params[2:]
+        counts, plain_runs, expected_seqs = tail
+        assert plain == (simple == set(drawn))
+        assert set(plain_runs) == simple and json.loads(counts) == dict.fromkeys(simple, 2)
+        assert json.loads(expected_seqs) == {
+            run: drawn[run][1] for run in simple if drawn[run][1] is not None
+        }
+        if not plain:
+            rich = json.loads(params[0])
+            assert set(params[1]) == set(rich) == set(drawn) - simple
+            assert all(rich[run] == group.shares[run].to_json() for run in rich)
     finally:
         loop.close()
 
