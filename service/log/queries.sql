@@ -140,8 +140,8 @@ ins AS (
 -- The producer's new state, for the runs the UPDATE took (in the same statement).
 prod AS (
     INSERT INTO stream_producers (run_id, producer_id, epoch, seq)
-    SELECT upd.run_id, s.p ->> 0, (s.p ->> 1)::bigint, (s.p ->> 2)::bigint
-    FROM rich AS upd, LATERAL (SELECT $3::jsonb -> upd.run_id -> 'producer' AS p) AS s
+    SELECT rich.run_id, s.p ->> 0, (s.p ->> 1)::bigint, (s.p ->> 2)::bigint
+    FROM rich, LATERAL (SELECT $3::jsonb -> rich.run_id -> 'producer' AS p) AS s
     WHERE s.p IS NOT NULL
     ON CONFLICT (run_id, producer_id) DO UPDATE SET epoch = excluded.epoch, seq = excluded.seq
 ),
