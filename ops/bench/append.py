@@ -406,9 +406,11 @@ async def group_commit_ceiling(url: str, total: int, *, run_rows: bool) -> Resul
         wake.set()
         await future
 
+    # Made (or taken from the cache) before the split starts counting this process's CPU.
+    work = batches(total, 1)
     try:
         with cpu_split(url, "ceiling-bump" if run_rows else "ceiling-insert", total):
-            return await drive(PRODUCERS_SINGLE, batches(total, 1), send)
+            return await drive(PRODUCERS_SINGLE, work, send)
     finally:
         task.cancel()
         await conn.close()
@@ -427,10 +429,12 @@ async def writer_bench(
         async def send(p: int, batch: list[dict[str, object]]) -> None:
             await log.append(runs[p], batch)
 
-        # The CPU split is the single-chunk phase's (beside the minimal group commit).
+        # The CPU split is the single-chunk phase's (beside the minimal group commit),
+        # counted from after its work is made.
+        work = batches(total, size)
         split = cpu_split(url, "writer", total) if size == 1 and not one_run else nullcontext()
         with split:
-            return await drive(producers, batches(total, size), send)
+            return await drive(producers, work, send)
 
 
 async def http_bench(base: str, size: int, total: int, spread: int = 1) -> Result:
