@@ -34,12 +34,14 @@
 --
 -- The seq is taken under the run row's lock (the UPDATE) and the lock is held
 -- to commit, so commit order equals seq order within a run: a reader asking
--- for `seq > N` never skips an event that commits later. No joins, by design:
--- `runs` is read by its primary key (`run_id = ANY`), the requests looked up
--- from each run row (`$3 -> runs.run_id`), the rows scanned once and
--- matched to their run's base seq in a one-row map. An earlier form joined
--- unnested request arrays with `runs`; a generic plan made while `runs` had
--- no statistics rescanned the arrays once per run row.
+-- for `seq > N` never skips an event that commits later. `runs` takes part in
+-- no join, by design: it is read by its primary key (`run_id = ANY`), the
+-- requests looked up from each run row (`$3 -> runs.run_id`). An earlier form
+-- joined unnested request arrays with `runs`; a generic plan made while `runs`
+-- had no statistics rescanned the arrays once per run row. The rows are
+-- matched to their run's updated row (its base seq and month) by a hash join
+-- of the statement's own two sets, neither of them a table: cheaper than the
+-- one-row jsonb map of bases it replaced, built per group and probed per row.
 --
 -- One NOTIFY carries up to 40 runs, a line each (PostgreSQL caps a payload at
 -- 8,000 bytes; a line is at most ~150): one per run costs a group 15%. The
@@ -122,20 +124,19 @@ plain AS (
         runs.last_seq, false AS close, runs.run_month
 ),
 upd AS (SELECT * FROM rich UNION ALL SELECT * FROM plain),
--- Each run's base seq, and its month (the events' partition key, see runs.run_month).
-bases AS (SELECT jsonb_object_agg(run_id, base) AS m, jsonb_object_agg(run_id, run_month) AS month
-          FROM upd),
 ins AS (
-    -- A run the UPDATE refused (closed, missing, not at `expected`) has no base.
+    -- Each row takes its run's base seq and month (the events' partition key, see
+    -- runs.run_month) from the run's updated row; a run the UPDATE refused (closed,
+    -- missing, not at `expected`) has none, and its rows join nothing.
     INSERT INTO events (run_id, seq, type, chunk, message_id, tool_call_id, n, run_month)
-    SELECT e.run_id, ((SELECT m FROM bases) ->> e.run_id)::bigint + e.ord,
-        e.type, e.chunk, e.message_id, e.tool_call_id, e.n, ((SELECT month FROM bases) ->> e.run_id)::date
+    SELECT e.run_id, upd.base + e.ord, e.type, e.chunk, e.message_id, e.tool_call_id, e.n,
+        upd.run_month
     FROM jsonb_array_elements($1::jsonb) AS r,
         LATERAL (SELECT r ->> 0 AS run_id, (r ->> 1)::bigint AS ord, r ->> 2 AS type,
                  coalesce(r ->> 3, ($2::text[])[(r ->> 7)::int]) AS chunk,
                  r ->> 4 AS message_id, r ->> 5 AS tool_call_id,
                  (r ->> 6)::int AS n) AS e
-    WHERE (SELECT m FROM bases) ? e.run_id
+    JOIN upd ON upd.run_id = e.run_id
 ),
 -- The producer's new state, for the runs the UPDATE took (in the same statement).
 prod AS (
@@ -160,8 +161,9 @@ SELECT run_id, base, (SELECT count(*) FROM note) AS notes FROM upd;
 -- most the seq it must start at, nothing else (no close, run life, producer,
 -- terminal chunk, tool call or usage: a stream's common group, a hosted run's
 -- tokens included). It bumps `last_seq` and `updated_at` only, which spares
--- the database the full statement's per-row lookups. The same no-join shape,
--- answer and notification as `append`.
+-- the database the full statement's per-row lookups. The same shape (`runs`
+-- by its key in no join, the rows meeting their runs by a hash join), answer
+-- and notification as `append`.
 --
 -- $1-$2 the rows (as `append`'s), $3 each run's count (jsonb {run_id: n}),
 -- $4 their run ids, $5 the expected seqs of the runs that have one (jsonb
@@ -177,18 +179,16 @@ WITH upd AS (
     RETURNING runs.run_id, runs.last_seq - ($3::jsonb ->> runs.run_id)::bigint AS base,
         runs.last_seq, runs.run_month
 ),
-bases AS (SELECT jsonb_object_agg(run_id, base) AS m, jsonb_object_agg(run_id, run_month) AS month
-          FROM upd),
 ins AS (
     INSERT INTO events (run_id, seq, type, chunk, message_id, tool_call_id, n, run_month)
-    SELECT e.run_id, ((SELECT m FROM bases) ->> e.run_id)::bigint + e.ord,
-        e.type, e.chunk, e.message_id, e.tool_call_id, e.n, ((SELECT month FROM bases) ->> e.run_id)::date
+    SELECT e.run_id, upd.base + e.ord, e.type, e.chunk, e.message_id, e.tool_call_id, e.n,
+        upd.run_month
     FROM jsonb_array_elements($1::jsonb) AS r,
         LATERAL (SELECT r ->> 0 AS run_id, (r ->> 1)::bigint AS ord, r ->> 2 AS type,
                  coalesce(r ->> 3, ($2::text[])[(r ->> 7)::int]) AS chunk,
                  r ->> 4 AS message_id, r ->> 5 AS tool_call_id,
                  (r ->> 6)::int AS n) AS e
-    WHERE (SELECT m FROM bases) ? e.run_id
+    JOIN upd ON upd.run_id = e.run_id
 ),
 note AS (
     SELECT pg_notify('replay_events_v1', string_agg(line, E'\n'))

@@ -32,9 +32,10 @@ import orjson
 
 from service.errors import ProducerRefused, ReplayError, RunClosed, RunNotFound, SeqConflict
 from service.log import rows as layout
+from service.log import sql
 from service.log.chunks import Chunks, StoredChunk, loads, storable, text_at, types_of
 from service.log.store import RunState
-from service.log.summary import TOKEN_COLUMNS, adds_to_summary, summarize_parts
+from service.log.summary import SUMMARIZED, TOKEN_COLUMNS, adds_to_summary, summarize_parts
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,14 +295,44 @@ class Group:
     ) -> Group:
         shares: dict[str, RunShare] = {}
         events = EventRows(batch_min=batch_min)
+        rows = events.rows
+        # A share of one append of one chunk needs no summary walk and no layout choice
+        # (a lone chunk is a row of its own unless the log batches from one chunk): made
+        # here in a few steps, as most shares of a busy log's groups are (a token of
+        # each of many runs).
+        lone = batch_min is None or batch_min > 1
+        singles = 0
         for run, items in appends.items():
+            if lone and len(items) == 1:
+                item = items[0]
+                chunks = item.chunks
+                if (
+                    type(chunks) is list
+                    and len(chunks) == 1
+                    and not item.close
+                    and item.created_at is None
+                    and item.producer is None
+                ):
+                    kind, text, message_id, tool_call_id = chunks[0]
+                    if kind not in SUMMARIZED:
+                        rows.append((run, 1, kind, text, message_id, tool_call_id, 1))
+                        shares[run] = RunShare(1, item.expected_seq)
+                        singles += 1
+                        continue
             n = 0
             for item in items:
                 if item.chunks:
                     events.add(run, item.chunks, n)
                     n += len(item.chunks)
             shares[run] = RunShare.of(items)
+        events.events += singles
         return cls(shares, events)
+
+    def statement(self) -> tuple[str, tuple[Any, ...]]:
+        """The append statement this group takes (`queries.sql`), with all its parameters:
+        `append_plain` when every share is plain, else `append`."""
+        plain, requests = self.request_params()
+        return sql.APPEND_PLAIN if plain else sql.APPEND, (*self.events.params(), *requests)
 
     def request_params(self) -> tuple[bool, tuple[str | list[str], ...]]:
         """Which append statement the group takes, and its parameters after the events'

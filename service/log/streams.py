@@ -41,7 +41,7 @@ from service.errors import (
     StreamNotFound,
     StreamSeqConflict,
 )
-from service.log import expiry, partitions, sql
+from service.log import expiry, partitions
 from service.log import rows as log_rows
 from service.log.chunks import StoredChunk
 from service.log.eventlog import RUN_ID, EventLog
@@ -543,9 +543,8 @@ async def _append(
     log's layout (`batch_min`, see EventLog)."""
     group = Group.one(run_id, chunks, close=close, batch_min=batch_min)
     n = len(chunks)
-    plain, requests = group.request_params()
-    statement = sql.APPEND_PLAIN if plain else sql.APPEND
-    rows = await conn.fetch(statement, *group.events.params(), *requests)
+    statement, params = group.statement()
+    rows = await conn.fetch(statement, *params)
     if not rows:
         last = await conn.fetchval(_LAST_SEQ, run_id)
         raise StreamClosed(run_id, int(last or 0))

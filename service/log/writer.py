@@ -397,10 +397,8 @@ class GroupCommitter:
 
     async def _append_statement(self, group: Group) -> list[asyncpg.Record]:
         timeout = self._statement_seconds
-        plain, requests = group.request_params()
-        statement = sql.APPEND_PLAIN if plain else sql.APPEND
+        statement, params = group.statement()
         async with acquire(self._pool, timeout) as conn:
-            params = (*group.events.params(), *requests)
             return list(await conn.fetch(statement, *params, timeout=timeout))
 
     async def _bump_and_copy(self, group: Group) -> list[asyncpg.Record]:

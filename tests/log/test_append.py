@@ -6,6 +6,7 @@ import asyncio
 import json
 import uuid
 from itertools import chain
+from typing import Any
 
 import asyncpg
 import orjson
@@ -503,33 +504,119 @@ async def test_group_statement_when_runs_mix_batch_rows_and_rows_then_each_reads
     }
 
 
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    shares=st.lists(
+        st.tuples(_ESCAPED, st.sampled_from([None, 3, 2, 4]), st.booleans()),
+        min_size=1,
+        max_size=6,
+    )
+)
+async def test_one_event_per_run_group_when_some_runs_refuse_then_the_rest_read_back_as_sent(
+    event_log: EventLog, shares: list[tuple[str, int | None, bool]]
+) -> None:
+    """A group of one plain event per run (`append_plain`): every run that is open and at
+    its expected seq (if one is given) gets its event at the next seq, exactly as sent;
+    a closed run, or one not at the expected seq, gets nothing (its row meets no
+    updated run row)."""
+    loop = asyncio.new_event_loop()
+    try:
+        appends: dict[str, list[Pending]] = {}
+        for index, (text, expected, closed) in enumerate(shares):
+            run = f"single-{uuid.uuid4().hex[:8]}-{index}"
+            await event_log.append(run, [{"type": "A", "i": 1}, {"type": "A", "i": 2}])
+            if closed:
+                await event_log.close_run(run)
+            chunk = stored({"type": "TEXT_MESSAGE_CONTENT", "delta": text, "messageId": text}, 0)
+            appends[run] = [
+                Pending(run, [chunk], expected, False, False, None, loop.create_future())
+            ]
+        group = Group.of(appends)
+        statement, params = group.statement()
+        assert statement == sql.APPEND_PLAIN
+        async with event_log.pool.acquire() as conn:
+            answer = await conn.fetch(statement, *params)
+    finally:
+        loop.close()
+    applied = {
+        run
+        for run, (_, expected, closed) in zip(appends, shares, strict=True)
+        if not closed and expected in (None, 3)
+    }
+    assert {row["run_id"]: row["base"] for row in answer} == dict.fromkeys(applied, 2)
+    async with event_log.pool.acquire() as conn:
+        for run, (item,) in appends.items():
+            rows = await conn.fetch(
+                "SELECT seq, type, chunk, message_id, n FROM events WHERE run_id = $1 AND seq > 2",
+                run,
+            )
+            chunk = item.chunks[0]
+            sent = [(3, chunk.type, chunk.text, chunk.message_id, 1)]
+            assert [tuple(row) for row in rows] == (sent if run in applied else [])
+            assert [e.seq for e in await event_log.read_events(run, 0, 10)] == (
+                [1, 2, 3] if run in applied else [1, 2]
+            )
+
+
+def _plan_args(statement: str, runs: list[str]) -> tuple[Any, ...]:
+    """`statement`'s parameters for one event of each of `runs`, all plain but the
+    first (for `append`, which updates the others as `append_plain` does)."""
+    rows = json.dumps([[run, 1, "A", '{"type":"A"}', None, None, 1] for run in runs])
+    counts, ones = json.dumps(dict.fromkeys(runs, 1)), json.dumps(dict.fromkeys(runs, 1))
+    if statement == "APPEND_PLAIN":
+        return rows, [], counts, runs, ones
+    requests = json.dumps({runs[0]: {"n": 1}})
+    if statement == "BUMP":
+        return requests, runs[:1]
+    rest = runs[1:]
+    return rows, [], requests, runs[:1], json.dumps(dict.fromkeys(rest, 1)), rest, "{}"
+
+
+@pytest.mark.parametrize("mode", ["force_custom_plan", "force_generic_plan"])
 @pytest.mark.parametrize("statement", ["APPEND", "APPEND_PLAIN", "BUMP"])
-async def test_append_statements_when_planned_generic_on_unanalyzed_runs_then_no_joins(
-    event_log: EventLog, statement: str
+async def test_append_statements_when_planned_then_runs_joins_nothing_and_rows_meet_by_hash(
+    event_log: EventLog, statement: str, mode: str
 ) -> None:
     """A generic plan made while `runs` had no statistics once joined the request
-    arrays to every run row (an append rate that fell as the table grew). The
-    statements are written without joins; a join creeping back fails here."""
+    arrays to every run row (an append rate that fell as the table grew). `runs` is
+    read by its own scan right under its UPDATE, never inside a join; a group's rows
+    meet their runs' updated rows by hashing one set, never by a nested loop (which
+    rescans one set per row of the other). The plans a prepared statement runs on: its
+    first ones, for its values (here before `runs` has statistics), then a generic one
+    (here once it has them)."""
+    runs = [f"plan-{statement}-{mode}-{i}" for i in range(300)]
     async with event_log.pool.acquire() as conn:
-        runs = [(f"plan-{statement}-{i}",) for i in range(300)]
-        await conn.executemany("INSERT INTO runs (run_id) VALUES ($1)", runs)
+        await conn.executemany("INSERT INTO runs (run_id) VALUES ($1)", [(r,) for r in runs])
+        if mode == "force_generic_plan":
+            await conn.execute("ANALYZE runs")
         async with conn.transaction():
-            await conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
-            text = getattr(sql, statement)
-            run = f"plan-{statement}-1"
-            explain = await conn.prepare("EXPLAIN " + text)
-            requests = json.dumps({run: 1} if statement == "APPEND_PLAIN" else {run: {"n": 1}})
-            events = json.dumps([[run, 1, "A", '{"type":"A"}', None, None, 1]])
-            bump: tuple[str | list[str], ...] = (requests, [run])
-            if statement == "APPEND_PLAIN":
-                bump = (*bump, json.dumps({run: 1}))
-            elif statement == "APPEND":  # and a plain share, as `append_plain`'s
-                other = f"plan-{statement}-2"
-                bump = (*bump, json.dumps({other: 1}), [other], json.dumps({other: 1}))
-            args = bump if statement == "BUMP" else (events, [], *bump)
-            plan = "\n".join(row[0] for row in await explain.fetch(*args))
-    assert "Seq Scan on runs" in plan or "Index Scan using runs_pkey" in plan, plan
-    for join in ("Nested Loop", "Hash Join", "Merge Join"):
+            await conn.execute(f"SET LOCAL plan_cache_mode = {mode}")
+            # PREPARE and EXPLAIN EXECUTE: the plan a prepared statement runs on (a
+            # prepared EXPLAIN would plan with its values as constants).
+            args = _plan_args(statement, runs[:50])
+            types = ", ".join("text[]" if isinstance(a, list) else "text" for a in args)
+            await conn.execute(f"PREPARE planned ({types}) AS {getattr(sql, statement)}")
+            literals = [
+                await conn.fetchval("SELECT quote_literal($1::text[]::text)", a)
+                if isinstance(a, list)
+                else await conn.fetchval("SELECT quote_literal($1::text)", a)
+                for a in args
+            ]
+            explain = f"EXPLAIN EXECUTE planned ({', '.join(literals)})"
+            lines = [row[0].strip() for row in await conn.fetch(explain)]
+            await conn.execute("DEALLOCATE planned")
+    plan = "\n".join(lines)
+    scans = [i for i, line in enumerate(lines) if " on runs " in line and "Update" not in line]
+    assert scans, plan
+    for i in scans:
+        # Right under its UPDATE (or a subplan's lookup of one run by its key).
+        under = ("->  Update on runs", "->  Bitmap Heap Scan on runs", "SubPlan")
+        assert lines[i - 1].startswith(under), plan
+    for join in ("Nested Loop", "Merge Join"):
         assert join not in plan, plan
 
 

@@ -14,7 +14,15 @@ from hypothesis import strategies as st
 
 from service.errors import ProducerRefused, RunClosed, RunNotFound, SeqConflict
 from service.log.chunks import stored
-from service.log.request import AppendResult, Group, Pending, RunShare, explain, settle
+from service.log.request import (
+    AppendResult,
+    EventRows,
+    Group,
+    Pending,
+    RunShare,
+    explain,
+    settle,
+)
 from service.log.store import RunState
 from service.log.summary import summarize
 
@@ -341,3 +349,62 @@ def test_run_share_when_made_of_chunks_then_it_carries_their_whole_summary(
     assert share.tools == tuple(summary.tools)
     assert share.usage == tuple(summary.usage)
     assert share.plain == (share.to_json().keys() <= {"n", "expected"})
+
+
+# A share as the group is handed it: its appends, each (chunk types, close, expected
+# seq, run life given, producer given).
+_appends = st.lists(
+    st.tuples(
+        st.lists(st.sampled_from(["A", "TOOL_CALL_START", "RUN_FINISHED"]), max_size=3),
+        st.booleans(),
+        st.one_of(st.none(), st.integers(1, 9)),
+        st.booleans(),
+        st.booleans(),
+    ),
+    min_size=1,
+    max_size=3,
+)
+
+
+@given(
+    st.dictionaries(st.sampled_from(["r1", "r2", "r3", "r4", "r5"]), _appends, min_size=1),
+    st.sampled_from([None, 2, 16]),
+)
+def test_group_of_when_shares_are_one_event_then_same_rows_and_shares_as_the_general_path(
+    drawn: dict[str, list[tuple[list[str], bool, int | None, bool, bool]]],
+    batch_min: int | None,
+) -> None:
+    """`Group.of` makes a share of one plain event in a few steps of its own: its rows
+    and shares are exactly what the general path (each append's rows, `RunShare.of`)
+    makes of the same appends."""
+    loop = asyncio.new_event_loop()
+    try:
+        born = datetime(2026, 12, 6, tzinfo=UTC)
+        appends: dict[str, list[Pending]] = {}
+        for run, specs in drawn.items():
+            items = []
+            for kinds, close, expected, life, producer in specs:
+                chunks = [
+                    stored({"type": kind, "toolCallName": "t", "i": i}, i)
+                    for i, kind in enumerate(kinds)
+                ]
+                items.append(
+                    Pending(
+                        run, chunks, expected, close, True, None, loop.create_future(),
+                        born if life else None, ("p", 0, 0) if producer else None,
+                    )
+                )  # fmt: skip
+            appends[run] = items
+        group = Group.of(appends, batch_min)
+        events = EventRows(batch_min=batch_min)
+        for run, items in appends.items():
+            ord_ = 0
+            for item in items:
+                if item.chunks:
+                    events.add(run, item.chunks, ord_)
+                    ord_ += len(item.chunks)
+        assert group.events.rows == events.rows
+        assert group.events.batched == events.batched and len(group.events) == len(events)
+        assert group.shares == {run: RunShare.of(items) for run, items in appends.items()}
+    finally:
+        loop.close()
