@@ -449,12 +449,15 @@ async def test_append_when_summary_values_unstorable_then_chunks_kept_and_summar
 # Text that JSON escapes (quotes, backslashes, control characters) or that is not ASCII.
 _ESCAPED = st.text(st.sampled_from(['"', "\\", "\t", "\x01", "é", "🙂", "a", "}"]), max_size=8)
 
-
-@settings(
+# A property over the database: fewer examples, each on the test's own log.
+_DATABASE_PROPERTY = settings(
     max_examples=25,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
+
+
+@_DATABASE_PROPERTY
 @given(
     shares=st.lists(
         st.tuples(
@@ -504,11 +507,7 @@ async def test_group_statement_when_runs_mix_batch_rows_and_rows_then_each_reads
     }
 
 
-@settings(
-    max_examples=25,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@_DATABASE_PROPERTY
 @given(
     shares=st.lists(
         st.tuples(_ESCAPED, st.sampled_from([None, 3, 2, 4]), st.booleans()),
