@@ -35,7 +35,7 @@ from service.log import rows as layout
 from service.log import sql
 from service.log.chunks import Chunks, StoredChunk, loads, storable, text_at, types_of
 from service.log.store import RunState
-from service.log.summary import SUMMARIZED, TOKEN_COLUMNS, adds_to_summary, summarize_parts
+from service.log.summary import TOKEN_COLUMNS, adds_to_summary, summarize_parts
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +99,16 @@ class RunShare:
     @classmethod
     def of(cls, items: list[Pending]) -> RunShare:
         """The share of a run's appends in one group (they commit as one)."""
+        head = items[0]
+        if (
+            len(items) == 1
+            and not head.close
+            and head.created_at is None
+            and head.producer is None
+            and not adds_to_summary(head.chunks)
+        ):
+            # Most shares of a busy log's groups: one append with nothing to record.
+            return cls(len(head.chunks), head.expected_seq)
         last = items[-1]
         share = cls.of_parts(
             [item.chunks for item in items],
@@ -106,7 +116,6 @@ class RunShare:
             close=last.close,
             status=last.close_status if last.close else None,
         )
-        head = items[0]
         if head.created_at is None and head.producer is None:
             return share
         return replace(share, born=head.created_at, producer=head.producer)
@@ -216,6 +225,11 @@ class EventRows:
         """`chunks` of `run_id`, numbered `after + 1 ...` within the run's share."""
         count = len(chunks)
         self.events += count
+        if count == 1 and type(chunks) is list and (self.batch_min is None or self.batch_min > 1):
+            # One chunk (a token of a run): a row of its own, made directly.
+            kind, text, message_id, tool_call_id = chunks[0]
+            self.rows.append((run_id, after + 1, kind, text, message_id, tool_call_id, 1))
+            return
         batches = None if self.batch_min is None else layout.packed(chunks, self.batch_min)
         if batches is not None:
             self.batched.extend(range(len(self.rows), len(self.rows) + len(batches)))
@@ -295,37 +309,13 @@ class Group:
     ) -> Group:
         shares: dict[str, RunShare] = {}
         events = EventRows(batch_min=batch_min)
-        rows = events.rows
-        # A share of one append of one chunk needs no summary walk and no layout choice
-        # (a lone chunk is a row of its own unless the log batches from one chunk): made
-        # here in a few steps, as most shares of a busy log's groups are (a token of
-        # each of many runs).
-        lone = batch_min is None or batch_min > 1
-        singles = 0
         for run, items in appends.items():
-            if lone and len(items) == 1:
-                item = items[0]
-                chunks = item.chunks
-                if (
-                    type(chunks) is list
-                    and len(chunks) == 1
-                    and not item.close
-                    and item.created_at is None
-                    and item.producer is None
-                ):
-                    kind, text, message_id, tool_call_id = chunks[0]
-                    if kind not in SUMMARIZED:
-                        rows.append((run, 1, kind, text, message_id, tool_call_id, 1))
-                        shares[run] = RunShare(1, item.expected_seq)
-                        singles += 1
-                        continue
             n = 0
             for item in items:
                 if item.chunks:
                     events.add(run, item.chunks, n)
                     n += len(item.chunks)
             shares[run] = RunShare.of(items)
-        events.events += singles
         return cls(shares, events)
 
     def statement(self) -> tuple[str, tuple[Any, ...]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
@@ -374,9 +375,9 @@ def test_group_of_when_shares_are_one_event_then_same_rows_and_shares_as_the_gen
     drawn: dict[str, list[tuple[list[str], bool, int | None, bool, bool]]],
     batch_min: int | None,
 ) -> None:
-    """`Group.of` makes a share of one plain event in a few steps of its own: its rows
-    and shares are exactly what the general path (each append's rows, `RunShare.of`)
-    makes of the same appends."""
+    """A share of one append with nothing to record, and a row of one chunk, are made in
+    a few steps of their own (`RunShare.of`, `EventRows.add`): the group's rows and
+    shares are exactly what the general path makes of the same appends."""
     loop = asyncio.new_event_loop()
     try:
         born = datetime(2026, 12, 6, tzinfo=UTC)
@@ -396,15 +397,26 @@ def test_group_of_when_shares_are_one_event_then_same_rows_and_shares_as_the_gen
                 )  # fmt: skip
             appends[run] = items
         group = Group.of(appends, batch_min)
+        # The general path: chunks given as a tuple take no shortcut, and a share is
+        # its appends' parts summarized, with the head's run life and producer.
         events = EventRows(batch_min=batch_min)
+        shares = {}
         for run, items in appends.items():
             ord_ = 0
             for item in items:
                 if item.chunks:
-                    events.add(run, item.chunks, ord_)
+                    events.add(run, tuple(item.chunks), ord_)
                     ord_ += len(item.chunks)
+            head, last = items[0], items[-1]
+            share = RunShare.of_parts(
+                [item.chunks for item in items],
+                expected=head.expected_seq,
+                close=last.close,
+                status=last.close_status if last.close else None,
+            )
+            shares[run] = replace(share, born=head.created_at, producer=head.producer)
         assert group.events.rows == events.rows
         assert group.events.batched == events.batched and len(group.events) == len(events)
-        assert group.shares == {run: RunShare.of(items) for run, items in appends.items()}
+        assert group.shares == shares
     finally:
         loop.close()
