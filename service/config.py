@@ -72,7 +72,7 @@ class Settings(BaseSettings):
     group_max_events: int = 1000
     # An append bringing a run at least this many chunks stores them in batch rows
     # (service.log.rows); 0: a row per event always.
-    batch_min_events: int = 16  # service.log.rows.BATCH_MIN
+    batch_min_events: int = 4  # service.log.rows.BATCH_MIN
     # A comment line at least this often on an idle stream (sse-starlette's ping).
     heartbeat_seconds: float = 15.0
     # A stream whose client takes longer than this to accept one write is cut
