@@ -221,6 +221,10 @@ class StreamStore:
         At most `limit` messages and about `max_bytes` (never fewer than one).
         """
         statement = _READ_OWN_JSON if state.fork_seq is None else _READ_JSON
+        # The statement takes at most `limit` rows, and a batch row holds many
+        # messages: bound the seqs instead (a run's seqs are contiguous, a fork's
+        # prefix included, so `limit` seqs are at most `limit` messages).
+        upto = min(upto, after + limit)
         with translated("the event log cannot be read"):
             row = await self.pool.fetchrow(statement, state.run_id, after, upto, limit, max_bytes)
         assert row is not None

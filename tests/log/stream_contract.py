@@ -92,7 +92,7 @@ async def read_all_json(store: StreamStore, name: str, after: int, limit: int) -
     while after < state.last_seq:
         count, end, body = await store.read_json(state, after, state.last_seq, limit, 1 << 20)
         page = [m["n"] for m in orjson.loads("[" + body + "]")]
-        assert count == len(page) > 0 and end > after
+        assert 0 < count == len(page) <= limit and end > after
         out += page
         after = end
     return out
