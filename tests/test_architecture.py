@@ -96,7 +96,9 @@ def imports(path: Path, modules: set[str]) -> set[str]:
 
 
 def graph(root: Path = SERVICE) -> dict[str, set[str]]:
-    paths = {module_name(p, root): p for p in sorted(root.rglob("*.py"))}
+    # A compiled module is known by its stub (`.pyi`), which imports nothing of ours.
+    stubs = sorted(p for p in root.rglob("*.pyi") if not p.with_suffix(".py").exists())
+    paths = {module_name(p, root): p for p in [*sorted(root.rglob("*.py")), *stubs]}
     return {name: imports(path, set(paths)) & set(paths) for name, path in paths.items()}
 
 

@@ -1,13 +1,18 @@
 """The common JSON append body, read without building its events in Python.
 
 `{"events": [...]}` with each event kept as the producer sent it (a slice of
-the body) instead of parsed to objects and encoded again: two passes of
-msgspec's C decoder, one taking each event as raw text and one reading only its
-`type`, `messageId` and `toolCallId`. For a large batch most of an append's
-CPU was the parse and the encode. From `BATCH_MIN` events (what the log stores
-in batch rows, which keep no ids) the second pass reads the types only, and the
-chunks stay columns (`service.log.chunks.Chunks`): the texts are decoded when
+the body) instead of parsed to objects and encoded again. From `BATCH_MIN`
+events (what the log stores in batch rows, which keep no ids) the chunks stay
+columns (`service.log.chunks.Chunks`): their types, and texts decoded when
 something asks for them, most only joined into a batch row.
+
+Such a body is read by one pass of our own C scan (`_scan.c`: the events'
+bounds and types, every number's range, strict JSON) where it was built (`pip
+install` compiles it; a machine without a compiler installs without it). What
+it does not vouch for, and every body where it is missing, takes two passes of
+msgspec's C decoder, one taking each event as raw text and one reading only its
+`type` (and below `BATCH_MIN` its `messageId` and `toolCallId`), plus a search
+for numbers past a double's range: four times the scan's CPU on a large body.
 
 A slice is stored only where it means exactly what the general path would
 store; anything else (a raw CR or LF anywhere in the body, invalid UTF-8, a
@@ -30,6 +35,13 @@ import msgspec
 
 from service.log.chunks import Chunks, IdColumns, StoredChunk, plain, stored_id
 from service.log.rows import BATCH_MIN
+
+try:
+    from service.ingest import _scan
+except ImportError:  # not compiled here: msgspec's passes read every body
+    SCAN = False
+else:
+    SCAN = True
 
 
 class _Head(msgspec.Struct, gc=False):
@@ -111,6 +123,17 @@ def split_events(
     for any other body (see the module's doc). From `columns_from` events (the log's
     batch rows' threshold; None: a log storing a row per event) the chunks are
     `Chunks`."""
+    if columns_from is not None and SCAN:
+        found = split_scanned(body, columns_from)
+        if found is not None:
+            return found
+    return split_decoded(body, columns_from)
+
+
+def split_decoded(
+    body: bytes, columns_from: int | None = BATCH_MIN
+) -> tuple[Sequence[StoredChunk], Any, Any] | None:
+    """`split_events` by msgspec's passes alone."""
     if b"\n" in body or b"\r" in body:
         return None
     try:
@@ -125,6 +148,77 @@ def split_events(
     return chunks, envelope.expected_seq, envelope.close
 
 
+def split_scanned(body: bytes, columns_from: int = BATCH_MIN) -> tuple[Chunks, Any, Any] | None:
+    """`split_events` by the C scan alone, for a body of `columns_from` events or more
+    (None for a smaller one, and for one the scan does not vouch for)."""
+    found = _scan.scan(body)
+    if found is None or len(found[0]) < columns_from:
+        return None
+    kinds, spans, expected, close, ascii = found
+    if not ascii:
+        try:
+            body.decode()
+        except UnicodeDecodeError:
+            return None
+    chunks = Chunks(kinds, Spans(body, spans, ascii), lambda: _ids(body))
+    return chunks, _value(body, expected, None), _value(body, close, False)
+
+
+def _value(body: bytes, bounds: tuple[int, int] | None, default: Any) -> Any:
+    """An envelope field's value, decoded as the envelope's decoder would."""
+    return default if bounds is None else msgspec.json.decode(body[bounds[0] : bounds[1]])
+
+
+class Spans:
+    """`Texts` of a body by the scan's bounds (`_scan.scan`'s `spans`)."""
+
+    __slots__ = ("_ascii", "_at", "_body", "_spans")
+
+    def __init__(self, body: bytes, spans: bytes, ascii: bool) -> None:
+        self._body = body
+        self._spans = spans
+        self._at = memoryview(spans).cast("q")
+        self._ascii = ascii
+
+    def __len__(self) -> int:
+        return len(self._at) // 2
+
+    def text(self, index: int) -> str:
+        at = self._at
+        return self._body[at[2 * index] : at[2 * index + 1]].decode()
+
+    def texts(self) -> list[str]:
+        texts: list[str] = _scan.texts(self._body, self._spans, self._ascii)
+        return texts
+
+    def joined(self, start: int, end: int, separator: str) -> str:
+        text: str = _scan.joined(
+            self._body, self._spans, start, end, separator.encode(), self._ascii
+        )
+        return text
+
+
+class Raws:
+    """`Texts` of a body by msgspec's raw slices."""
+
+    __slots__ = ("_raws",)
+
+    def __init__(self, raws: list[msgspec.Raw]) -> None:
+        self._raws = raws
+
+    def __len__(self) -> int:
+        return len(self._raws)
+
+    def text(self, index: int) -> str:
+        return str(self._raws[index], "utf-8")
+
+    def texts(self) -> list[str]:
+        return list(map(str, self._raws, repeat("utf-8")))
+
+    def joined(self, start: int, end: int, separator: str) -> str:
+        return separator.encode().join(self._raws[start:end]).decode()
+
+
 def _columns(body: bytes, raws: list[msgspec.Raw]) -> Chunks | None:
     """A large batch's chunks as `Chunks`: only the types read, no text decoded yet
     (most will only be joined into batch rows), the ids not read at all."""
@@ -135,7 +229,7 @@ def _columns(body: bytes, raws: list[msgspec.Raw]) -> Chunks | None:
     # ends at ASCII punctuation), and cheaper to check so once.
     if not body.isascii():
         body.decode()
-    return Chunks(kinds, raws, lambda: _ids(body))
+    return Chunks(kinds, Raws(raws), lambda: _ids(body))
 
 
 def _ids(body: bytes) -> IdColumns | None:

@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from itertools import repeat
 from operator import attrgetter
-from typing import Any, NamedTuple, overload
+from typing import Any, NamedTuple, Protocol, overload
 
 import orjson
 
@@ -76,6 +76,23 @@ def _ids_in(chunk: dict[str, Any]) -> tuple[str | None, str | None]:
     return stored_id(chunk.get("messageId")), stored_id(chunk.get("toolCallId"))
 
 
+class Texts(Protocol):
+    """Chunks' JSON texts, each a slice of one body (already checked to be UTF-8 holding
+    no raw CR or LF, which `service.log.rows` relies on), decoded only when asked for."""
+
+    def __len__(self) -> int: ...
+
+    def text(self, index: int) -> str: ...
+
+    def texts(self) -> list[str]:
+        """Every text (a new list each call)."""
+        ...
+
+    def joined(self, start: int, end: int, separator: str) -> str:
+        """The texts `start` to `end` joined by `separator`."""
+        ...
+
+
 class Chunks(Sequence[StoredChunk]):
     """A large JSON body's chunks as columns: their types, and their texts as the body's
     own slices, decoded only when asked for (service.ingest.verbatim).
@@ -89,20 +106,19 @@ class Chunks(Sequence[StoredChunk]):
     `text_at`, `joined`).
     """
 
-    __slots__ = ("_ids", "_raws", "_read_ids", "_texts", "types")
+    __slots__ = ("_ids", "_read_ids", "_source", "_texts", "types")
 
     def __init__(
         self,
         types: list[str],
-        raws: Sequence[Any],
+        source: Texts,
         read_ids: Callable[[], IdColumns | None] | None = None,
     ) -> None:
-        """`types`: storable as they are; `raws`: each chunk's JSON text as a buffer
-        (a slice of a body already checked to be UTF-8 holding no raw CR or LF, which
-        `service.log.rows` relies on), in the same order; `read_ids`: every chunk's ids
-        as `stored` keeps them, or None where it cannot tell (each text is parsed)."""
+        """`types`: storable as they are; `source`: the chunks' texts, in the same order;
+        `read_ids`: every chunk's ids as `stored` keeps them, or None where it cannot
+        tell (each text is parsed)."""
         self.types = types
-        self._raws = raws
+        self._source = source
         self._read_ids = read_ids
         self._texts: list[str] | None = None
         self._ids: IdColumns | None = None
@@ -112,17 +128,17 @@ class Chunks(Sequence[StoredChunk]):
 
     def text(self, index: int) -> str:
         texts = self._texts
-        return texts[index] if texts is not None else str(self._raws[index], "utf-8")
+        return texts[index] if texts is not None else self._source.text(index)
 
     def texts(self) -> list[str]:
         """Every chunk's text, decoded once (the caller must not change the list)."""
         if self._texts is None:
-            self._texts = list(map(str, self._raws, repeat("utf-8")))
+            self._texts = self._source.texts()
         return self._texts
 
     def joined(self, start: int, end: int, separator: str) -> str:
         """The texts of chunks `start` to `end` joined by `separator`, decoded at once."""
-        return separator.encode().join(self._raws[start:end]).decode()
+        return self._source.joined(start, end, separator)
 
     def _id_columns(self) -> IdColumns:
         if self._ids is None:

@@ -95,6 +95,8 @@ def test_wheel_when_built_then_holds_every_module_of_the_checkout(
     }
     assert modules
     assert modules - names == set()
+    # And the append body's C scan, compiled for this platform.
+    assert any(n.startswith("service/ingest/_scan.") and n.endswith(".so") for n in names)
 
 
 def test_installed_replay_when_run_outside_repo_then_imports_the_installed_package(

@@ -1,0 +1,9 @@
+"""The append body's one-pass scan (`_scan.c`)."""
+
+def scan(
+    body: bytes, /
+) -> tuple[list[str], bytes, tuple[int, int] | None, tuple[int, int] | None, bool] | None: ...
+def joined(
+    body: bytes, spans: bytes, start: int, stop: int, separator: bytes, ascii: bool, /
+) -> str: ...
+def texts(body: bytes, spans: bytes, ascii: bool, /) -> list[str]: ...
