@@ -17,21 +17,9 @@ from service.ingest import Limits, parse_json_batch
 from service.ingest.verbatim import split_events
 from service.log.chunks import Chunks, loads, storable, text_at, texts_of, types_of
 from service.log.rows import BATCH_MIN
+from tests.ingest.jsonvalues import same
 
 LIMITS = Limits()
-
-
-def same(a: Any, b: Any) -> bool:
-    """JSON equality, with true never equal to 1 and 1 equal to 1.0."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return a is b
-    if isinstance(a, dict):
-        return isinstance(b, dict) and a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
-    if isinstance(a, list):
-        return isinstance(b, list) and len(a) == len(b) and all(map(same, a, b))
-    if isinstance(a, int | float) and isinstance(b, int | float):
-        return a == b
-    return type(a) is type(b) and a == b
 
 
 @pytest.mark.parametrize(
