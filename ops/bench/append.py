@@ -38,10 +38,13 @@ Phases start after a CHECKPOINT; the 1,000-chunk phases run twice and report
 the better run of each, as the machine's disk is noisy.
 
 With `--workers N` (default 2), the HTTP phases run again against `replay
-serve --workers N` ("HTTP, N workers"; the peer is one Node process).
+serve --workers N` ("HTTP, N workers"; the peer is one Node process). From 10
+chunks the one-process HTTP phase also runs with each batch sent as NDJSON (a
+chunk per line, `application/x-ndjson`): "HTTP, the same as NDJSON".
 
 `--json FILE` writes {"http_vs_peer": {"1", "10", "100", "1000"},
-"http_vs_raw": {"1000"}, "workers": N, "http_workers_vs_peer": {size},
+"http_vs_raw": {"1000"}, "http_ndjson_vs_peer": {"10", "100", "1000"}, "workers": N,
+"http_workers_vs_peer": {size},
 "http_workers_vs_raw": {size}, "in_process_vs_group_commit": r, "events_per_second":
 {size: {phase: ev/s}}, "bytes_per_event": {table: bytes}, "layout": "rows" or
 "batch", "cpu_us_per_event": {"http": {size: {"server", "db"}}, "in_process_1":
@@ -437,7 +440,9 @@ async def writer_bench(
             return await drive(producers, work, send)
 
 
-async def http_bench(base: str, size: int, total: int, spread: int = 1) -> Result:
+async def http_bench(
+    base: str, size: int, total: int, spread: int = 1, *, ndjson: bool = False
+) -> Result:
     # A raw keep-alive client (a connection per producer): on 2 cores aiohttp
     # cost about as much CPU per request as the server, and httpx ~10x more.
     # `spread` connections per producer, each request on whichever is free: the
@@ -451,7 +456,12 @@ async def http_bench(base: str, size: int, total: int, spread: int = 1) -> Resul
         runs = [f"http-{size}-{uuid.uuid4().hex[:6]}-{p}" for p in range(producers)]
 
         async def send(p: int, batch: list[dict[str, object]]) -> None:
-            await poster.post(f"/v1/runs/{runs[p]}/events", orjson.dumps({"events": batch}))
+            path = f"/v1/runs/{runs[p]}/events"
+            if ndjson:  # a chunk per line, as a producer streaming lines sends them
+                lines = b"".join(orjson.dumps(c, option=orjson.OPT_APPEND_NEWLINE) for c in batch)
+                await poster.post(path, lines, "application/x-ndjson")
+            else:
+                await poster.post(path, orjson.dumps({"events": batch}))
 
         # Create the runs outside the timing.
         await asyncio.gather(*(send(p, [chunk(0)]) for p in range(producers)))
@@ -667,6 +677,12 @@ def main() -> None:
                     functools.partial(measure, url, runs, http_bench, base, size, total),
                 )
             paced = measure(url, 1, paced_http, base, 2500, 8 * scale)
+            for size, total in totals.items():
+                if size > 1:  # a single chunk is a line either way
+                    runs = repeats.get(size, 1)
+                    results[size]["http-ndjson"] = measure(
+                        url, runs, functools.partial(http_bench, ndjson=True), base, size, total
+                    )
         if args.workers > 1:
             with server_process(url, REPLAY_WORKERS=str(args.workers)) as base:
                 wait_for_workers(base, args.workers)
@@ -714,6 +730,7 @@ def main() -> None:
         else:
             print(line("in-process writer", *r["writer"], raw))
             print(line("HTTP POST /events", *r["http"], raw))
+            print(line("HTTP, the same as NDJSON", *r["http-ndjson"], raw))
         cpu = http_cpu[size]
         raw_db = RAW_DB_CPU.get((size, "batch-lz4"))
         raw_note = (
@@ -728,6 +745,9 @@ def main() -> None:
         if "peer" in r:
             print(line("Durable Streams server", *r["peer"], raw))
             print(f"  {'':<28} HTTP is {r['http'][0] / r['peer'][0]:>6.0%} of the peer")
+            if "http-ndjson" in r:
+                ndjson = r["http-ndjson"][0] / r["peer"][0]
+                print(f"  {'':<28} as NDJSON {ndjson:>6.0%} of the peer")
             if "http-workers" in r:
                 print(
                     f"  {'':<28} with {args.workers} workers "
@@ -741,6 +761,11 @@ def main() -> None:
             str(size): r["http"][0] / r["peer"][0] for size, r in results.items() if "peer" in r
         },
         "http_vs_raw": {"1000": results[1000]["http"][0] / raw_limit(results[1000], layout)},
+        "http_ndjson_vs_peer": {
+            str(size): r["http-ndjson"][0] / r["peer"][0]
+            for size, r in results.items()
+            if "peer" in r and "http-ndjson" in r
+        },
         "workers": args.workers,
         "http_workers_vs_peer": {
             str(size): r["http-workers"][0] / r["peer"][0]

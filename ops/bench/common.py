@@ -196,15 +196,22 @@ class RawPoster:
         for _ in range(self._n):
             self._free.put_nowait(await asyncio.open_connection("127.0.0.1", self._port))
 
-    async def post(self, path: str, body: bytes) -> bytes:
-        return await self.request("POST", path, body)
+    async def post(self, path: str, body: bytes, content_type: str = "application/json") -> bytes:
+        return await self.request("POST", path, body, content_type=content_type)
 
-    async def request(self, method: str, path: str, body: bytes = b"", headers: str = "") -> bytes:
+    async def request(
+        self,
+        method: str,
+        path: str,
+        body: bytes = b"",
+        headers: str = "",
+        content_type: str = "application/json",
+    ) -> bytes:
         """Send `body` (`headers`: more header lines, each ending in CRLF); returns the
         answer's body (empty for 204). Not 2xx raises."""
         reader, writer = await self._free.get()
         writer.write(
-            f"{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            f"{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Type: {content_type}\r\n"
             f"{headers}Content-Length: {len(body)}\r\n\r\n".encode()
             + body
         )

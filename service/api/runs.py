@@ -159,7 +159,13 @@ async def _append(
     limits = state.limits
     body = await read_body(request, limits.max_batch_bytes)
     if ndjson:
-        batch = parse_ndjson_batch(body, limits, expected_seq=expected_seq, close=close)
+        batch = parse_ndjson_batch(
+            body,
+            limits,
+            expected_seq=expected_seq,
+            close=close,
+            columns_from=state.settings.batch_min_events or None,
+        )
     else:
         # From the log's batch-row threshold on, an append's chunks may stay columns.
         batch = parse_json_batch(body, limits, state.settings.batch_min_events or None)

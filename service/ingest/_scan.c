@@ -443,15 +443,32 @@ static PyObject *bounds(Py_ssize_t field[2]) {
     return Py_BuildValue("(nn)", field[0], field[1]);
 }
 
-PyDoc_STRVAR(scan_doc,
-"scan(body) -> (types, spans, expected_seq, close, ascii) or None\n\n"
-"`types`: each event's type (a list of str); `spans`: each event's start and end\n"
-"offsets in `body`, as native signed 64-bit integers (bytes); `expected_seq` and\n"
-"`close`: their value's (start, end) in `body`, or None\n"
-"where absent; `ascii`: whether `body` is all ASCII (if not, the caller checks\n"
-"it is UTF-8). None for a body this scan does not vouch for.");
+/* An NDJSON body: an event per line, blank lines (spaces and tabs) between them.
+ * -1 with an exception; 0: not vouched for; 1: found. */
+static int lines(Scan *s, Envelope *e) {
+    const unsigned char *end = s->end;
+    const unsigned char *p = e->base;
+    while (p < end) {
+        p = skip_space(p, end);
+        if (p < end && *p != '\n') {
+            p = event_item(s, p, e);
+            if (p == NULL) {
+                return e->error ? -1 : 0;
+            }
+            p = skip_space(p, end);
+            if (p < end && *p != '\n') {
+                return 0;
+            }
+        }
+        if (p < end) {
+            p++; /* the line's end */
+        }
+    }
+    return 1;
+}
 
-static PyObject *scan(PyObject *module, PyObject *arg) {
+/* `walk` over `arg`'s bytes: the events' (types, spans, expected_seq, close, ascii). */
+static PyObject *scanned(PyObject *arg, int (*walk)(Scan *, Envelope *)) {
     Py_buffer view;
     if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) {
         return NULL;
@@ -461,7 +478,7 @@ static PyObject *scan(PyObject *module, PyObject *arg) {
     Found f = {0};
     Envelope e = {base, {{-1, -1}, {-1, -1}, {-1, -1}}, &f, 0};
     PyObject *result = NULL;
-    int outcome = envelope(&s, &e);
+    int outcome = walk(&s, &e);
     if (outcome == 0) {
         result = Py_NewRef(Py_None);
     } else if (outcome > 0) {
@@ -484,6 +501,27 @@ static PyObject *scan(PyObject *module, PyObject *arg) {
     found_free(&f);
     PyBuffer_Release(&view);
     return result;
+}
+
+PyDoc_STRVAR(scan_doc,
+"scan(body) -> (types, spans, expected_seq, close, ascii) or None\n\n"
+"A `{\"events\": [...]}` body. `types`: each event's type (a list of str); `spans`:\n"
+"each event's start and end offsets in `body`, as native signed 64-bit integers\n"
+"(bytes); `expected_seq` and `close`: their value's (start, end) in `body`, or None\n"
+"where absent; `ascii`: whether `body` is all ASCII (if not, the caller checks it is\n"
+"UTF-8). None for a body this scan does not vouch for.");
+
+static PyObject *scan(PyObject *module, PyObject *arg) {
+    return scanned(arg, envelope);
+}
+
+PyDoc_STRVAR(scan_lines_doc,
+"scan_lines(body) -> (types, spans, None, None, ascii) or None\n\n"
+"An NDJSON body (an event per line; blank lines of spaces and tabs between), as\n"
+"`scan` reads an envelope's events.");
+
+static PyObject *scan_lines(PyObject *module, PyObject *arg) {
+    return scanned(arg, lines);
 }
 
 /* Events `start` to `stop` (-1: the last) of `body` by `spans`, checked against it. */
@@ -610,6 +648,7 @@ static PyObject *texts(PyObject *module, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"scan", scan, METH_O, scan_doc},
+    {"scan_lines", scan_lines, METH_O, scan_lines_doc},
     {"joined", joined, METH_VARARGS, joined_doc},
     {"texts", texts, METH_VARARGS, texts_doc},
     {NULL, NULL, 0, NULL},

@@ -3,6 +3,9 @@
 def scan(
     body: bytes, /
 ) -> tuple[list[str], bytes, tuple[int, int] | None, tuple[int, int] | None, bool] | None: ...
+def scan_lines(
+    body: bytes, /
+) -> tuple[list[str], bytes, tuple[int, int] | None, tuple[int, int] | None, bool] | None: ...
 def joined(
     body: bytes, spans: bytes, start: int, stop: int, separator: bytes, ascii: bool, /
 ) -> str: ...

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from service.errors import InvalidEvent, InvalidJson, InvalidRequest, PayloadTooLarge
-from service.ingest.verbatim import split_events
+from service.ingest.verbatim import split_events, split_lines
 from service.log.chunks import StoredChunk, dumps, loads, stored, stored_values, texts_of
 from service.log.eventlog import MAX_SEQ
 from service.log.rows import BATCH_MIN
@@ -121,10 +121,23 @@ def parse_json_batch(body: bytes, limits: Limits, columns_from: int | None = BAT
 
 
 def parse_ndjson_batch(
-    body: bytes, limits: Limits, *, expected_seq: int | None = None, close: bool = False
+    body: bytes,
+    limits: Limits,
+    *,
+    expected_seq: int | None = None,
+    close: bool = False,
+    columns_from: int | None = BATCH_MIN,
 ) -> Batch:
-    """One chunk per line; blank lines are ignored. Each line is kept as sent."""
+    """One chunk per line; blank lines are ignored. Each line is kept as sent (without the
+    spaces around it). From `columns_from` events the chunks may be `Chunks`, read by the
+    C scan (`split_lines`); any body it does not take is read line by line."""
     limits.check_body(len(body))
+    columns = split_lines(body, columns_from)
+    if columns is not None:
+        limits.check_count(len(columns))
+        if len(body) > limits.max_chunk_bytes:  # else no line of it can be
+            _check_chunks(columns, limits)
+        return Batch(columns, expected_seq, close)
     chunks: list[StoredChunk] = []
     for number, raw in enumerate(body.split(b"\n"), start=1):
         line = raw.strip()

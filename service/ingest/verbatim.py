@@ -26,7 +26,7 @@ too.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from itertools import repeat
 from operator import attrgetter
 from typing import Any
@@ -152,16 +152,39 @@ def split_scanned(body: bytes, columns_from: int = BATCH_MIN) -> tuple[Chunks, A
     """`split_events` by the C scan alone, for a body of `columns_from` events or more
     (None for a smaller one, and for one the scan does not vouch for)."""
     found = _scan.scan(body)
+    chunks = _chunks(body, found, columns_from, lambda: _ids(body))
+    if chunks is None or found is None:
+        return None
+    return chunks, _value(body, found[2], None), _value(body, found[3], False)
+
+
+def split_lines(body: bytes, columns_from: int | None = BATCH_MIN) -> Chunks | None:
+    """An NDJSON body's chunks (an event per line, blank lines skipped, each text its
+    line without the spaces around it) as `Chunks`, by the C scan, for a body of
+    `columns_from` events or more; None for any other (the caller reads it line by
+    line, which names what is wrong)."""
+    if columns_from is None or not SCAN:
+        return None
+    # The ids, where a row keeps them, are read from each text (rare: batch rows don't).
+    return _chunks(body, _scan.scan_lines(body), columns_from, None)
+
+
+def _chunks(
+    body: bytes,
+    found: tuple[list[str], bytes, Any, Any, bool] | None,
+    columns_from: int,
+    read_ids: Callable[[], IdColumns | None] | None,
+) -> Chunks | None:
+    """The scan's events as `Chunks`, if it found at least `columns_from` in a UTF-8 body."""
     if found is None or len(found[0]) < columns_from:
         return None
-    kinds, spans, expected, close, ascii = found
+    kinds, spans, _, _, ascii = found
     if not ascii:
         try:
             body.decode()
         except UnicodeDecodeError:
             return None
-    chunks = Chunks(kinds, Spans(body, spans, ascii), lambda: _ids(body))
-    return chunks, _value(body, expected, None), _value(body, close, False)
+    return Chunks(kinds, Spans(body, spans, ascii), read_ids)
 
 
 def _value(body: bytes, bounds: tuple[int, int] | None, default: Any) -> Any:

@@ -1,10 +1,12 @@
-"""The C scan of a large JSON append body (`service/ingest/_scan.c`): built where the
-tests run, it reads exactly what msgspec's passes read, and a body it vouches for
-is one the exact parser reads the same way, however the body was damaged."""
+"""The C scan of a large JSON or NDJSON append body (`service/ingest/_scan.c`): built
+where the tests run, it reads exactly what msgspec's passes (or the line-by-line path)
+read, and a body it vouches for is one the exact parser reads the same way, however the
+body was damaged."""
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -12,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from service.errors import InvalidEvent, InvalidJson, InvalidRequest
-from service.ingest import Limits, parse_json_batch, verbatim
-from service.ingest.verbatim import split_decoded, split_scanned
+from service.ingest import Limits, parse_json_batch, parse_ndjson_batch, verbatim
+from service.ingest.verbatim import split_decoded, split_lines, split_scanned
 from service.log.chunks import Chunks, loads, texts_of, types_of
 from service.log.rows import BATCH_MIN
 from tests.ingest.jsonvalues import same
@@ -238,3 +240,88 @@ def test_large_body_when_scanned_then_every_row_slice_joins_its_events(count: in
     assert chunks.joined(count - 1, count, "\n") == texts[-1]
     assert chunks.joined(3, 3, "\n") == ""
     assert [c.message_id for c in chunks] == [e["messageId"] for e in sent]
+
+
+# NDJSON bodies: an event per line, with blank lines and spaces where a producer may
+# leave them.
+gaps = st.sampled_from([b"", b" ", b"\t", b"  \t"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(events, gaps, gaps, st.booleans()), min_size=BATCH_MIN, max_size=30),
+    st.booleans(),
+)
+def test_ndjson_body_when_scanned_then_it_reads_what_the_line_by_line_path_reads(
+    lines: list[tuple[dict[str, Any], bytes, bytes, bool]], spaced: bool
+) -> None:
+    body = b""
+    for event, before, after, blank in lines:
+        text = (
+            json.dumps(event).encode()
+            if spaced
+            else json.dumps(event, separators=(",", ":"), ensure_ascii=False).encode(
+                "utf-8", "surrogatepass"
+            )
+        )
+        body += before + text + after + b"\n" + (b" \n" if blank else b"")
+    try:
+        by_line = parse_ndjson_batch(body, LIMITS, columns_from=None).chunks
+    except InvalidJson:  # a number past a double's range, a lone surrogate written raw
+        assert split_lines(body) is None
+        return
+    scanned = split_lines(body)
+    if scanned is None:
+        # Declined only for a number whose exponent might be past a double's (a float
+        # such as 1e+300 written out): a body the scan does not vouch for.
+        assert re.search(rb"[0-9][eE][-+]?[0-9]{3}", body)
+        return
+    assert types_of(scanned) == [c.type for c in by_line]
+    assert texts_of(scanned) == [c.text for c in by_line]
+    assert list(scanned) == list(by_line)
+
+
+@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(events, min_size=BATCH_MIN, max_size=8),
+    st.lists(st.tuples(st.floats(0, 1), st.integers(0, 3), damage), min_size=1, max_size=3),
+)
+def test_ndjson_body_when_damaged_then_the_scan_declines_or_reads_what_each_line_holds(
+    sent: list[dict[str, Any]], edits: list[tuple[float, int, bytes]]
+) -> None:
+    body = b"\n".join(json.dumps(e).encode() for e in sent) + b"\n"
+    for where, cut, text in edits:
+        at = int(where * len(body))
+        body = body[:at] + text + body[at + cut :]
+    scanned = split_lines(body)
+    if scanned is None:
+        return
+    lines = [line for line in body.split(b"\n") if line.strip(b" \t")]
+    assert len(lines) == len(scanned)
+    for line, chunk in zip(lines, scanned, strict=True):
+        event = loads(line)  # raises (fails the test) on a line that is no JSON
+        assert isinstance(event, dict) and event["type"] == chunk.type
+        assert chunk.text == line.strip(b" \t").decode()
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"type":"A"}\n' * (BATCH_MIN - 1),  # fewer events than a batch row
+        b'{"type":"A"}\r\n' * BATCH_MIN,  # CRLF: the line-by-line path re-encodes
+        b'{"type":"A"}\n' * BATCH_MIN + b'{"type":"B"} {"type":"C"}\n',  # two on a line
+        b'{"type":"A"}\n' * BATCH_MIN + b'\x0c{"type":"B"}\n',  # other whitespace
+        b'{"type":"A"}\n' * BATCH_MIN + b'{"type":"B","x":1e400}\n',
+        b'{"type":"A"}\n' * BATCH_MIN + b"[1]\n",
+    ],
+)
+def test_ndjson_body_when_the_scan_declines_then_read_line_by_line(body: bytes) -> None:
+    assert split_lines(body) is None
+    try:
+        chunks = parse_ndjson_batch(body, LIMITS).chunks
+    except (InvalidJson, InvalidEvent) as refused:
+        assert refused.extra["line"] == BATCH_MIN + 1
+        return
+    values = [loads(line.strip()) for line in body.split(b"\n") if line.strip()]
+    assert [c.type for c in chunks] == [v["type"] for v in values]
+    assert all(same(loads(c.text), v) for c, v in zip(chunks, values, strict=True))
