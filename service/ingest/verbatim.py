@@ -13,6 +13,8 @@ it does not vouch for, and every body where it is missing, takes two passes of
 msgspec's C decoder, one taking each event as raw text and one reading only its
 `type` (and below `BATCH_MIN` its `messageId` and `toolCallId`), plus a search
 for numbers past a double's range: four times the scan's CPU on a large body.
+The same scan reads a large NDJSON body (`split_lines`), which is otherwise
+parsed line by line.
 
 A slice is stored only where it means exactly what the general path would
 store; anything else (a raw CR or LF anywhere in the body, invalid UTF-8, a

@@ -94,8 +94,8 @@ class Texts(Protocol):
 
 
 class Chunks(Sequence[StoredChunk]):
-    """A large JSON body's chunks as columns: their types, and their texts as the body's
-    own slices, decoded only when asked for (service.ingest.verbatim).
+    """A large body's chunks (JSON or NDJSON) as columns: their types, and their texts as
+    the body's own slices, decoded only when asked for (service.ingest.verbatim).
 
     Storing a large batch needs each chunk's type but its texts only joined (a batch
     row, service.log.rows), and the ids not at all: building a `StoredChunk` per
