@@ -1,0 +1,111 @@
+"""The C scan built with AddressSanitizer and UndefinedBehaviorSanitizer, fed bodies damaged
+every which way: a read past a buffer, a leak of a reference count into freed memory or
+undefined arithmetic stops the run with the sanitizer's report."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+SOURCE = Path(__file__).resolve().parents[2] / "service" / "ingest" / "_scan.c"
+
+# Run in a child process that loads the sanitized build (the sanitizers' runtime must
+# come first in it, so it is preloaded). Deterministic: seeded, no hypothesis.
+FUZZ = r"""
+import importlib.machinery, importlib.util, json, random, sys
+loader = importlib.machinery.ExtensionFileLoader("_scan", sys.argv[1])
+spec = importlib.util.spec_from_loader("_scan", loader)
+scan = importlib.util.module_from_spec(spec)
+loader.exec_module(scan)
+rng = random.Random(17)
+pieces = [b'"', b"\\", b"{", b"}", b"[", b"]", b":", b",", b" ", b"\t", b"\n", b"\r",
+          b"\x00", b"0", b"-", b"e", b"E9", b"1" * 250, b"\\u", b"\\ud800", b"true", b"nul",
+          b"\xc3", b"\xff", b'"type"', b'"type":"A"', b'"events"', b"[" * 300, b"x"]
+def event(i):
+    return {"type": ["A", "B", "TEXT_MESSAGE_CONTENT", f"T{i % 40}"][i % 4],
+            "delta": "h\u00e9llo " * (i % 3), "n": [i, 1.5e-7, None, {"k": [True]}]}
+checked = 0
+for round in range(4000):
+    sent = [event(rng.randrange(100)) for _ in range(rng.randrange(0, 12))]
+    if rng.random() < 0.5:
+        body = json.dumps({"events": sent, "expected_seq": 3}).encode()
+    else:
+        body = b"\n".join(json.dumps(e).encode() for e in sent) + b"\n"
+    for _ in range(rng.randrange(0, 4)):
+        at = rng.randrange(len(body) + 1)
+        body = body[:at] + rng.choice(pieces) + body[at + rng.randrange(0, 4):]
+    if rng.random() < 0.3:  # cut short: every token may meet the body's end
+        body = body[: rng.randrange(len(body) + 1)]
+    for found in (scan.scan(body), scan.scan_lines(body)):
+        if found is None:
+            continue
+        kinds, spans, _, _, ascii = found
+        if not ascii:
+            try:
+                body.decode()
+            except UnicodeDecodeError:
+                continue
+        texts = scan.texts(body, spans, ascii)
+        n = len(kinds)
+        assert len(texts) == n
+        start = rng.randrange(n + 1)
+        stop = rng.randrange(start, n + 1)
+        assert scan.joined(body, spans, start, stop, b"\n", ascii) == "\n".join(texts[start:stop])
+        checked += 1
+    for bad in ((0, -1), (2, 1), (0, 10**6)):
+        try:
+            scan.joined(body, b"\x00" * 16, *bad, b"\n", True)
+        except IndexError:
+            pass
+print(checked)
+"""
+
+
+def test_scan_when_built_with_sanitizers_then_damaged_bodies_report_nothing(
+    tmp_path: Path,
+) -> None:
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        pytest.fail("gcc is needed to build the scan with sanitizers")
+    include = sysconfig.get_paths()["include"]
+    built = tmp_path / "_scan.so"
+    subprocess.run(
+        [gcc, "-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=undefined",
+         "-fno-omit-frame-pointer", "-shared", "-fPIC", f"-I{include}", str(SOURCE),
+         "-o", str(built)],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )  # fmt: skip
+    runtimes = [
+        subprocess.run(
+            [gcc, f"-print-file-name={name}"], check=True, capture_output=True, text=True
+        ).stdout.strip()
+        for name in ("libasan.so", "libubsan.so")
+    ]
+    env = {
+        **os.environ,
+        "LD_PRELOAD": ":".join(runtimes),
+        # Every object from malloc, which the sanitizer guards (Python's own small-object
+        # arenas it cannot see into): a read past a body's end is then caught.
+        "PYTHONMALLOC": "malloc",
+        # Python's own allocations are not the scan's: leaks are not what this checks.
+        "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=0:exitcode=99",
+        "UBSAN_OPTIONS": "print_stacktrace=1:exitcode=98",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", FUZZ, str(built)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    # The bodies must have reached the scan's accepting paths, not only its declines.
+    assert int(done.stdout) > 500
