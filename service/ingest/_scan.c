@@ -1,4 +1,5 @@
-/* One pass over a plain `{"events": [...]}` append body (service.ingest.verbatim).
+/* One pass over a plain `{"events": [...]}` append body, or an NDJSON one (an event
+ * per line), for service.ingest.verbatim.
  *
  * The pure-Python fast path reads such a body in four C passes (msgspec for the
  * events' slices, msgspec again for their types, a byte translation and two
@@ -301,8 +302,8 @@ static void found_free(Found *f) {
     }
 }
 
-/* 0, or -1 with an exception set (out of memory); `*ok` = 0 when the type cannot be
- * remembered (too many distinct types: the body is still fine, just not common). */
+/* 0; 1 when the type cannot be remembered (too many distinct types: not the common
+ * body this scan is for); -1 with an exception set (out of memory). */
 static int found_add(Found *f, Py_ssize_t start, Py_ssize_t stop, const unsigned char *kind,
                      Py_ssize_t size) {
     if (f->count == f->room) {
@@ -329,18 +330,14 @@ static int found_add(Found *f, Py_ssize_t start, Py_ssize_t stop, const unsigned
         }
     }
     if (str == NULL) {
+        if (f->cached == TYPE_CACHE) {
+            return 1;
+        }
         str = PyUnicode_FromStringAndSize((const char *)kind, size);
         if (str == NULL) {
             return -1;
         }
-        if (f->cached < TYPE_CACHE) {
-            f->cache[f->cached++] = (Cached){kind, size, str};
-        } else {
-            /* Past the cache: this event's own string, kept alive by the list below. */
-            PyErr_SetString(PyExc_OverflowError, "too many distinct types");
-            Py_DECREF(str);
-            return -1;
-        }
+        f->cache[f->cached++] = (Cached){kind, size, str};
     }
     f->spans[2 * f->count] = start;
     f->spans[2 * f->count + 1] = stop;
@@ -364,8 +361,9 @@ static int field(const unsigned char *key, Py_ssize_t size) {
     return -1;
 }
 
-/* What the envelope's members fill in: its fields' value bounds (-1 when absent), the
- * events found, and whether a failure set an exception (out of memory). */
+/* What a walk fills in: the envelope's fields' value bounds (-1 when absent; an NDJSON
+ * body has none), the events found, and whether a failure set an exception (out of
+ * memory). */
 typedef struct {
     const unsigned char *base;
     Py_ssize_t fields[3][2];
@@ -384,15 +382,9 @@ static const unsigned char *event_item(Scan *s, const unsigned char *p, void *co
     if (p == NULL || kind.text == NULL) {
         return NULL;
     }
-    if (found_add(e->found, first - e->base, p - e->base, kind.text, kind.size) < 0) {
-        if (PyErr_ExceptionMatches(PyExc_OverflowError)) {
-            PyErr_Clear(); /* too many distinct types: not this scan's common body */
-        } else {
-            e->error = 1;
-        }
-        return NULL;
-    }
-    return p;
+    int added = found_add(e->found, first - e->base, p - e->base, kind.text, kind.size);
+    e->error = added < 0;
+    return added == 0 ? p : NULL;
 }
 
 /* A member of the envelope: `events` (a list of events), `expected_seq` or `close`, each
@@ -528,7 +520,7 @@ static PyObject *scan_lines(PyObject *module, PyObject *arg) {
 typedef struct {
     Py_buffer body, spans;
     const int64_t *at;
-    Py_ssize_t start, stop;
+    Py_ssize_t stop;
 } Texts;
 
 static int texts_open(Texts *t, PyObject *body, PyObject *spans, Py_ssize_t start,
@@ -542,7 +534,6 @@ static int texts_open(Texts *t, PyObject *body, PyObject *spans, Py_ssize_t star
     }
     t->at = t->spans.buf;
     Py_ssize_t count = t->spans.len / (Py_ssize_t)(2 * sizeof(int64_t));
-    t->start = start;
     t->stop = stop < 0 ? count : stop;
     int bad = start < 0 || t->stop < start || t->stop > count;
     for (Py_ssize_t i = start; !bad && i < t->stop; i++) {

@@ -92,6 +92,13 @@ def _check_chunks(chunks: Sequence[StoredChunk], limits: Limits) -> None:
                 limits.check_chunk(chunks[index], index)
 
 
+def _check_slices(chunks: Sequence[StoredChunk], body: bytes, limits: Limits) -> None:
+    """The limits of chunks whose texts are slices of `body`."""
+    limits.check_count(len(chunks))
+    if len(body) > limits.max_chunk_bytes:  # else no slice of it can be
+        _check_chunks(chunks, limits)
+
+
 def parse_json_batch(body: bytes, limits: Limits, columns_from: int | None = BATCH_MIN) -> Batch:
     """`{"events": [chunk, ...], "expected_seq": N?, "close": bool?}`; from `columns_from`
     events (the log's `batch_min`), the chunks may be `Chunks` (see `split_events`)."""
@@ -99,9 +106,7 @@ def parse_json_batch(body: bytes, limits: Limits, columns_from: int | None = BAT
     verbatim = split_events(body, columns_from)
     if verbatim is not None:
         chunks, expected_seq, close = verbatim
-        limits.check_count(len(chunks))
-        if len(body) > limits.max_chunk_bytes:  # else no slice of it can be
-            _check_chunks(chunks, limits)
+        _check_slices(chunks, body, limits)
         return Batch(chunks, _expected(expected_seq), _close(close))
     envelope = loads(body)
     if not isinstance(envelope, dict):
@@ -134,9 +139,7 @@ def parse_ndjson_batch(
     limits.check_body(len(body))
     columns = split_lines(body, columns_from)
     if columns is not None:
-        limits.check_count(len(columns))
-        if len(body) > limits.max_chunk_bytes:  # else no line of it can be
-            _check_chunks(columns, limits)
+        _check_slices(columns, body, limits)
         return Batch(columns, expected_seq, close)
     chunks: list[StoredChunk] = []
     for number, raw in enumerate(body.split(b"\n"), start=1):

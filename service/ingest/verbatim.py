@@ -125,7 +125,7 @@ def split_events(
     for any other body (see the module's doc). From `columns_from` events (the log's
     batch rows' threshold; None: a log storing a row per event) the chunks are
     `Chunks`."""
-    if columns_from is not None and SCAN:
+    if columns_from is not None:
         found = split_scanned(body, columns_from)
         if found is not None:
             return found
@@ -152,7 +152,10 @@ def split_decoded(
 
 def split_scanned(body: bytes, columns_from: int = BATCH_MIN) -> tuple[Chunks, Any, Any] | None:
     """`split_events` by the C scan alone, for a body of `columns_from` events or more
-    (None for a smaller one, and for one the scan does not vouch for)."""
+    (None for a smaller one, for one the scan does not vouch for, and where it was not
+    built)."""
+    if not SCAN:
+        return None
     found = _scan.scan(body)
     chunks = _chunks(body, found, columns_from, lambda: _ids(body))
     if chunks is None or found is None:
@@ -205,9 +208,6 @@ class Spans:
         self._at = memoryview(spans).cast("q")
         self._ascii = ascii
 
-    def __len__(self) -> int:
-        return len(self._at) // 2
-
     def text(self, index: int) -> str:
         at = self._at
         return self._body[at[2 * index] : at[2 * index + 1]].decode()
@@ -230,9 +230,6 @@ class Raws:
 
     def __init__(self, raws: list[msgspec.Raw]) -> None:
         self._raws = raws
-
-    def __len__(self) -> int:
-        return len(self._raws)
 
     def text(self, index: int) -> str:
         return str(self._raws[index], "utf-8")

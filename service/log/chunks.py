@@ -80,8 +80,6 @@ class Texts(Protocol):
     """Chunks' JSON texts, each a slice of one body (already checked to be UTF-8 holding
     no raw CR or LF, which `service.log.rows` relies on), decoded only when asked for."""
 
-    def __len__(self) -> int: ...
-
     def text(self, index: int) -> str: ...
 
     def texts(self) -> list[str]:
