@@ -58,7 +58,7 @@ from service.durable.protocol import Streams
 from service.durable.sweeper import Sweeper
 from service.embedded import embedded_postgres
 from service.errors import ReplayError
-from service.log import EventLog, LogStore
+from service.log import EventLog, LogStore, PoolStats
 from service.log.engine import open_engine
 from service.log.streams import StreamStore
 from service.stream import Hub, Limits
@@ -301,19 +301,26 @@ def _gauges(
             pool="audit",
         ),
         metrics.sample("replay_db_pool_max_size", lambda: audit_max, pool="audit"),
-        *_replica_gauges(event_log),
+        *_optional_pool_gauges(event_log),
     ]
 
 
-def _replica_gauges(event_log: LogStore) -> list[Callable[[], None]]:
-    if event_log.replica_pool_stats() is None:
-        return []
+def _optional_pool_gauges(event_log: LogStore) -> list[Callable[[], None]]:
+    """The gauges of the log's pools that it may not have: a standby's, the lanes' own."""
+    removers = []
+    for label, stats in (
+        ("replica", event_log.replica_pool_stats),
+        ("commit", event_log.commit_pool_stats),
+    ):
+        if stats() is None:
+            continue
 
-    def read(field: str) -> Callable[[], float]:
-        return lambda: getattr(event_log.replica_pool_stats(), field, 0)
+        def read(field: str, stats: Callable[[], PoolStats | None] = stats) -> Callable[[], float]:
+            return lambda: getattr(stats(), field, 0)
 
-    return [
-        metrics.sample("replay_db_pool_in_use", read("in_use"), pool="replica"),
-        metrics.sample("replay_db_pool_size", read("size"), pool="replica"),
-        metrics.sample("replay_db_pool_max_size", read("max_size"), pool="replica"),
-    ]
+        removers += [
+            metrics.sample("replay_db_pool_in_use", read("in_use"), pool=label),
+            metrics.sample("replay_db_pool_size", read("size"), pool=label),
+            metrics.sample("replay_db_pool_max_size", read("max_size"), pool=label),
+        ]
+    return removers

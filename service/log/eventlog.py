@@ -37,7 +37,7 @@ from service.log.request import AppendResult
 from service.log.sql import QUERIES
 from service.log.store import CommitHook, CommitRowsHook, Page, PoolStats, RunState
 from service.log.summary import BIGINT_MAX
-from service.log.writer import GroupCommitter
+from service.log.writer import COMMIT_SETTINGS, GroupCommitter
 
 _CREATE_RUN = QUERIES["create_run"]
 _GET_RUN = QUERIES["get_run"]
@@ -253,14 +253,17 @@ class EventLog:
         answer_seconds: float = 4.5,
         statement_seconds: float = 30.0,
         read_pool: asyncpg.Pool | None = None,
+        commit_pool: asyncpg.Pool | None = None,
         batch_min: int | None = log_rows.BATCH_MIN,
     ):
         # Kept for tests and benchmarks that inspect the database directly;
         # no other layer of the service touches it.
         self.pool = pool
         self._dsn = dsn
+        # The commit lanes' own connections (see `open`), or None: they share `pool`.
+        self.commit_pool = commit_pool
         self._committer = GroupCommitter(
-            pool,
+            pool if commit_pool is None else commit_pool,
             lanes=commit_lanes,
             overlap_seconds=commit_overlap_seconds,
             pace_seconds=commit_pace_seconds,
@@ -315,6 +318,23 @@ class EventLog:
                 timeout=connect_seconds,
                 command_timeout=statement_seconds,
             )
+        try:
+            with translated("cannot connect to the database"):
+                # The lanes' own, planned as `writer.COMMIT_SETTINGS` says (a session's
+                # settings, sent with the connection's startup: no round trip of their own).
+                commit_pool = await asyncpg.create_pool(
+                    dsn,
+                    init=backends.opened,
+                    min_size=1,
+                    max_size=commit_lanes,
+                    connection_class=PooledConnection,
+                    timeout=connect_seconds,
+                    command_timeout=statement_seconds,
+                    server_settings=dict(COMMIT_SETTINGS),
+                )
+        except BaseException:
+            await pool.close()
+            raise
         read_pool = None
         if read_url:
             # Connects lazily: a standby that is down only sends its reads to the primary.
@@ -334,6 +354,7 @@ class EventLog:
             answer_seconds=answer_seconds,
             statement_seconds=statement_seconds,
             read_pool=read_pool,
+            commit_pool=commit_pool,
             batch_min=batch_min,
         )
         event_log._backends = backends
@@ -388,6 +409,8 @@ class EventLog:
         await self._ahead.stop()
         self._deadlines.close()
         await self._committer.close()
+        if self.commit_pool is not None:
+            await self.commit_pool.close()
         await self.pool.close()
         if self.read_pool is not None:
             await self.read_pool.close()
@@ -697,18 +720,13 @@ class EventLog:
         )
 
     def pool_stats(self) -> PoolStats:
-        pool = self.pool
-        return PoolStats(
-            pool.get_size() - pool.get_idle_size(), pool.get_size(), pool.get_max_size()
-        )
+        return _stats(self.pool)
 
     def replica_pool_stats(self) -> PoolStats | None:
-        pool = self.read_pool
-        if pool is None:
-            return None
-        return PoolStats(
-            pool.get_size() - pool.get_idle_size(), pool.get_size(), pool.get_max_size()
-        )
+        return None if self.read_pool is None else _stats(self.read_pool)
+
+    def commit_pool_stats(self) -> PoolStats | None:
+        return None if self.commit_pool is None else _stats(self.commit_pool)
 
     async def schema_version(self) -> str | None:
         """The migration the schema is at; raises Unavailable if the database does not answer."""
@@ -716,6 +734,10 @@ class EventLog:
             async with self.pool.acquire(timeout=2) as conn:
                 version: str | None = await conn.fetchval(_SCHEMA_VERSION, timeout=2)
         return version
+
+
+def _stats(pool: asyncpg.Pool) -> PoolStats:
+    return PoolStats(pool.get_size() - pool.get_idle_size(), pool.get_size(), pool.get_max_size())
 
 
 async def _events(pool: asyncpg.Pool, run_id: str, after: int, limit: int) -> list[Event]:

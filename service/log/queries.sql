@@ -32,6 +32,12 @@
 -- is escaped by the client and unescaped by the database's jsonb parser, which
 -- doubled the database's CPU per event of a large append.
 --
+-- Each UPDATE finds its runs through `runs`' key only: `(closed_at IS NULL) IS
+-- TRUE` is `closed_at IS NULL` in a form no index answers, so the (month,
+-- closed_at) index cannot offer to read every open run instead (the commit
+-- lanes' connections rule out the other scans: service.log.writer's
+-- COMMIT_SETTINGS). The same goes for `append_plain` and `bump`.
+--
 -- The seq is taken under the run row's lock (the UPDATE) and the lock is held
 -- to commit, so commit order equals seq order within a run: a reader asking
 -- for `seq > N` never skips an event that commits later. `runs` takes part in
@@ -88,7 +94,7 @@ WITH rich AS (
                 THEN 'error'
             ELSE 'finished' END
     -- Re-checked on the newest row version after waiting for its lock.
-    WHERE runs.run_id = ANY($4::text[]) AND runs.closed_at IS NULL
+    WHERE runs.run_id = ANY($4::text[]) AND (runs.closed_at IS NULL) IS TRUE
       AND (NOT ($3::jsonb -> runs.run_id) ? 'expected'
            OR runs.last_seq = (($3::jsonb -> runs.run_id) ->> 'expected')::bigint - 1)
       AND (NOT ($3::jsonb -> runs.run_id) ? 'born'
@@ -117,7 +123,7 @@ plain AS (
     UPDATE runs SET
         last_seq = runs.last_seq + ($5::jsonb ->> runs.run_id)::bigint,
         updated_at = now()
-    WHERE runs.run_id = ANY($6::text[]) AND runs.closed_at IS NULL
+    WHERE runs.run_id = ANY($6::text[]) AND (runs.closed_at IS NULL) IS TRUE
       AND (NOT $7::jsonb ? runs.run_id
            OR runs.last_seq = ($7::jsonb ->> runs.run_id)::bigint - 1)
     RETURNING runs.run_id, runs.last_seq - ($5::jsonb ->> runs.run_id)::bigint AS base,
@@ -173,7 +179,7 @@ WITH upd AS (
         last_seq = runs.last_seq + ($3::jsonb ->> runs.run_id)::bigint,
         updated_at = now()
     -- Re-checked on the newest row version after waiting for its lock.
-    WHERE runs.run_id = ANY($4::text[]) AND runs.closed_at IS NULL
+    WHERE runs.run_id = ANY($4::text[]) AND (runs.closed_at IS NULL) IS TRUE
       AND (NOT $5::jsonb ? runs.run_id
            OR runs.last_seq = ($5::jsonb ->> runs.run_id)::bigint - 1)
     RETURNING runs.run_id, runs.last_seq - ($3::jsonb ->> runs.run_id)::bigint AS base,
@@ -245,7 +251,7 @@ WITH upd AS (
             WHEN coalesce(($1::jsonb -> runs.run_id) ->> 'terminal', runs.last_terminal) = 'RUN_ERROR'
                 THEN 'error'
             ELSE 'finished' END
-    WHERE runs.run_id = ANY($2::text[]) AND runs.closed_at IS NULL
+    WHERE runs.run_id = ANY($2::text[]) AND (runs.closed_at IS NULL) IS TRUE
       AND (NOT ($1::jsonb -> runs.run_id) ? 'expected'
            OR runs.last_seq = (($1::jsonb -> runs.run_id) ->> 'expected')::bigint - 1)
       AND (NOT ($1::jsonb -> runs.run_id) ? 'born'

@@ -251,6 +251,9 @@ class LogStore(Protocol):
     def replica_pool_stats(self) -> PoolStats | None:
         """The read replica's connections; None without one."""
 
+    def commit_pool_stats(self) -> PoolStats | None:
+        """The commit lanes' own connections; None when they share `pool_stats`'."""
+
     # -- deployment-wide secrets (the token signing secret) -------------------
 
     async def shared_secret(self, name: str, candidate: str) -> str:

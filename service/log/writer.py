@@ -47,9 +47,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from itertools import chain
+from types import MappingProxyType
 from typing import Any
 
 import asyncpg
@@ -76,7 +77,24 @@ _STORED_RANGE = sql.QUERIES["stored_range"]
 # for big groups; below this, unnesting arrays in one statement is faster.
 _COPY_MIN_ROWS = 1000
 
-__all__ = ["AppendResult", "GroupCommitter"]
+# The session settings of the commit lanes' connections (`EventLog.open` gives the lanes
+# a pool of their own). Every statement a lane runs reaches `runs` (and a producer's
+# row) by its key, a group's few rows, so these take from the planner the choices a
+# table's statistics (missing before autovacuum's first ANALYZE, stale after a burst
+# of new runs) would otherwise turn into a scan: of every run row, or of every open
+# one through the (month, closed_at) index, testing each against the group's run ids.
+# Its cost then grew with the table, not the group. And a lane's statements are
+# planned once per connection (a generic plan), not again for each group: planning
+# the append statement costs the database about what running it for a small group does.
+COMMIT_SETTINGS: Mapping[str, str] = MappingProxyType(
+    {
+        "plan_cache_mode": "force_generic_plan",
+        "enable_seqscan": "off",
+        "enable_bitmapscan": "off",
+    }
+)
+
+__all__ = ["COMMIT_SETTINGS", "AppendResult", "GroupCommitter"]
 
 
 def _json_equal(a: Any, b: Any) -> bool:

@@ -569,47 +569,54 @@ def _plan_args(statement: str, runs: list[str]) -> tuple[Any, ...]:
     return rows, [], requests, runs[:1], json.dumps(dict.fromkeys(rest, 1)), rest, "{}"
 
 
-@pytest.mark.parametrize("mode", ["force_custom_plan", "force_generic_plan"])
+@pytest.mark.parametrize("stats", ["none", "analyzed", "most_closed"])
 @pytest.mark.parametrize("statement", ["APPEND", "APPEND_PLAIN", "BUMP"])
-async def test_append_statements_when_planned_then_runs_joins_nothing_and_rows_meet_by_hash(
-    event_log: EventLog, statement: str, mode: str
+async def test_append_statements_on_a_lane_connection_then_runs_are_read_by_key_only(
+    event_log: EventLog, statement: str, stats: str
 ) -> None:
-    """A generic plan made while `runs` had no statistics once joined the request
-    arrays to every run row (an append rate that fell as the table grew). `runs` is
-    read by its own scan right under its UPDATE, never inside a join; a group's rows
-    meet their runs' updated rows by hashing one set, never by a nested loop (which
-    rescans one set per row of the other). The plans a prepared statement runs on: its
-    first ones, for its values (here before `runs` has statistics), then a generic one
-    (here once it has them)."""
-    runs = [f"plan-{statement}-{mode}-{i}" for i in range(300)]
+    """The plan a commit lane runs each statement on (its connection's settings, its
+    generic plan): `runs` read by its key, right under its UPDATE (or a subplan's lookup
+    of one run), never scanned whole nor through the (month, closed_at) index, whatever
+    the table's statistics say: none yet (before autovacuum's first ANALYZE), all runs
+    open, or most closed while many are open (stale after a burst of new runs). Either
+    scan once read every run, or every open one, testing each against the group's ids.
+    A group's rows meet their runs' updated rows by hashing one set, never by a nested
+    loop (which rescans one set per row of the other)."""
+    assert event_log.commit_pool is not None
+    runs = [f"plan-{statement}-{stats}-{i}" for i in range(300)]
     async with event_log.pool.acquire() as conn:
         await conn.executemany("INSERT INTO runs (run_id) VALUES ($1)", [(r,) for r in runs])
-        if mode == "force_generic_plan":
+        if stats == "most_closed":
+            closed = [f"plan-{statement}-closed-{i}" for i in range(3000)]
+            await conn.executemany(
+                "INSERT INTO runs (run_id, closed_at) VALUES ($1, now())", [(r,) for r in closed]
+            )
+        if stats != "none":
             await conn.execute("ANALYZE runs")
-        async with conn.transaction():
-            await conn.execute(f"SET LOCAL plan_cache_mode = {mode}")
-            # PREPARE and EXPLAIN EXECUTE: the plan a prepared statement runs on (a
-            # prepared EXPLAIN would plan with its values as constants).
-            args = _plan_args(statement, runs[:50])
-            types = ", ".join("text[]" if isinstance(a, list) else "text" for a in args)
-            await conn.execute(f"PREPARE planned ({types}) AS {getattr(sql, statement)}")
-            literals = [
-                await conn.fetchval("SELECT quote_literal($1::text[]::text)", a)
-                if isinstance(a, list)
-                else await conn.fetchval("SELECT quote_literal($1::text)", a)
-                for a in args
-            ]
-            explain = f"EXPLAIN EXECUTE planned ({', '.join(literals)})"
-            lines = [row[0].strip() for row in await conn.fetch(explain)]
-            await conn.execute("DEALLOCATE planned")
+    async with event_log.commit_pool.acquire() as conn:
+        # PREPARE and EXPLAIN EXECUTE: the plan a prepared statement runs on (a
+        # prepared EXPLAIN would plan with its values as constants).
+        args = _plan_args(statement, runs[:50])
+        types = ", ".join("text[]" if isinstance(a, list) else "text" for a in args)
+        await conn.execute(f"PREPARE planned ({types}) AS {getattr(sql, statement)}")
+        literals = [
+            await conn.fetchval("SELECT quote_literal($1::text[]::text)", a)
+            if isinstance(a, list)
+            else await conn.fetchval("SELECT quote_literal($1::text)", a)
+            for a in args
+        ]
+        explain = f"EXPLAIN EXECUTE planned ({', '.join(literals)})"
+        lines = [row[0].strip() for row in await conn.fetch(explain)]
+        await conn.execute("DEALLOCATE planned")
     plan = "\n".join(lines)
     scans = [i for i, line in enumerate(lines) if " on runs " in line and "Update" not in line]
     assert scans, plan
     for i in scans:
+        assert lines[i].startswith("->  Index Scan using runs_pkey on runs"), plan
         # Right under its UPDATE (or a subplan's lookup of one run by its key).
         assert lines[i - 1].startswith(("->  Update on runs", "SubPlan")), plan
-    for join in ("Nested Loop", "Merge Join"):
-        assert join not in plan, plan
+    for shape in ("Seq Scan", "Bitmap", "runs_month_closed_idx", "Nested Loop", "Merge Join"):
+        assert shape not in plan, plan
 
 
 async def _stalled_on_lock(other: asyncpg.Connection, run_id: str) -> None:

@@ -194,7 +194,12 @@ async def test_metrics_when_scraped_then_listen_pools_and_process_collector_are_
 ) -> None:
     samples = await scrape(http)
     assert value(samples, "replay_listen_connected") == 1
-    for pool, most in (("log", service.settings.pool_size), ("audit", None)):
+    pools = (
+        ("log", service.settings.pool_size),
+        ("commit", service.settings.commit_lanes),
+        ("audit", None),
+    )
+    for pool, most in pools:
         size = value(samples, "replay_db_pool_size", {"pool": pool})
         in_use = value(samples, "replay_db_pool_in_use", {"pool": pool})
         top = value(samples, "replay_db_pool_max_size", {"pool": pool})
