@@ -326,7 +326,9 @@ class EventLog:
                     dsn,
                     init=backends.opened,
                     min_size=1,
-                    max_size=commit_lanes,
+                    # And one for a lane's fallback that makes a missing partition
+                    # (service.log.partitions) while every lane holds one.
+                    max_size=commit_lanes + 1,
                     connection_class=PooledConnection,
                     timeout=connect_seconds,
                     command_timeout=statement_seconds,

@@ -39,7 +39,9 @@ numbered, committed (what the stream's hub serves this process's followers
 from without reading them back).
 
 What a group sends and what each append gets back are `service.log.request`'s
-(typed, and settled by pure functions); this module runs the statements.
+(typed, and settled by pure functions); this module runs the statements, on
+connections the lanes keep between groups (`_Connections`), from a pool of their
+own whose sessions plan for what the lanes run (`COMMIT_SETTINGS`).
 """
 
 from __future__ import annotations
@@ -60,13 +62,16 @@ from service.errors import Unavailable
 from service.log import partitions, sql
 from service.log import rows as log_rows
 from service.log.chunks import StoredChunk, loads, texts_of
-from service.log.faults import acquire, translate
+from service.log.faults import translate
 from service.log.request import AppendResult, Group, Outcomes, Pending, explain, settle
 from service.log.store import CommitHook, CommitRowsHook, Row, RunState
 from service.loopevent import LoopEvent
 from service.tasks import stopped
 
 log = logging.getLogger("replay.log")
+
+# A lane's connection, as its pool hands it out.
+Connection = asyncpg.pool.PoolConnectionProxy
 
 _RUN_STATES = sql.QUERIES["run_states"]
 _CREATE_RUN_IF_MISSING = sql.QUERIES["create_run_if_missing"]
@@ -95,6 +100,62 @@ COMMIT_SETTINGS: Mapping[str, str] = MappingProxyType(
 )
 
 __all__ = ["COMMIT_SETTINGS", "AppendResult", "GroupCommitter"]
+
+# A connection the lanes have not used this long is closed, not used again: as long as
+# asyncpg's pool keeps an idle one (its `max_inactive_connection_lifetime`), so one a
+# middlebox may have dropped meanwhile is never where a group's statement is sent.
+_KEEP_IDLE_SECONDS = 300.0
+
+
+class _Connections:
+    """The lanes' connections, kept between groups, the last one used taken first.
+
+    A pool's checkout and return cost this process more than a small group's statement
+    does (the pool's own tasks and shields around each), so a lane takes one of these
+    and puts it back; the pool is asked only when none is free. Taking the one used
+    last keeps one database backend (its caches warm) doing the work of a steady load,
+    as the pool's own last-in-first-out order did. A connection a group failed on goes
+    back to the pool instead (terminated first where the driver lost track of it, as
+    `faults.acquire` does), and so does, at `close`, every kept one.
+    """
+
+    __slots__ = ("_free", "_loop", "_pool", "_wait")
+
+    def __init__(self, pool: asyncpg.Pool, wait: float, loop: asyncio.AbstractEventLoop) -> None:
+        self._pool = pool
+        self._wait = wait
+        self._loop = loop
+        # (connection, when it was put back)
+        self._free: list[tuple[Connection, float]] = []
+
+    async def take(self) -> Connection:
+        free = self._free
+        while free:
+            conn, used = free.pop()
+            if not conn.is_closed() and self._loop.time() - used <= _KEEP_IDLE_SECONDS:
+                return conn
+            conn.terminate()
+            await self.give_back(conn)
+        fresh: Connection = await self._pool.acquire(timeout=self._wait)
+        return fresh
+
+    def put(self, conn: Connection) -> None:
+        self._free.append((conn, self._loop.time()))
+
+    async def give_back(self, conn: Connection, error: BaseException | None = None) -> None:
+        """Return `conn` to the pool (never raises: a lane outlives it)."""
+        if isinstance(error, asyncpg.InternalClientError):
+            conn.terminate()
+        try:
+            await self._pool.release(conn, timeout=self._wait)
+        except Exception:  # its reset failed: the pool opens a fresh one instead
+            log.warning("a commit lane's connection could not be returned", exc_info=True)
+            conn.terminate()
+
+    async def close(self) -> None:
+        free, self._free = self._free, []
+        for conn, _ in free:
+            await self.give_back(conn)
 
 
 def _json_equal(a: Any, b: Any) -> bool:
@@ -154,12 +215,14 @@ class GroupCommitter:
         self._hooks: list[CommitHook] = []
         self._row_hooks: list[tuple[CommitRowsHook, Callable[[str], bool] | None]] = []
         self._unsure_hooks: list[Callable[[], None]] = []
+        self._connections = _Connections(pool, statement_seconds, self._loop)
         self._lanes = [
             asyncio.create_task(self._lane(), name=f"commit-lane-{i}") for i in range(lanes)
         ]
 
     async def close(self) -> None:
         await stopped(*self._lanes)
+        await self._connections.close()
         if self._hold is not None:
             self._hold.cancel()
         for item in self._queue:
@@ -339,9 +402,14 @@ class GroupCommitter:
                 several = len(group) > 1
                 self._paced_from = start if several else None
                 self._awaited = set(group) if several else set()
+            conn: Connection | None = None
             try:
-                await self._commit(group)
+                conn = await self._connections.take()
+                await self._commit(conn, group)
             except Exception as exc:  # a lane must outlive any one group
+                if conn is not None:
+                    await self._connections.give_back(conn, exc)
+                    conn = None
                 error = translate("the event log could not commit", exc)
                 for items in group.values():
                     for item in items:
@@ -349,6 +417,9 @@ class GroupCommitter:
                             item.future.set_exception(error)
                 self._tell_unsure()
             finally:
+                if conn is not None:
+                    # Cancelled (the log closing) midway: the pool's release resets it.
+                    self._connections.put(conn)
                 self._starts.remove(start)
                 self._inflight.difference_update(group)
                 # Whatever waited on these runs may go now.
@@ -356,12 +427,12 @@ class GroupCommitter:
                 done, self._group_done = self._group_done, LoopEvent(self._loop)
                 done.set()
 
-    async def _commit(self, appends: dict[str, list[Pending]]) -> None:
+    async def _commit(self, conn: Connection, appends: dict[str, list[Pending]]) -> None:
         group = Group.of(appends, self._batch_min)
         if len(group.events.rows) >= _COPY_MIN_ROWS:
-            rows = await self._retrying(self._bump_and_copy, group)
+            rows = await self._retrying(conn, self._bump_and_copy, group)
         else:
-            rows = await self._retrying(self._append_statement, group)
+            rows = await self._retrying(conn, self._append_statement, group)
         outcomes, refused = settle(appends, {row["run_id"]: row["base"] for row in rows})
         if self._row_hooks:
             self._committed_rows(appends, outcomes)
@@ -370,7 +441,7 @@ class GroupCommitter:
             metrics.EVENTS_APPENDED.inc(outcomes.committed)
             metrics.GROUP_COMMIT_EVENTS.observe(outcomes.committed)
         if refused:
-            await self._explain(refused)
+            await self._explain(conn, refused)
 
     def _apply(self, outcomes: Outcomes) -> None:
         if self._hooks:
@@ -394,12 +465,15 @@ class GroupCommitter:
             self._awaited.difference_update(item.run_id for item in outcomes.retry)
 
     async def _retrying(
-        self, attempt: Callable[[Group], Awaitable[list[asyncpg.Record]]], group: Group
+        self,
+        conn: Connection,
+        attempt: Callable[[Connection, Group], Awaitable[list[asyncpg.Record]]],
+        group: Group,
     ) -> list[asyncpg.Record]:
         made_partitions = False
         for tries in range(5):
             try:
-                return await attempt(group)
+                return await attempt(conn, group)
             except asyncpg.DeadlockDetectedError:
                 # Another process's group locked our runs in another order.
                 if tries == 4:
@@ -409,19 +483,18 @@ class GroupCommitter:
                 # made now, then the group once more.
                 if made_partitions or not partitions.no_partition(error):
                     raise
+                # On a connection of its own: the lanes' pool has one more than lanes.
                 await partitions.ensure_for_runs(self._pool, list(group.shares))
                 made_partitions = True
         raise AssertionError("unreachable")
 
-    async def _append_statement(self, group: Group) -> list[asyncpg.Record]:
-        timeout = self._statement_seconds
+    async def _append_statement(self, conn: Connection, group: Group) -> list[asyncpg.Record]:
         statement, params = group.statement()
-        async with acquire(self._pool, timeout) as conn:
-            return list(await conn.fetch(statement, *params, timeout=timeout))
+        return list(await conn.fetch(statement, *params, timeout=self._statement_seconds))
 
-    async def _bump_and_copy(self, group: Group) -> list[asyncpg.Record]:
+    async def _bump_and_copy(self, conn: Connection, group: Group) -> list[asyncpg.Record]:
         timeout = self._statement_seconds
-        async with acquire(self._pool, timeout) as conn, conn.transaction():
+        async with conn.transaction():
             rows = list(await conn.fetch(sql.BUMP, *group.share_params(), timeout=timeout))
             records = group.events.records(
                 {row["run_id"]: row["base"] for row in rows},
@@ -432,23 +505,22 @@ class GroupCommitter:
             )
         return rows
 
-    async def _explain(self, refused: dict[str, list[Pending]]) -> None:
+    async def _explain(self, conn: Connection, refused: dict[str, list[Pending]]) -> None:
         """Settle appends the statement did not apply: missing, closed, or misfit runs."""
-        async with acquire(self._pool, self._statement_seconds) as conn:
-            states = {
-                r["run_id"]: RunState(r["last_seq"], r["closed"], r["created_at"])
-                for r in await conn.fetch(_RUN_STATES, list(refused))
-            }
-            stored = [
-                run
-                for run, items in refused.items()
-                if run in states
-                and items[0].expected_seq is not None
-                and await _already_stored(conn, items[0])
-            ]
-            outcomes = explain(refused, states, stored)
-            for run, thread in outcomes.create.items():
-                await conn.execute(_CREATE_RUN_IF_MISSING, run, thread)
+        states = {
+            r["run_id"]: RunState(r["last_seq"], r["closed"], r["created_at"])
+            for r in await conn.fetch(_RUN_STATES, list(refused))
+        }
+        stored = [
+            run
+            for run, items in refused.items()
+            if run in states
+            and items[0].expected_seq is not None
+            and await _already_stored(conn, items[0])
+        ]
+        outcomes = explain(refused, states, stored)
+        for run, thread in outcomes.create.items():
+            await conn.execute(_CREATE_RUN_IF_MISSING, run, thread)
         # A retry found stored already: its first try committed, perhaps unheard (its
         # answer lost). The run's state as read is the hint.
         for run in stored:
@@ -457,7 +529,7 @@ class GroupCommitter:
         self._apply(outcomes)
 
 
-async def _already_stored(conn: asyncpg.pool.PoolConnectionProxy, item: Pending) -> bool:
+async def _already_stored(conn: Connection, item: Pending) -> bool:
     """Whether `item` is stored exactly at its `expected_seq` already (a retry)."""
     assert item.expected_seq is not None
     count = len(item.chunks)

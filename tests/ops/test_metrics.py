@@ -196,7 +196,7 @@ async def test_metrics_when_scraped_then_listen_pools_and_process_collector_are_
     assert value(samples, "replay_listen_connected") == 1
     pools = (
         ("log", service.settings.pool_size),
-        ("commit", service.settings.commit_lanes),
+        ("commit", service.settings.commit_lanes + 1),
         ("audit", None),
     )
     for pool, most in pools:
