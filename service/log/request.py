@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from datetime import date, datetime
 from itertools import repeat
 from operator import attrgetter
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -38,8 +38,10 @@ from service.log.store import RunState
 from service.log.summary import TOKEN_COLUMNS, adds_to_summary, summarize_parts
 
 
-@dataclass(frozen=True, slots=True)
-class AppendResult:
+class AppendResult(NamedTuple):
+    """Where an append's chunks went. A named tuple, not a frozen dataclass: one is made
+    per append, and a frozen dataclass sets each field through `object.__setattr__`."""
+
     run_id: str
     # None when the append carried no chunks (a bare close).
     first_seq: int | None
@@ -373,18 +375,30 @@ def settle(
     and the runs it refused, still to be explained."""
     outcomes = Outcomes()
     refused: dict[str, list[Pending]] = {}
+    hint = outcomes.hints.append
+    result = outcomes.results.append
+    committed = 0
     for run, items in appends.items():
         base = bases.get(run)
         if base is None:
             refused[run] = items
             continue
+        if len(items) == 1:
+            # Most shares of a busy log's groups: one append.
+            item = items[0]
+            count = len(item.chunks)
+            committed += count
+            hint((run, base + count, item.close))
+            result((item, AppendResult(run, base + 1 if count else None, base + count)))
+            continue
         added = sum(len(item.chunks) for item in items)
-        outcomes.committed += added
-        outcomes.hints.append((run, base + added, items[-1].close))
+        committed += added
+        hint((run, base + added, items[-1].close))
         for item in items:
             first = base + 1
             base += len(item.chunks)
-            outcomes.results.append((item, AppendResult(run, first if item.chunks else None, base)))
+            result((item, AppendResult(run, first if item.chunks else None, base)))
+    outcomes.committed = committed
     return outcomes, refused
 
 
