@@ -147,6 +147,8 @@ def _stored_chunks(
     if type(chunks) is Chunks:
         return chunks  # a large body's, from the ingest layer
     if type(chunks) is list:
+        if len(chunks) == 1 and type(chunks[0]) is dict:
+            return stored_values(chunks)  # a token of a run: no sets of types to make
         kinds = set(map(type, chunks))  # checked in C: this runs per append
         if kinds <= {StoredChunk}:
             return chunks  # the ingest layer's
