@@ -9,7 +9,7 @@ the baselines, raw asyncpg with one transaction per batch that bumps the run
 row and inserts the events: as one row each (unnest and COPY, into a table
 shaped as the log was before revision 0005), and as the log stores a large
 batch since revision 0007 (service.log.rows): rows of up to 256 events, the
-chunks and types joined with newlines, lz4-compressed as the log's column is
+chunks and types joined with newlines, lz4-compressed as the log's columns are
 (and the same into a pglz copy of the table). "of raw" is against the raw
 limit of the layout the log uses (lz4 batch rows if its `events` has `n`).
 Batch size 1 runs with 50 concurrent producers, as producers of single
@@ -213,7 +213,8 @@ async def drive(
 # the run row bumped like the service does. Events as rows go to `raw_events`,
 # shaped as `events` was before revision 0005; batch rows to `raw_batches`,
 # shaped as `events`' batch rows are, with the server's default compression (pglz), and
-# to a copy with lz4 (what 0007_event_batches gives the log's column).
+# to a copy with lz4 on both (what 0007_event_batches and 0008_type_compression give
+# the log's columns).
 RAW_TABLES = """
 CREATE TABLE raw_events (
     run_id text NOT NULL, seq bigint NOT NULL, type text NOT NULL, chunk text NOT NULL,
@@ -227,6 +228,7 @@ CREATE TABLE raw_batches (
 );
 CREATE TABLE raw_batches_lz4 (LIKE raw_batches INCLUDING ALL);
 ALTER TABLE raw_batches_lz4 ALTER COLUMN chunk SET COMPRESSION lz4;
+ALTER TABLE raw_batches_lz4 ALTER COLUMN type SET COMPRESSION lz4;
 """
 UNNEST = """
 INSERT INTO raw_events (run_id, seq, type, chunk, message_id, tool_call_id)
@@ -267,7 +269,7 @@ async def raw_tables(url: str) -> str:
 
 def raw_limit(r: dict[str, Result], layout: str) -> float:
     """The raw limit of the log's layout: its rows inserted without the service."""
-    # Batch rows: their lz4 form, as 0007_event_batches compresses the column where the
+    # Batch rows: their lz4 form, as 0007 and 0008 compress the columns where the
     # server has lz4 (the raw tables need it too).
     return r["batch-lz4"][0] if layout == "batch" else max(r["unnest"][0], r["copy"][0])
 

@@ -109,8 +109,9 @@ async def ensure(pool: asyncpg.Pool, months: Iterable[date]) -> list[date]:
             name = name_of(month)
             # A table left by an interrupted prune's detach would be in the way.
             await conn.execute(f"DROP TABLE IF EXISTS {name}")
-            # INCLUDING COMPRESSION: the chunk column's (lz4 where the server has it,
-            # revision 0007_event_batches); a partition does not take it from its parent.
+            # INCLUDING COMPRESSION: the chunk and type columns' (lz4 where the server has
+            # it, revisions 0007_event_batches and 0008_type_compression); a partition
+            # does not take it from its parent.
             await conn.execute(
                 f"CREATE TABLE {name} (LIKE events INCLUDING DEFAULTS INCLUDING CONSTRAINTS"
                 " INCLUDING COMPRESSION)"

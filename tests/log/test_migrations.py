@@ -130,11 +130,13 @@ _EVENT_ROWS = (
     " FROM events ORDER BY run_id, seq"
 )
 _RUN_ROWS = "SELECT (runs.*)::text FROM runs ORDER BY run_id"
-_CHUNK_COMPRESSION = (
-    "SELECT attcompression::text FROM pg_attribute WHERE attname = 'chunk' AND attrelid IN"
+_COMPRESSION = (
+    "SELECT attcompression::text FROM pg_attribute WHERE attname = '{}' AND attrelid IN"
     " (SELECT 'events'::regclass UNION ALL"
     "  SELECT inhrelid FROM pg_inherits WHERE inhparent = 'events'::regclass)"
 )
+_CHUNK_COMPRESSION = _COMPRESSION.format("chunk")
+_TYPE_COMPRESSION = _COMPRESSION.format("type")
 
 
 async def test_partitioned_events_migration_when_up_and_down_then_every_row_byte_identical(
@@ -215,6 +217,15 @@ async def test_event_batches_migration_when_down_then_a_row_per_event_and_up_rea
         finally:
             await pool.close()
         assert set(await _rows(url, _CHUNK_COMPRESSION)) == {"l"}
+        # And on their types (a batch row's are several kilobytes), from 0008.
+        assert set(await _rows(url, _TYPE_COMPRESSION)) == {"l"}
+        await asyncio.to_thread(migrate.downgrade, url, "0007_event_batches")
+        assert set(await _rows(url, _TYPE_COMPRESSION)) == {""}
+        async with EventLog.connect(url) as log:
+            after = await log.read_events("b-1", 0, 1000)
+        assert [(e.seq, e.type, e.chunk) for e in after] == [
+            (e.seq, e.type, e.chunk) for e in before
+        ]
         await asyncio.to_thread(migrate.downgrade, url, "0006_partitioned_events")
         assert set(await _rows(url, _CHUNK_COMPRESSION)) == {""}
         conn = await asyncpg.connect(url)
