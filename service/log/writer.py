@@ -209,7 +209,10 @@ class GroupCommitter:
         # Made in the loop the lanes run on (they are its tasks), which it keeps.
         self._loop = asyncio.get_running_loop()
         self._group_done = LoopEvent(self._loop)
-        self._wake = LoopEvent(self._loop)
+        # The lanes waiting for work, and whether one has been woken and not yet looked
+        # (see `_call`).
+        self._idle: deque[asyncio.Future[None]] = deque()
+        self._calling = False
         self._max_events = max_events
         self._batch_min = batch_min
         self._hooks: list[CommitHook] = []
@@ -324,8 +327,26 @@ class GroupCommitter:
         self._queue.append(item)
         self._queued += len(chunks)
         self._awaited.discard(run_id)
-        self._wake.set()
+        self._call()
         return future
+
+    def _call(self) -> None:
+        """Wake one idle lane to look at the queue, unless one is on its way already.
+
+        One at a time: a group's producers submit one after another, and waking every
+        idle lane for each (as an event would) had all but one find nothing, several
+        times per group. A lane that takes a group and leaves work queued calls the
+        next; a lane that ends a group looks again by itself; a hold's end calls one.
+        """
+        if self._calling or not self._queue:
+            return
+        idle = self._idle
+        while idle:
+            waiter = idle.pop()
+            if not waiter.done():
+                waiter.set_result(None)
+                self._calling = True
+                return
 
     def _held(self) -> bool:
         """Whether what is queued waits: for the group in flight, or for the pace
@@ -351,7 +372,7 @@ class GroupCommitter:
 
     def _end_hold(self) -> None:
         self._hold = None
-        self._wake.set()
+        self._call()
 
     def _take(self) -> dict[str, list[Pending]]:
         if self._held():
@@ -392,9 +413,15 @@ class GroupCommitter:
         while True:
             group = self._take()
             if not group:
-                self._wake.clear()
-                await self._wake.wait()
+                waiter = self._loop.create_future()
+                self._idle.append(waiter)
+                try:
+                    await waiter
+                finally:
+                    self._calling = False
                 continue
+            if self._queue:
+                self._call()  # what is left may be another lane's (or held)
             self._inflight.update(group)
             start = self._loop.time()
             self._starts.append(start)
@@ -422,8 +449,7 @@ class GroupCommitter:
                     self._connections.put(conn)
                 self._starts.remove(start)
                 self._inflight.difference_update(group)
-                # Whatever waited on these runs may go now.
-                self._wake.set()
+                # Whatever waited on these runs may go now: this lane looks next.
                 done, self._group_done = self._group_done, LoopEvent(self._loop)
                 done.set()
 
