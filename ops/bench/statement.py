@@ -20,7 +20,9 @@ rows, `EventRows.params`, sending the statement and reading its answer: what
 the writer's event loop pays) and the wall time per statement. The targets
 take turns within each round (the order rotated every round); each prints its
 median over the rounds and its ratio to the full statement's. Commits are
-durable (`synchronous_commit` as the server has it), as the log's are.
+durable (`synchronous_commit` as the server has it), as the log's are. The
+connection has the commit lanes' session settings (`writer.COMMIT_SETTINGS`), so
+the statements run on the plans the lanes' do.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from common import cpu_seconds, scratch_database
 from service.log import sql
 from service.log.chunks import StoredChunk
 from service.log.request import EventRows
+from service.log.writer import COMMIT_SETTINGS
 
 CHUNK = orjson.dumps(
     {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": "tokens "}
@@ -92,7 +95,8 @@ TARGETS: dict[str, tuple[str, Params]] = {
 
 
 async def measure(url: str, width: int, statements: int, rounds: int) -> dict[str, Any]:
-    conn = await asyncpg.connect(url)
+    # With the commit lanes' session settings: the plans the lanes run on.
+    conn = await asyncpg.connect(url, server_settings=dict(COMMIT_SETTINGS))
     try:
         pid = await conn.fetchval("SELECT pg_backend_pid()")
         runs = [f"statement-{i:04d}" for i in range(width)]
