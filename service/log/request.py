@@ -383,21 +383,13 @@ def settle(
         if base is None:
             refused[run] = items
             continue
-        if len(items) == 1:
-            # Most shares of a busy log's groups: one append.
-            item = items[0]
-            count = len(item.chunks)
-            committed += count
-            hint((run, base + count, item.close))
-            result((item, AppendResult(run, base + 1 if count else None, base + count)))
-            continue
-        added = sum(len(item.chunks) for item in items)
-        committed += added
-        hint((run, base + added, items[-1].close))
+        start = base
         for item in items:
-            first = base + 1
-            base += len(item.chunks)
-            result((item, AppendResult(run, first if item.chunks else None, base)))
+            count = len(item.chunks)
+            result((item, AppendResult(run, base + 1 if count else None, base + count)))
+            base += count
+        committed += base - start
+        hint((run, base, items[-1].close))
     outcomes.committed = committed
     return outcomes, refused
 
