@@ -289,11 +289,7 @@ def _gauges(
         metrics.sample("replay_stream_reads", lambda: hub.stats().follower_reads, by="follower"),
         metrics.sample("replay_hosted_runs", lambda: len(drivers.active)),
         metrics.sample("replay_listen_connected", lambda: float(hub.listening)),
-        metrics.sample("replay_db_pool_in_use", lambda: event_log.pool_stats().in_use, pool="log"),
-        metrics.sample("replay_db_pool_size", lambda: event_log.pool_stats().size, pool="log"),
-        metrics.sample(
-            "replay_db_pool_max_size", lambda: event_log.pool_stats().max_size, pool="log"
-        ),
+        *_pool_gauges("log", event_log.pool_stats),
         metrics.sample("replay_db_pool_in_use", audit_pool.checkedout, pool="audit"),
         metrics.sample(
             "replay_db_pool_size",
@@ -307,20 +303,23 @@ def _gauges(
 
 def _optional_pool_gauges(event_log: LogStore) -> list[Callable[[], None]]:
     """The gauges of the log's pools that it may not have: a standby's, the lanes' own."""
-    removers = []
-    for label, stats in (
-        ("replica", event_log.replica_pool_stats),
-        ("commit", event_log.commit_pool_stats),
-    ):
-        if stats() is None:
-            continue
+    optional = (("replica", event_log.replica_pool_stats), ("commit", event_log.commit_pool_stats))
+    return [
+        remover
+        for label, stats in optional
+        if stats() is not None
+        for remover in _pool_gauges(label, stats)
+    ]
 
-        def read(field: str, stats: Callable[[], PoolStats | None] = stats) -> Callable[[], float]:
-            return lambda: getattr(stats(), field, 0)
 
-        removers += [
-            metrics.sample("replay_db_pool_in_use", read("in_use"), pool=label),
-            metrics.sample("replay_db_pool_size", read("size"), pool=label),
-            metrics.sample("replay_db_pool_max_size", read("max_size"), pool=label),
-        ]
-    return removers
+def _pool_gauges(label: str, stats: Callable[[], PoolStats | None]) -> list[Callable[[], None]]:
+    """A pool's three gauges, read from `stats()` at scrape time; returns their removers."""
+
+    def read(field: str) -> Callable[[], float]:
+        return lambda: getattr(stats(), field, 0)
+
+    return [
+        metrics.sample("replay_db_pool_in_use", read("in_use"), pool=label),
+        metrics.sample("replay_db_pool_size", read("size"), pool=label),
+        metrics.sample("replay_db_pool_max_size", read("max_size"), pool=label),
+    ]

@@ -310,32 +310,29 @@ class EventLog:
         `read_url`: a hot standby of `url` for catch-up reads (see `read_page`)."""
         dsn = asyncpg_dsn(url)
         backends = _Backends()
-        with translated("cannot connect to the database"):
-            pool = await asyncpg.create_pool(
-                dsn,
-                init=backends.opened,
-                min_size=min(2, pool_size),
-                max_size=pool_size,
-                connection_class=PooledConnection,
-                timeout=connect_seconds,
-                command_timeout=statement_seconds,
-            )
-        try:
+
+        async def primary_pool(
+            min_size: int, max_size: int, settings: Mapping[str, str] | None = None
+        ) -> asyncpg.Pool:
             with translated("cannot connect to the database"):
-                # The lanes' own, planned as `writer.COMMIT_SETTINGS` says (a session's
-                # settings, sent with the connection's startup: no round trip of their own).
-                commit_pool = await asyncpg.create_pool(
+                return await asyncpg.create_pool(
                     dsn,
                     init=backends.opened,
-                    min_size=1,
-                    # And one for a lane's fallback that makes a missing partition
-                    # (service.log.partitions) while every lane holds one.
-                    max_size=commit_lanes + 1,
+                    min_size=min_size,
+                    max_size=max_size,
                     connection_class=PooledConnection,
                     timeout=connect_seconds,
                     command_timeout=statement_seconds,
-                    server_settings=dict(COMMIT_SETTINGS),
+                    server_settings=None if settings is None else dict(settings),
                 )
+
+        pool = await primary_pool(min(2, pool_size), pool_size)
+        try:
+            # The lanes' own, planned as `writer.COMMIT_SETTINGS` says (a session's settings,
+            # sent with the connection's startup: no round trip of their own), with one more
+            # for a lane's fallback that makes a missing partition (service.log.partitions)
+            # while every lane holds one.
+            commit_pool = await primary_pool(1, commit_lanes + 1, COMMIT_SETTINGS)
         except BaseException:
             await pool.close()
             raise
