@@ -199,6 +199,14 @@ static const unsigned char *key(Scan *s, const unsigned char *p, int *escaped, P
     return p < end && *p == ':' ? skip_space(p + 1, end) : NULL;
 }
 
+/* `key` of a member whose key must be written without escapes (an event's or the
+ * envelope's, matched byte for byte): NULL for one that holds an escape. */
+static const unsigned char *plain_key(Scan *s, const unsigned char *p, Py_ssize_t *size) {
+    int escaped = 0;
+    p = key(s, p, &escaped, size);
+    return escaped ? NULL : p;
+}
+
 static const unsigned char *element(Scan *s, const unsigned char *p, void *depth) {
     return value(s, p, *(int *)depth + 1);
 }
@@ -254,18 +262,16 @@ typedef struct {
  * non-empty ASCII string without escapes. */
 static const unsigned char *event_member(Scan *s, const unsigned char *p, void *context) {
     Kind *kind = context;
-    int escaped = 0;
     const unsigned char *name = p;
     Py_ssize_t size;
-    p = key(s, p, &escaped, &size);
-    if (p == NULL || escaped) {
+    if ((p = plain_key(s, p, &size)) == NULL) {
         return NULL;
     }
     if (size != 6 || memcmp(name + 1, "type", 4) != 0) {
         return value(s, p, 2);
     }
     const unsigned char *start = p;
-    int high = s->high;
+    int high = s->high, escaped = 0;
     if (kind->text != NULL || p >= s->end || *p != '"') {
         return NULL;
     }
@@ -391,11 +397,10 @@ static const unsigned char *event_item(Scan *s, const unsigned char *p, void *co
  * once, its key written without escapes. */
 static const unsigned char *envelope_member(Scan *s, const unsigned char *p, void *context) {
     Envelope *e = context;
-    int escaped = 0;
     const unsigned char *name = p;
     Py_ssize_t size;
-    p = key(s, p, &escaped, &size);
-    int which = p == NULL || escaped ? -1 : field(name, size);
+    p = plain_key(s, p, &size);
+    int which = p == NULL ? -1 : field(name, size);
     if (which < 0 || e->fields[which][0] >= 0) {
         return NULL; /* malformed, an unknown field, or one given twice */
     }
