@@ -205,6 +205,53 @@ note AS (
 SELECT run_id, base, (SELECT count(*) FROM note) AS notes FROM upd;
 
 
+-- name: append_tools
+-- `append_plain` for a group whose shares record, besides their counts and
+-- expected seqs, only the tools they called (a TOOL_CALL_START: one per tool
+-- call of every agent, so most groups of a busy log that are not plain hold
+-- one). It adds those names to the run's `tool_names`, the one thing `append`
+-- would have done for them, without `append`'s second UPDATE of `runs` and its
+-- producer and summary steps, which cost every row of the group its share of
+-- their setup. A run's names are added as `append` adds them: distinct, sorted.
+--
+-- $1-$5 as `append_plain`'s; $6 the tools each run called (jsonb
+-- {run_id: [name, ...]}, only the runs that called any).
+WITH upd AS (
+    UPDATE runs SET
+        last_seq = runs.last_seq + ($3::jsonb ->> runs.run_id)::bigint,
+        updated_at = now(),
+        tool_names = CASE WHEN $6::jsonb ? runs.run_id THEN ARRAY(
+            SELECT DISTINCT t
+            FROM unnest(runs.tool_names || ARRAY(
+                SELECT jsonb_array_elements_text($6::jsonb -> runs.run_id))) AS t
+            ORDER BY t) ELSE runs.tool_names END
+    -- Re-checked on the newest row version after waiting for its lock.
+    WHERE runs.run_id = ANY($4::text[]) AND (runs.closed_at IS NULL) IS TRUE
+      AND (NOT $5::jsonb ? runs.run_id
+           OR runs.last_seq = ($5::jsonb ->> runs.run_id)::bigint - 1)
+    RETURNING runs.run_id, runs.last_seq - ($3::jsonb ->> runs.run_id)::bigint AS base,
+        runs.last_seq, runs.run_month
+),
+ins AS (
+    INSERT INTO events (run_id, seq, type, chunk, message_id, tool_call_id, n, run_month)
+    SELECT e.run_id, upd.base + e.ord, e.type, e.chunk, e.message_id, e.tool_call_id, e.n,
+        upd.run_month
+    FROM jsonb_array_elements($1::jsonb) AS r,
+        LATERAL (SELECT r ->> 0 AS run_id, (r ->> 1)::bigint AS ord, r ->> 2 AS type,
+                 coalesce(r ->> 3, ($2::text[])[(r ->> 7)::int]) AS chunk,
+                 r ->> 4 AS message_id, r ->> 5 AS tool_call_id,
+                 (r ->> 6)::int AS n) AS e
+    JOIN upd ON upd.run_id = e.run_id
+),
+note AS (
+    SELECT pg_notify('replay_events_v1', string_agg(line, E'\n'))
+    FROM (SELECT run_id || ' ' || last_seq AS line, (row_number() OVER ()) / 40 AS bucket
+          FROM upd) AS l
+    GROUP BY bucket
+)
+SELECT run_id, base, (SELECT count(*) FROM note) AS notes FROM upd;
+
+
 -- name: bump
 -- The first half of a big group commit: `append` without its events, which
 -- follow by COPY (PostgreSQL's bulk path, cheaper per row than unnesting

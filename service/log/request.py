@@ -163,10 +163,15 @@ class RunShare:
     def plain(self) -> bool:
         """Whether `to_json` holds nothing but the count and the expected seq (what
         `append_plain` takes), told from the fields without building it."""
+        return not self.tools and self.tools_at_most
+
+    @property
+    def tools_at_most(self) -> bool:
+        """Whether `to_json` holds nothing but the count, the expected seq and the tools
+        called (what `append_tools` takes)."""
         return (
             not self.close
             and self.terminal is None
-            and not self.tools
             and self.usage == _NO_USAGE
             and self.born is None
             and self.producer is None
@@ -322,35 +327,47 @@ class Group:
 
     def statement(self) -> tuple[str, tuple[Any, ...]]:
         """The append statement this group takes (`queries.sql`), with all its parameters:
-        `append_plain` when every share is plain, else `append`."""
-        plain, requests = self.request_params()
-        return sql.APPEND_PLAIN if plain else sql.APPEND, (*self.events.params(), *requests)
+        `append_plain` when every share is plain, `append_tools` when every share is
+        plain but for the tools it called, else `append`."""
+        statement, requests = self.request_params()
+        return statement, (*self.events.params(), *requests)
 
-    def request_params(self) -> tuple[bool, tuple[str | list[str], ...]]:
+    def request_params(self) -> tuple[str, tuple[str | list[str], ...]]:
         """Which append statement the group takes, and its parameters after the events'
         rows. A plain share's request is its count and at most its expected seq (nothing
         else to record); `append_plain` when every share is: $3 `{run: count}`, $4 the run
-        ids, $5 `{run: expected seq}`. Otherwise `append`: $3-$4 the other shares (as
-        `share_params`), then the plain ones as `append_plain`'s $3-$5."""
+        ids, $5 `{run: expected seq}`. `append_tools` when every share is that and at
+        most the tools it called: the same, then $6 `{run: [tool, ...]}`. Otherwise
+        `append`: $3-$4 the other shares (as `share_params`), then the plain ones as
+        `append_plain`'s $3-$5."""
         shares = self.shares
+        if all(share.tools_at_most for share in shares.values()):
+            part = _plain_params(shares, list(shares))
+            tools = {run: list(share.tools) for run, share in shares.items() if share.tools}
+            if not tools:
+                return sql.APPEND_PLAIN, part
+            return sql.APPEND_TOOLS, (*part, orjson.dumps(tools).decode())
         plain = [run for run, share in shares.items() if share.plain]
-        part = (
-            orjson.dumps({run: shares[run].count for run in plain}).decode(),
-            plain,
-            orjson.dumps(
-                {run: shares[run].expected for run in plain if shares[run].expected is not None}
-            ).decode(),
-        )
-        if len(plain) == len(shares):
-            return True, part
         taken = set(plain)
         rich = {run: share.to_json() for run, share in shares.items() if run not in taken}
-        return False, (orjson.dumps(rich).decode(), list(rich), *part)
+        return sql.APPEND, (orjson.dumps(rich).decode(), list(rich), *_plain_params(shares, plain))
 
     def share_params(self) -> tuple[str, list[str]]:
         """`append`'s $3-$4 (`bump`'s $1-$2): the shares as JSON, and their run ids."""
         shares = {run: share.to_json() for run, share in self.shares.items()}
         return orjson.dumps(shares).decode(), list(self.shares)
+
+
+def _plain_params(shares: Mapping[str, RunShare], runs: list[str]) -> tuple[str, list[str], str]:
+    """`append_plain`'s $3-$5 for these of the shares: their counts, their run ids, and
+    the expected seqs of those that have one."""
+    return (
+        orjson.dumps({run: shares[run].count for run in runs}).decode(),
+        runs,
+        orjson.dumps(
+            {run: shares[run].expected for run in runs if shares[run].expected is not None}
+        ).decode(),
+    )
 
 
 @dataclass(slots=True)

@@ -48,6 +48,7 @@ QUERIES = parse(SOURCE.read_text("utf-8"))
 # Kept as names: the plan test reads them by these.
 APPEND = QUERIES["append"]
 APPEND_PLAIN = QUERIES["append_plain"]
+APPEND_TOOLS = QUERIES["append_tools"]
 BUMP = QUERIES["bump"]
 
 # The COPY path's columns for `events`, in the order of service.log.request.EventRow

@@ -389,6 +389,33 @@ async def test_run_summary_when_tools_called_and_usage_reported_then_maintained_
     assert (plain.tool_names, plain.to_json()["usage"]) == ([], None)
 
 
+async def test_tool_calls_when_appended_alone_then_names_merge_distinct_and_sorted(
+    event_log: EventLog,
+) -> None:
+    """Appends whose only thing to record is the tools called (`append_tools`) add each
+    name once, sorted among the run's earlier ones, whichever statement recorded those;
+    a later plain append leaves them."""
+
+    def start(call: str, name: str) -> dict[str, str]:
+        return {"type": "TOOL_CALL_START", "toolCallId": call, "toolCallName": name}
+
+    run = "tools-merge-1"
+    first = [start("c1", "search"), {"type": "RUN_STARTED", "threadId": "t"}]
+    assert Group.one(run, [stored(c, i) for i, c in enumerate(first)]).statement()[0] == (
+        sql.APPEND_TOOLS
+    )
+    await event_log.append(run, first)
+    calls = [start("c2", "fetch"), start("c3", "search"), start("c4", "lookup")]
+    assert Group.one(run, [stored(c, i) for i, c in enumerate(calls)]).statement()[0] == (
+        sql.APPEND_TOOLS
+    )
+    await asyncio.gather(*(event_log.append(run, [call]) for call in calls))
+    await event_log.append(run, [{"type": "TEXT_MESSAGE_CONTENT", "delta": "x"}])
+    summary = await event_log.get_run(run)
+    assert summary.tool_names == ["fetch", "lookup", "search"]
+    assert summary.last_seq == 6 and summary.last_terminal is None
+
+
 async def test_append_when_groups_large_then_copy_path_keeps_order_text_and_retries(
     event_log: EventLog,
 ) -> None:
@@ -462,7 +489,8 @@ _DATABASE_PROPERTY = settings(
     shares=st.lists(
         st.tuples(
             st.one_of(st.integers(1, 20), st.integers(250, 300)),  # rows, batch rows, both
-            st.sampled_from(["A", "RUN_FINISHED"]),  # a plain group, or the full statement
+            # A plain group, one that records tools, or the full statement.
+            st.sampled_from(["A", "TOOL_CALL_START", "RUN_FINISHED"]),
         ),
         min_size=1,
         max_size=5,
@@ -480,13 +508,15 @@ async def test_group_statement_when_runs_mix_batch_rows_and_rows_then_each_reads
     for index, (count, last) in enumerate(shares):
         run = f"mix-{uuid.uuid4().hex[:8]}-{index}"
         kinds = ["A"] * (count - 1) + [last]
-        chunks = [stored({"type": kind, "i": i, "t": text}, i) for i, kind in enumerate(kinds)]
+        chunks = [
+            stored({"type": kind, "i": i, "t": text, "toolCallName": f"t{text}"}, i)
+            for i, kind in enumerate(kinds)
+        ]
         appends[run] = [Pending(run, chunks, None, False, True, None, loop.create_future())]
     group = Group.of(appends)
-    plain, requests = group.request_params()
+    statement, requests = group.request_params()
     async with event_log.pool.acquire() as conn:
         await conn.executemany("INSERT INTO runs (run_id) VALUES ($1)", [(r,) for r in appends])
-        statement = sql.APPEND_PLAIN if plain else sql.APPEND
         answer = await conn.fetch(statement, *group.events.params(), *requests)
     assert sorted(row["run_id"] for row in answer) == sorted(appends)
     for run, (item,) in appends.items():
@@ -494,15 +524,27 @@ async def test_group_statement_when_runs_mix_batch_rows_and_rows_then_each_reads
         assert [(e.seq, e.type, e.chunk) for e in events] == [
             (i + 1, c.type, c.text) for i, c in enumerate(item.chunks)
         ]
-    # A group with one share to record takes the full statement; its plain shares
-    # only bump their runs, the others record their terminal chunk.
+    # Whichever statement the group took, its plain shares only bump their runs, the
+    # others record their terminal chunk or the tool they called.
+    kinds_sent = {last for _, last in shares}
+    assert statement == (
+        sql.APPEND
+        if "RUN_FINISHED" in kinds_sent
+        else sql.APPEND_TOOLS
+        if "TOOL_CALL_START" in kinds_sent
+        else sql.APPEND_PLAIN
+    )
     async with event_log.pool.acquire() as conn:
         rows = await conn.fetch(
-            "SELECT run_id, last_seq, last_terminal FROM runs WHERE run_id = ANY($1)",
+            "SELECT run_id, last_seq, last_terminal, tool_names FROM runs WHERE run_id = ANY($1)",
             list(appends),
         )
-    assert {r["run_id"]: (r["last_seq"], r["last_terminal"]) for r in rows} == {
-        run: (len(item.chunks), "RUN_FINISHED" if item.chunks[-1].type == "RUN_FINISHED" else None)
+    assert {r["run_id"]: tuple(r[1:]) for r in rows} == {
+        run: (
+            len(item.chunks),
+            "RUN_FINISHED" if item.chunks[-1].type == "RUN_FINISHED" else None,
+            [f"t{text}"] if item.chunks[-1].type == "TOOL_CALL_START" else [],
+        )
         for run, (item,) in appends.items()
     }
 
@@ -557,11 +599,14 @@ async def test_one_event_per_run_group_when_some_runs_refuse_then_the_rest_read_
 
 def _plan_args(statement: str, runs: list[str]) -> tuple[Any, ...]:
     """`statement`'s parameters for one event of each of `runs`, all plain but the
-    first (for `append`, which updates the others as `append_plain` does)."""
+    first (for `append`, which updates the others as `append_plain` does; for
+    `append_tools`, whose first run called a tool)."""
     rows = json.dumps([[run, 1, "A", '{"type":"A"}', None, None, 1] for run in runs])
     ones = json.dumps(dict.fromkeys(runs, 1))  # each run's count, and its expected seq
     if statement == "APPEND_PLAIN":
         return rows, [], ones, runs, ones
+    if statement == "APPEND_TOOLS":
+        return rows, [], ones, runs, ones, json.dumps({runs[0]: ["search"]})
     requests = json.dumps({runs[0]: {"n": 1}})
     if statement == "BUMP":
         return requests, runs[:1]
@@ -570,7 +615,7 @@ def _plan_args(statement: str, runs: list[str]) -> tuple[Any, ...]:
 
 
 @pytest.mark.parametrize("stats", ["none", "analyzed", "most_closed"])
-@pytest.mark.parametrize("statement", ["APPEND", "APPEND_PLAIN", "BUMP"])
+@pytest.mark.parametrize("statement", ["APPEND", "APPEND_PLAIN", "APPEND_TOOLS", "BUMP"])
 async def test_append_statements_on_a_lane_connection_then_runs_are_read_by_key_only(
     event_log: EventLog, statement: str, stats: str
 ) -> None:

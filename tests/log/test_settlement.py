@@ -14,6 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from service.errors import ProducerRefused, RunClosed, RunNotFound, SeqConflict
+from service.log import sql
 from service.log.chunks import stored
 from service.log.request import (
     AppendResult,
@@ -255,8 +256,9 @@ def test_group_when_every_share_says_its_count_and_expected_seq_only_then_plain_
     drawn: list[dict[str, Any]],
 ) -> None:
     """The plain statement is chosen exactly when the full one's request for the run
-    would be its count and at most its expected seq, and then it gets those. (Expected
-    seq, run life and producer are a share's first append's.)"""
+    would be its count and at most its expected seq, and then it gets those; the tools
+    statement when it would be those and the tools called, and then it gets those too.
+    (Expected seq, run life and producer are a share's first append's.)"""
     loop = asyncio.new_event_loop()
     try:
         items = []
@@ -270,14 +272,19 @@ def test_group_when_every_share_says_its_count_and_expected_seq_only_then_plain_
             items.append(item)
         group = Group.of({"r": items})
         full = json.loads(group.share_params()[0])["r"]
-        plain, params = group.request_params()
+        statement, params = group.request_params()
         assert params[1] == ["r"]
-        if full.keys() <= {"n", "expected"}:
-            counts, _, expected = params
-            assert plain and json.loads(counts) == {"r": full["n"]}
+        if full.keys() <= {"n", "expected", "tools"}:
+            counts, _, expected, *tools = params
+            assert json.loads(counts) == {"r": full["n"]}
             assert json.loads(expected) == ({"r": full["expected"]} if "expected" in full else {})
+            if "tools" in full:
+                assert statement == sql.APPEND_TOOLS
+                assert [json.loads(t) for t in tools] == [{"r": full["tools"]}]
+            else:
+                assert statement == sql.APPEND_PLAIN and not tools
         else:
-            assert not plain and json.loads(params[0]) == {"r": full}
+            assert statement == sql.APPEND and json.loads(params[0]) == {"r": full}
             assert params[2:] == ("{}", [], "{}")  # no plain share beside it
     finally:
         loop.close()
@@ -296,7 +303,9 @@ def test_group_when_some_shares_are_plain_then_only_the_others_take_full_request
     drawn: dict[str, tuple[str, int | None]],
 ) -> None:
     """`append` updates the plain shares' runs as `append_plain` does: they go in its
-    $5-$7, the others' full requests in its $3-$4, each run in exactly one of them."""
+    $5-$7, the others' full requests in its $3-$4, each run in exactly one of them. A
+    group whose other shares only called tools takes `append_tools` instead: every run
+    in its $3-$5, as `append_plain`'s, and the tools apart in $6."""
     loop = asyncio.new_event_loop()
     try:
         appends = {}
@@ -304,19 +313,28 @@ def test_group_when_some_shares_are_plain_then_only_the_others_take_full_request
             first = {"type": kind, "toolCallName": "t"}
             appends[run] = [pending(loop, run, 2, expected=expected, first=first)]
         group = Group.of(appends)
-        plain, params = group.request_params()
-        simple = {run for run, (kind, _) in drawn.items() if kind == "A"}
-        tail = params if plain else params[2:]
+        statement, params = group.request_params()
+        kinds = {kind for kind, _ in drawn.values()}
+        called = {run for run, (kind, _) in drawn.items() if kind == "TOOL_CALL_START"}
+        if "RUN_FINISHED" in kinds:
+            assert statement == sql.APPEND
+            simple = {run for run, (kind, _) in drawn.items() if kind == "A"}
+            rich = json.loads(params[0])
+            assert set(params[1]) == set(rich) == set(drawn) - simple
+            assert all(rich[run] == group.shares[run].to_json() for run in rich)
+            tail = params[2:]
+        elif called:
+            assert statement == sql.APPEND_TOOLS
+            assert json.loads(params[3]) == {run: ["t"] for run in called}
+            simple, tail = set(drawn), params[:3]
+        else:
+            assert statement == sql.APPEND_PLAIN
+            simple, tail = set(drawn), params
         counts, plain_runs, expected_seqs = tail
-        assert plain == (simple == set(drawn))
         assert set(plain_runs) == simple and json.loads(counts) == dict.fromkeys(simple, 2)
         assert json.loads(expected_seqs) == {
             run: drawn[run][1] for run in simple if drawn[run][1] is not None
         }
-        if not plain:
-            rich = json.loads(params[0])
-            assert set(params[1]) == set(rich) == set(drawn) - simple
-            assert all(rich[run] == group.shares[run].to_json() for run in rich)
     finally:
         loop.close()
 
