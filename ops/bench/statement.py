@@ -10,6 +10,8 @@ One connection commits the same group over and over: one event for each of
   in its JSON (what such groups took until `append_plain` took expected seqs);
 * `append` for a group of which one share has something to record (a tool
   name) and the rest are plain: those take its `append_plain`-like update;
+* `append_tools` for that group (what it takes now: one share records only
+  the tool it called, so no share needs the full update);
 * `append_plain` with the expected seqs (what they take now);
 * `append_plain` without them (a plain stream's group, for reference).
 
@@ -77,6 +79,12 @@ def _one_rich(runs: list[str], seqs: dict[str, int]) -> tuple[Any, ...]:
     )
 
 
+def _one_tool(runs: list[str], seqs: dict[str, int]) -> tuple[Any, ...]:
+    # The same group as `_one_rich`'s, as `append_tools` takes it: every run's count and
+    # expected seq, and the first run's tool apart.
+    return (*_plain_expected(runs, seqs), orjson.dumps({runs[0]: ["search"]}).decode())
+
+
 def _plain_expected(runs: list[str], seqs: dict[str, int]) -> tuple[Any, ...]:
     expected = {run: seqs[run] + 1 for run in runs}
     return orjson.dumps(dict.fromkeys(runs, 1)).decode(), runs, orjson.dumps(expected).decode()
@@ -89,6 +97,7 @@ def _plain(runs: list[str], seqs: dict[str, int]) -> tuple[Any, ...]:
 TARGETS: dict[str, tuple[str, Params]] = {
     "append, expected seqs": (sql.APPEND, _full),
     "append, one share not plain": (sql.APPEND, _one_rich),
+    "append_tools, one share with a tool": (sql.APPEND_TOOLS, _one_tool),
     "append_plain, expected seqs": (sql.APPEND_PLAIN, _plain_expected),
     "append_plain, none": (sql.APPEND_PLAIN, _plain),
 }
