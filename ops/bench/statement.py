@@ -97,7 +97,7 @@ def _plain(runs: list[str], seqs: dict[str, int]) -> tuple[Any, ...]:
 TARGETS: dict[str, tuple[str, Params]] = {
     "append, expected seqs": (sql.APPEND, _full),
     "append, one share not plain": (sql.APPEND, _one_rich),
-    "append_tools, one share with a tool": (sql.APPEND_TOOLS, _one_tool),
+    "append_tools, one tool share": (sql.APPEND_TOOLS, _one_tool),
     "append_plain, expected seqs": (sql.APPEND_PLAIN, _plain_expected),
     "append_plain, none": (sql.APPEND_PLAIN, _plain),
 }
