@@ -10,8 +10,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from service.errors import Unavailable, Unstorable
-from service.log import EventLog
+from service.log import EventLog, sql
+from service.log.chunks import stored
 from service.log.notifications import CHANNEL, READERS_CHANNEL, Notice, decode, encode
+from service.log.request import Group, Pending
 from service.log.sql import QUERIES, SOURCE, parse
 from tests.servers import free_port
 
@@ -71,6 +73,57 @@ async def test_append_when_committed_by_own_pool_then_listener_passes_only_the_c
     # close hooks (a driver stops at a close, whoever made it).
     heard = await _notices_until_closed(event_log, event_log, "notice-own")
     assert heard == [Notice("notice-own", 3, True)]
+
+
+@pytest.mark.parametrize("kind", ["A", "TOOL_CALL_START", "RUN_FINISHED"])
+async def test_group_of_many_runs_when_committed_then_each_notified_once_forty_to_a_notify(
+    database_url: str, event_log: EventLog, kind: str
+) -> None:
+    """A group of more runs than one payload holds (ids of the longest kind), through each
+    append statement (`append_plain`, `append_tools`, `append`, by what the first share
+    records): every run it changed is in exactly one notification, at its new last seq,
+    its close marked; no notification holds more than 40 lines or reaches PostgreSQL's
+    8,000-byte cap on a payload."""
+    loop = asyncio.get_running_loop()
+    runs = [f"{kind[:4]}-{i:03d}-".ljust(128, "n") for i in range(97)]
+    appends = {}
+    for index, run in enumerate(runs):
+        chunk = {"type": kind if index == 0 else "A", "toolCallName": "t"}
+        close = kind == "RUN_FINISHED" and index == 0
+        appends[run] = [Pending(run, [stored(chunk, 0)], None, close, False, None,
+                                loop.create_future())]  # fmt: skip
+    statement, params = Group.of(appends).statement()
+    assert statement == {"A": sql.APPEND_PLAIN, "TOOL_CALL_START": sql.APPEND_TOOLS}.get(
+        kind, sql.APPEND
+    )
+    payloads: list[str] = []
+    heard = asyncio.Event()
+    listening = await asyncpg.connect(database_url)
+    committing = await asyncpg.connect(database_url)
+    try:
+        await committing.executemany(
+            "INSERT INTO runs (run_id, last_seq) VALUES ($1, 4)", [(r,) for r in runs]
+        )
+
+        def on_payload(_conn: object, _pid: int, _channel: str, payload: str) -> None:
+            payloads.append(payload)
+            if sum(len(decode(p)) for p in payloads) >= len(runs):
+                heard.set()
+
+        await listening.add_listener(CHANNEL, on_payload)
+        answer = await committing.fetch(statement, *params)
+        assert {row["run_id"]: row["base"] for row in answer} == dict.fromkeys(runs, 4)
+        async with asyncio.timeout(DEADLINE):
+            await heard.wait()
+    finally:
+        await listening.close()
+        await committing.close()
+    assert all(len(p.split("\n")) <= 40 and len(p.encode()) < 8000 for p in payloads)
+    assert len(payloads) == 3
+    notified = [notice for p in payloads for notice in decode(p)]
+    assert sorted(notified) == sorted(
+        Notice(run, 5, kind == "RUN_FINISHED" and index == 0) for index, run in enumerate(runs)
+    )
 
 
 async def test_open_when_database_unreachable_then_unavailable_without_driver_text() -> None:
