@@ -195,43 +195,54 @@ class PooledConnection(asyncpg.Connection):
         return ""
 
 
-# How often the answer bound's timer looks at the appends waiting (while any
-# wait): it drops the answered ones, so it holds only this long's worth of them.
+# How often the answer bound's timer looks at the appends waiting (while any wait).
 _DEADLINE_GRAIN_SECONDS = 0.05
 
 
 class _Deadlines:
     """Fails an append's future once its answer bound has passed, with one timer for all.
 
-    Appends arrive in order and share one bound, so their deadlines come in
-    order too: a queue, looked at by one timer, instead of a timer per append
-    (which on a loop of Python timers costs each append a heap push and a cancel).
+    Appends share one bound, so their deadlines come in the order they were made. The
+    timer, every grain while any wait, takes the appends made since it last looked,
+    keeps those still unanswered (a grain later, nearly none) under one deadline (its
+    own time plus the bound: never before any of theirs, at most a grain after), and
+    fails the unanswered of every deadline that has passed. An append then costs a list
+    append: a timer each would cost a heap push and a cancel, and a deadline each a
+    clock read and an entry the timer pops one by one.
     """
 
     def __init__(self, seconds: float) -> None:
         self._seconds = seconds
-        self._waiting: deque[tuple[float, asyncio.Future[AppendResult]]] = deque()
+        self._grain = min(seconds, _DEADLINE_GRAIN_SECONDS)
+        # Made since the timer last looked.
+        self._fresh: list[asyncio.Future[AppendResult]] = []
+        # (deadline, the appends it bounds), in order.
+        self._waiting: deque[tuple[float, list[asyncio.Future[AppendResult]]]] = deque()
         self._timer: asyncio.TimerHandle | None = None
 
     def add(self, future: asyncio.Future[AppendResult]) -> None:
-        loop = future.get_loop()
-        self._waiting.append((loop.time() + self._seconds, future))
+        self._fresh.append(future)
         if self._timer is None:
-            self._timer = loop.call_later(
-                min(self._seconds, _DEADLINE_GRAIN_SECONDS), self._look, loop
-            )
+            loop = future.get_loop()
+            self._timer = loop.call_later(self._grain, self._look, loop)
 
     def _look(self, loop: asyncio.AbstractEventLoop) -> None:
         self._timer = None
         now = loop.time()
+        fresh, self._fresh = self._fresh, []
+        unanswered = [future for future in fresh if not future.done()]
         waiting = self._waiting
-        while waiting and (waiting[0][1].done() or waiting[0][0] <= now):
-            _, future = waiting.popleft()
-            if not future.done():
-                message = f"the database did not answer within {self._seconds:g}s"
-                future.set_exception(Unavailable(f"{message}; retry with the same expected_seq"))
+        if unanswered:
+            waiting.append((now + self._seconds, unanswered))
+        while waiting and waiting[0][0] <= now:
+            for future in waiting.popleft()[1]:
+                if not future.done():
+                    message = f"the database did not answer within {self._seconds:g}s"
+                    future.set_exception(
+                        Unavailable(f"{message}; retry with the same expected_seq")
+                    )
         if waiting:
-            wait = min(waiting[0][0] - now, _DEADLINE_GRAIN_SECONDS)
+            wait = min(waiting[0][0] - now, self._grain)
             self._timer = loop.call_later(max(wait, 0.0), self._look, loop)
 
     def close(self) -> None:
