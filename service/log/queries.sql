@@ -13,10 +13,10 @@
 -- $1 the rows, a jsonb array of [run_id, ord, type, chunk, message_id,
 -- tool_call_id, n] (ord counts from 1 per run and is a batch row's last event's,
 -- see service.log.rows), a batch row's chunk null and its place in $2 an eighth
--- element; $2 the batch rows' chunks (text[]); $3 the requests (jsonb keyed by
--- run id, see service.log.request.RunShare), $4 their run ids; $5-$7 the
--- group's plain shares, as `append_plain`'s $3-$5 (its counts, run ids and
--- expected seqs).
+-- element; $2 the batch rows' chunks (text[], null when there are none); $3
+-- the requests (jsonb keyed by run id, see service.log.request.RunShare), $4
+-- their run ids; $5-$7 the group's plain shares, as `append_plain`'s $3-$5
+-- (its counts, run ids and expected seqs).
 --
 -- A group holds one share per run, and most are plain (a token each, from
 -- many hosted runs) even when one is not (a tool call, a run's end): those

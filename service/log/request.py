@@ -263,12 +263,14 @@ class EventRows:
         """The events (not the rows) these rows hold."""
         return self.events
 
-    def params(self) -> tuple[str, list[str]]:
+    def params(self) -> tuple[str, list[str] | None]:
         """`append`'s $1-$2: the rows as a JSON array of arrays, each batch row's chunk
         replaced by its place (from 1) in the second, the batch rows' chunks (see
-        `queries.sql`: a large text inside the JSON costs both sides its escapes)."""
+        `queries.sql`: a large text inside the JSON costs both sides its escapes).
+        Without batch rows the second is null, not empty: an empty array cost the
+        database more per group (its statement variants on one connection)."""
         if not self.batched:
-            return orjson.dumps(self.rows).decode(), []
+            return orjson.dumps(self.rows).decode(), None
         rows: list[Any] = list(self.rows)
         texts = []
         for place, index in enumerate(self.batched, start=1):
