@@ -35,7 +35,7 @@ from service.log import rows as layout
 from service.log import sql
 from service.log.chunks import Chunks, StoredChunk, loads, storable, text_at, types_of
 from service.log.store import RunState
-from service.log.summary import TOKEN_COLUMNS, adds_to_summary, summarize_parts
+from service.log.summary import SUMMARIZED, TOKEN_COLUMNS, adds_to_summary, summarize_parts
 
 
 class AppendResult(NamedTuple):
@@ -204,6 +204,11 @@ class RunShare:
         return share
 
 
+# The share of one chunk with nothing to record: shares are values, never changed once
+# made (a share with more is a new one, `replace`), so the most common one is shared.
+_ONE = RunShare(1)
+
+
 # Named reads of a chunk's columns, at C speed (the hot loop of big batches).
 _TYPE = attrgetter("type")
 _TEXT = attrgetter("text")
@@ -318,7 +323,30 @@ class Group:
     ) -> Group:
         shares: dict[str, RunShare] = {}
         events = EventRows(batch_min=batch_min)
+        rows = events.rows
+        one_row = batch_min is None or batch_min > 1
         for run, items in appends.items():
+            if len(items) == 1:
+                # Most shares of a busy log's groups: one append of one chunk (a token of a
+                # run), its row and share made here (`EventRows.add`'s and `RunShare.of`'s
+                # own paths for it), not through two calls per run.
+                item = items[0]
+                chunks = item.chunks
+                if (
+                    one_row
+                    and type(chunks) is list
+                    and len(chunks) == 1
+                    and not item.close
+                    and item.created_at is None
+                    and item.producer is None
+                    and chunks[0].type not in SUMMARIZED
+                ):
+                    kind, text, message_id, tool_call_id = chunks[0]
+                    rows.append((run, 1, kind, text, message_id, tool_call_id, 1))
+                    events.events += 1
+                    expected = item.expected_seq
+                    shares[run] = _ONE if expected is None else RunShare(1, expected)
+                    continue
             n = 0
             for item in items:
                 if item.chunks:

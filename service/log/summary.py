@@ -32,7 +32,8 @@ from service.log.chunks import (
 )
 
 _TYPE = attrgetter("type")
-_SUMMARIZED = frozenset({"RUN_FINISHED", "RUN_ERROR", "TOOL_CALL_START"})
+# The chunk types a summary reads; every other chunk adds nothing to it.
+SUMMARIZED = frozenset({"RUN_FINISHED", "RUN_ERROR", "TOOL_CALL_START"})
 USAGE_KEYS = ("promptTokens", "completionTokens", "totalTokens")
 TOKEN_COLUMNS = ("prompt_tokens", "completion_tokens", "total_tokens")
 BIGINT_MAX = 2**63 - 1
@@ -54,7 +55,7 @@ class Summary:
 def adds_to_summary(chunks: Iterable[StoredChunk]) -> bool:
     """Whether `summarize` finds anything in `chunks` (most groups: no), in C."""
     kinds = chunks.types if type(chunks) is Chunks else map(_TYPE, chunks)
-    return not _SUMMARIZED.isdisjoint(kinds)
+    return not SUMMARIZED.isdisjoint(kinds)
 
 
 def summarize(chunks: Iterable[StoredChunk]) -> Summary:
@@ -71,10 +72,10 @@ def summarize_parts(parts: Iterable[Iterable[StoredChunk]]) -> Summary:
             part if type(part) is list or type(part) is Chunks else list(part)
         )
         types = types_of(chunks)
-        if _SUMMARIZED.isdisjoint(types):
+        if SUMMARIZED.isdisjoint(types):
             continue  # the common case
         # Only the summarized chunks, picked in C: the rest need no look.
-        for index in compress(range(len(types)), map(_SUMMARIZED.__contains__, types)):
+        for index in compress(range(len(types)), map(SUMMARIZED.__contains__, types)):
             _fold(summary, tools, types[index], loads(text_at(chunks, index)))
     summary.tools = sorted(tools)
     return summary

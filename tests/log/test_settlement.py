@@ -394,8 +394,8 @@ def test_group_of_when_shares_are_one_event_then_same_rows_and_shares_as_the_gen
     batch_min: int | None,
 ) -> None:
     """A share of one append with nothing to record, and a row of one chunk, are made in
-    a few steps of their own (`RunShare.of`, `EventRows.add`): the group's rows and
-    shares are exactly what the general path makes of the same appends."""
+    a few steps of their own (`Group.of`, `RunShare.of`, `EventRows.add`): the group's
+    rows and shares are exactly what the general path makes of the same appends."""
     loop = asyncio.new_event_loop()
     try:
         born = datetime(2026, 12, 6, tzinfo=UTC)
@@ -404,9 +404,13 @@ def test_group_of_when_shares_are_one_event_then_same_rows_and_shares_as_the_gen
             items = []
             for kinds, close, expected, life, producer in specs:
                 chunks = [
-                    stored({"type": kind, "toolCallName": "t", "i": i}, i)
+                    stored(
+                        {"type": kind, "toolCallName": "t", "i": i, "messageId": f"m{i}",
+                         "toolCallId": f"c{i}"},
+                        i,
+                    )
                     for i, kind in enumerate(kinds)
-                ]
+                ]  # fmt: skip
                 items.append(
                     Pending(
                         run, chunks, expected, close, True, None, loop.create_future(),
