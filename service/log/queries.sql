@@ -19,11 +19,12 @@
 -- (its counts, run ids and expected seqs).
 --
 -- A group holds one share per run, and most are plain (a token each, from
--- many hosted runs) even when one is not (a tool call, a run's end): those
--- runs take `append_plain`'s update (`plain`), the others the full one
--- (`rich`), so the one share with something to record does not make every
--- run row of its group pay the full update's lookups. The two touch disjoint
--- run rows; `upd` is both.
+-- many hosted runs) even when one is not (a run's end; a group whose others
+-- only called tools takes `append_tools` instead): those runs take
+-- `append_plain`'s update (`plain`), the others the full one (`rich`), so the
+-- one share with something to record does not make every run row of its
+-- group pay the full update's lookups. The two touch disjoint run rows;
+-- `upd` is both.
 --
 -- The rows come as one jsonb value rather than seven arrays: binding arrays
 -- costs the client per element, and this process's event loop, not the
