@@ -393,8 +393,8 @@ async def test_tool_calls_when_appended_alone_then_names_merge_distinct_and_sort
     event_log: EventLog,
 ) -> None:
     """Appends whose only thing to record is the tools called (`append_tools`) add each
-    name once, sorted among the run's earlier ones, whichever statement recorded those;
-    a later plain append leaves them."""
+    name once, sorted among the run's earlier ones, whichever statement recorded those
+    (and leave the rest of the summary as it was); a later plain append leaves them."""
 
     def start(call: str, name: str) -> dict[str, str]:
         return {"type": "TOOL_CALL_START", "toolCallId": call, "toolCallName": name}
@@ -414,6 +414,18 @@ async def test_tool_calls_when_appended_alone_then_names_merge_distinct_and_sort
     summary = await event_log.get_run(run)
     assert summary.tool_names == ["fetch", "lookup", "search"]
     assert summary.last_seq == 6 and summary.last_terminal is None
+    # Names the full statement recorded (beside a terminal chunk) are merged with too,
+    # and what else it recorded is left as it was.
+    ended = "tools-merge-2"
+    finished = [start("c1", "search"), {"type": "RUN_FINISHED", "usage": {"totalTokens": 3}}]
+    assert Group.one(ended, [stored(c, i) for i, c in enumerate(finished)]).statement()[0] == (
+        sql.APPEND
+    )
+    await event_log.append(ended, finished)
+    await event_log.append(ended, [start("c2", "fetch")])
+    after = await event_log.get_run(ended)
+    assert after.tool_names == ["fetch", "search"]
+    assert (after.last_terminal, after.total_tokens, after.last_seq) == ("RUN_FINISHED", 3, 3)
 
 
 async def test_append_when_groups_large_then_copy_path_keeps_order_text_and_retries(
