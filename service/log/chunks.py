@@ -301,6 +301,31 @@ def _columns(values: list[Any]) -> list[StoredChunk] | None:
     return list(map(_new_chunk, repeat(StoredChunk), columns))
 
 
+def stored_one(value: Any) -> StoredChunk:
+    """`stored(value, 0)`, straight through for the common chunk (a run's token): an
+    object whose type and ids need no repair, and which orjson can encode."""
+    if type(value) is dict:
+        kind = value.get("type")
+        message_id = value.get("messageId")
+        tool_call_id = value.get("toolCallId")
+        if (
+            type(kind) is str
+            and kind
+            and (message_id is None or type(message_id) is str)
+            and (tool_call_id is None or type(tool_call_id) is str)
+        ):
+            columns = f"{kind}{message_id or ''}{tool_call_id or ''}"
+            if columns.isascii() and "\x00" not in columns:
+                try:
+                    text = orjson.dumps(value).decode()
+                except (TypeError, orjson.JSONEncodeError):
+                    pass  # a lone surrogate or a huge integer: `stored` takes it
+                else:
+                    # A tuple made directly: StoredChunk's own constructor is a Python call.
+                    return _new_chunk(StoredChunk, (kind, text, message_id, tool_call_id))
+    return stored(value, 0)  # the general way, or the error that names what is wrong
+
+
 def stored_values(values: list[Any], *, untyped: bool = False) -> list[StoredChunk]:
     """`stored(value, index)` for each of a parsed body's values, in one tight loop (a
     large batch spends most of its parse here).

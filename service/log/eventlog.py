@@ -29,7 +29,16 @@ from service.config import asyncpg_dsn
 from service.errors import InvalidRequest, InvalidRunId, RunConflict, RunNotFound, Unavailable
 from service.log import bulk, leases, partitions, readers, retention
 from service.log import rows as log_rows
-from service.log.chunks import Chunks, StoredChunk, dumps, loads, storable, stored, stored_values
+from service.log.chunks import (
+    Chunks,
+    StoredChunk,
+    dumps,
+    loads,
+    storable,
+    stored,
+    stored_one,
+    stored_values,
+)
 from service.log.faults import acquire, translated
 from service.log.listener import Listener
 from service.log.notifications import Notice
@@ -59,6 +68,7 @@ _log = logging.getLogger("replay.log")
 _T = TypeVar("_T")
 
 RUN_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+_RUN_ID_MATCH = RUN_ID.fullmatch
 
 
 def check_run_id(run_id: str) -> str:
@@ -148,7 +158,7 @@ def _stored_chunks(
         return chunks  # a large body's, from the ingest layer
     if type(chunks) is list:
         if len(chunks) == 1 and type(chunks[0]) is dict:
-            return stored_values(chunks)  # a token of a run: no sets of types to make
+            return [stored_one(chunks[0])]  # a token of a run: no sets of types to make
         kinds = set(map(type, chunks))  # checked in C: this runs per append
         if kinds <= {StoredChunk}:
             return chunks  # the ingest layer's
@@ -452,15 +462,9 @@ class EventLog:
         state admits next and records it in the same statement; anything else
         is `ProducerRefused`, with nothing written.
         """
+        # Positional: this runs per append, and a call by keywords costs more.
         return await self._queue(
-            run_id,
-            chunks,
-            expected_seq=expected_seq,
-            close=close,
-            create=create,
-            close_status=close_status,
-            created_at=created_at,
-            producer=producer,
+            run_id, chunks, expected_seq, close, create, close_status, created_at, producer
         )
 
     def submit_append(
@@ -472,7 +476,6 @@ class EventLog:
         self,
         run_id: str,
         chunks: Sequence[StoredChunk | Mapping[str, Any]],
-        *,
         expected_seq: int | None = None,
         close: bool = False,
         create: bool = True,
@@ -487,18 +490,19 @@ class EventLog:
         future), so it is never stored; one already committing may yet commit,
         which is why a producer retries with the same `expected_seq`.
         """
-        check_run_id(run_id)
+        if _RUN_ID_MATCH(run_id) is None:
+            check_run_id(run_id)  # raises, naming what is wrong
         if expected_seq is not None and not 1 <= expected_seq <= MAX_SEQ:
             raise InvalidRequest(f"expected_seq must be from 1 to {MAX_SEQ}")
         future = self._committer.submit(
             run_id,
             _stored_chunks(chunks),
-            expected_seq=expected_seq,
-            close=close,
-            create=create,
-            close_status=close_status,
-            created_at=created_at,
-            producer=producer,
+            expected_seq,
+            close,
+            create,
+            close_status,
+            created_at,
+            producer,
         )
         self._deadlines.add(future)
         return future

@@ -74,6 +74,10 @@ class Pending:
         return self.expected_seq is not None or self.close or self.producer is not None
 
 
+# An AppendResult made directly: a named tuple's own constructor is a Python call, and
+# settling makes one per append.
+_new_result = tuple.__new__
+
 _NO_USAGE = (None, None, None)
 
 
@@ -302,6 +306,9 @@ class Group:
 
     shares: dict[str, RunShare]
     events: EventRows
+    # The runs whose share was made the general way (`RunShare.of`): only theirs may
+    # hold more than a count and an expected seq (see `request_params`).
+    general: list[str]
 
     @classmethod
     def one(
@@ -315,13 +322,14 @@ class Group:
         """A group of one run's chunks (for a caller holding its own transaction)."""
         events = EventRows(batch_min=batch_min)
         events.add(run_id, list(chunks), 0)
-        return cls({run_id: RunShare.of_chunks(chunks, close=close)}, events)
+        return cls({run_id: RunShare.of_chunks(chunks, close=close)}, events, [run_id])
 
     @classmethod
     def of(
         cls, appends: Mapping[str, list[Pending]], batch_min: int | None = layout.BATCH_MIN
     ) -> Group:
         shares: dict[str, RunShare] = {}
+        general: list[str] = []
         events = EventRows(batch_min=batch_min)
         rows = events.rows
         one_row = batch_min is None or batch_min > 1
@@ -353,7 +361,8 @@ class Group:
                     events.add(run, item.chunks, n)
                     n += len(item.chunks)
             shares[run] = RunShare.of(items)
-        return cls(shares, events)
+            general.append(run)
+        return cls(shares, events, general)
 
     def statement(self) -> tuple[str, tuple[Any, ...]]:
         """The append statement this group takes (`queries.sql`), with all its parameters:
@@ -371,9 +380,10 @@ class Group:
         `append`: $3-$4 the other shares (as `share_params`), then the plain ones as
         `append_plain`'s $3-$5."""
         shares = self.shares
-        if all(share.tools_at_most for share in shares.values()):
-            part = _plain_params(shares, list(shares))
-            tools = {run: list(share.tools) for run, share in shares.items() if share.tools}
+        # Only a share made the general way can hold more (a group's few, if any).
+        if all(shares[run].tools_at_most for run in self.general):
+            part = _plain_params(shares)
+            tools = {run: list(shares[run].tools) for run in self.general if shares[run].tools}
             if not tools:
                 return sql.APPEND_PLAIN, part
             return sql.APPEND_TOOLS, (*part, orjson.dumps(tools).decode())
@@ -388,14 +398,17 @@ class Group:
         return orjson.dumps(shares).decode(), list(self.shares)
 
 
-def _plain_params(shares: Mapping[str, RunShare], runs: list[str]) -> tuple[str, list[str], str]:
-    """`append_plain`'s $3-$5 for these of the shares: their counts, their run ids, and
-    the expected seqs of those that have one."""
+def _plain_params(
+    shares: Mapping[str, RunShare], runs: list[str] | None = None
+) -> tuple[str, list[str], str]:
+    """`append_plain`'s $3-$5 for these of the shares (None: all of them): their counts,
+    their run ids, and the expected seqs of those that have one."""
+    chosen = shares.items() if runs is None else [(run, shares[run]) for run in runs]
     return (
-        orjson.dumps({run: shares[run].count for run in runs}).decode(),
-        runs,
+        orjson.dumps({run: share.count for run, share in chosen}).decode(),
+        list(shares) if runs is None else runs,
         orjson.dumps(
-            {run: shares[run].expected for run in runs if shares[run].expected is not None}
+            {run: share.expected for run, share in chosen if share.expected is not None}
         ).decode(),
     )
 
@@ -433,7 +446,8 @@ def settle(
         start = base
         for item in items:
             count = len(item.chunks)
-            result((item, AppendResult(run, base + 1 if count else None, base + count)))
+            answer = (run, base + 1 if count else None, base + count)
+            result((item, _new_result(AppendResult, answer)))
             base += count
         committed += base - start
         hint((run, base, items[-1].close))

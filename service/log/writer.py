@@ -52,6 +52,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from itertools import chain
+from operator import itemgetter
 from types import MappingProxyType
 from typing import Any
 
@@ -74,6 +75,8 @@ log = logging.getLogger("replay.log")
 Connection = asyncpg.pool.PoolConnectionProxy
 
 _RUN_STATES = sql.QUERIES["run_states"]
+# An append statement's answer row: (run_id, base, ...), read in C.
+_RUN_BASE = itemgetter(0, 1)
 _CREATE_RUN_IF_MISSING = sql.QUERIES["create_run_if_missing"]
 _STORED_RANGE = sql.QUERIES["stored_range"]
 
@@ -312,7 +315,6 @@ class GroupCommitter:
         self,
         run_id: str,
         chunks: Sequence[StoredChunk],
-        *,
         expected_seq: int | None,
         close: bool,
         create: bool,
@@ -327,7 +329,8 @@ class GroupCommitter:
         self._queue.append(item)
         self._queued += len(chunks)
         self._awaited.discard(run_id)
-        self._call()
+        if not self._calling:
+            self._call()
         return future
 
     def _call(self) -> None:
@@ -459,7 +462,7 @@ class GroupCommitter:
             rows = await self._retrying(conn, self._bump_and_copy, group)
         else:
             rows = await self._retrying(conn, self._append_statement, group)
-        outcomes, refused = settle(appends, {row["run_id"]: row["base"] for row in rows})
+        outcomes, refused = settle(appends, dict(map(_RUN_BASE, rows)))
         if self._row_hooks:
             self._committed_rows(appends, outcomes)
         self._apply(outcomes)

@@ -14,7 +14,7 @@ from service.config import Settings
 from service.durable.bodies import message_chunk
 from service.errors import InvalidEvent
 from service.log import chunks, rows
-from service.log.chunks import stored, stored_values
+from service.log.chunks import stored, stored_one, stored_values
 from service.log.sql import SOURCE
 
 # Texts as the log holds them: no raw newline (see service.log.rows).
@@ -141,6 +141,20 @@ def test_stored_values_when_plain_events_then_column_path_same_as_one_at_a_time(
     assert fast is None or fast == one_by_one
 
 
+@given(events | plain_events | json_values)
+def test_stored_one_when_any_json_then_same_as_stored(value: Any) -> None:
+    """The single chunk's straight path stores exactly what `stored` does, and refuses
+    what it refuses with the same words."""
+    try:
+        expected = stored(value, 0)
+    except InvalidEvent as refused:
+        with pytest.raises(InvalidEvent) as caught:
+            stored_one(value)
+        assert caught.value.message == refused.message
+    else:
+        assert stored_one(value) == expected
+
+
 @pytest.mark.parametrize(
     "odd",
     [
@@ -151,7 +165,7 @@ def test_stored_values_when_plain_events_then_column_path_same_as_one_at_a_time(
         {"type": ""},  # no type: refused by the loop, value by value
     ],
 )
-def test_stored_values_when_one_value_is_odd_then_column_path_declines_and_loop_decides(
+def test_stored_values_when_one_value_is_odd_then_fast_paths_decline_and_loop_decides(
     odd: dict[str, Any],
 ) -> None:
     values = [{"type": "A", "delta": "x"}, odd]
@@ -161,8 +175,11 @@ def test_stored_values_when_one_value_is_odd_then_column_path_declines_and_loop_
     except InvalidEvent:
         with pytest.raises(InvalidEvent):
             stored_values(values)
+        with pytest.raises(InvalidEvent):
+            stored_one(odd)
     else:
         assert stored_values(values) == expected
+        assert stored_one(odd) == expected[1]
 
 
 def test_queries_when_they_bound_a_rows_span_then_by_batch_max_and_the_settings_default() -> None:

@@ -395,7 +395,8 @@ def test_group_of_when_shares_are_one_event_then_same_rows_and_shares_as_the_gen
 ) -> None:
     """A share of one append with nothing to record, and a row of one chunk, are made in
     a few steps of their own (`Group.of`, `RunShare.of`, `EventRows.add`): the group's
-    rows and shares are exactly what the general path makes of the same appends."""
+    rows and shares are exactly what the general path makes of the same appends, and so
+    is the statement it takes."""
     loop = asyncio.new_event_loop()
     try:
         born = datetime(2026, 12, 6, tzinfo=UTC)
@@ -440,5 +441,8 @@ def test_group_of_when_shares_are_one_event_then_same_rows_and_shares_as_the_gen
         assert group.events.rows == events.rows
         assert group.events.batched == events.batched and len(group.events) == len(events)
         assert group.shares == shares
+        # The statement is chosen from the general way's shares alone: the one, with the
+        # same parameters, that looking at every share picks.
+        assert group.request_params() == Group(shares, events, list(shares)).request_params()
     finally:
         loop.close()
