@@ -67,7 +67,10 @@ WITH rich AS (
             WHEN ($3::jsonb -> runs.run_id) ? 'terminal' THEN ($3::jsonb -> runs.run_id) ->> 'error_code'
             ELSE runs.error_code END,
         closed_at = CASE WHEN ($3::jsonb -> runs.run_id) ? 'close' THEN now() END,
-        tool_names = CASE WHEN ($3::jsonb -> runs.run_id) ? 'tools' THEN ARRAY(
+        -- Merged only when a name is new (most calls are of tools the run called
+        -- before): the merge is a subquery run per such row.
+        tool_names = CASE WHEN ($3::jsonb -> runs.run_id) ? 'tools'
+            AND NOT to_jsonb(runs.tool_names) @> (($3::jsonb -> runs.run_id) -> 'tools') THEN ARRAY(
             SELECT DISTINCT t
             FROM unnest(runs.tool_names || ARRAY(
                 SELECT jsonb_array_elements_text(($3::jsonb -> runs.run_id) -> 'tools'))) AS t
@@ -213,7 +216,8 @@ SELECT run_id, base, (SELECT count(*) FROM note) AS notes FROM upd;
 -- one). It adds those names to the run's `tool_names`, the one thing `append`
 -- would have done for them, without `append`'s second UPDATE of `runs` and its
 -- producer and summary steps, which cost every row of the group its share of
--- their setup. A run's names are added as `append` adds them: distinct, sorted.
+-- their setup. A run's names are added as `append` adds them: distinct, sorted,
+-- and only when one is new.
 --
 -- $1-$5 as `append_plain`'s; $6 the tools each run called (jsonb
 -- {run_id: [name, ...]}, only the runs that called any).
@@ -221,7 +225,10 @@ WITH upd AS (
     UPDATE runs SET
         last_seq = runs.last_seq + ($3::jsonb ->> runs.run_id)::bigint,
         updated_at = now(),
-        tool_names = CASE WHEN $6::jsonb ? runs.run_id THEN ARRAY(
+        -- Merged only when a name is new (most calls are of tools the run called
+        -- before): the merge is a subquery run per such row.
+        tool_names = CASE WHEN $6::jsonb ? runs.run_id
+            AND NOT to_jsonb(runs.tool_names) @> ($6::jsonb -> runs.run_id) THEN ARRAY(
             SELECT DISTINCT t
             FROM unnest(runs.tool_names || ARRAY(
                 SELECT jsonb_array_elements_text($6::jsonb -> runs.run_id))) AS t
@@ -273,7 +280,8 @@ WITH upd AS (
             WHEN ($1::jsonb -> runs.run_id) ? 'terminal' THEN ($1::jsonb -> runs.run_id) ->> 'error_code'
             ELSE runs.error_code END,
         closed_at = CASE WHEN ($1::jsonb -> runs.run_id) ? 'close' THEN now() END,
-        tool_names = CASE WHEN ($1::jsonb -> runs.run_id) ? 'tools' THEN ARRAY(
+        tool_names = CASE WHEN ($1::jsonb -> runs.run_id) ? 'tools'
+            AND NOT to_jsonb(runs.tool_names) @> (($1::jsonb -> runs.run_id) -> 'tools') THEN ARRAY(
             SELECT DISTINCT t
             FROM unnest(runs.tool_names || ARRAY(
                 SELECT jsonb_array_elements_text(($1::jsonb -> runs.run_id) -> 'tools'))) AS t

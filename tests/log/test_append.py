@@ -414,6 +414,12 @@ async def test_tool_calls_when_appended_alone_then_names_merge_distinct_and_sort
     summary = await event_log.get_run(run)
     assert summary.tool_names == ["fetch", "lookup", "search"]
     assert summary.last_seq == 6 and summary.last_terminal is None
+    # A name the run has already changes nothing (no merge is run); a new one beside a
+    # known one in the same append is merged all the same.
+    await event_log.append(run, [start("c5", "search")])
+    assert (await event_log.get_run(run)).tool_names == ["fetch", "lookup", "search"]
+    await event_log.append(run, [start("c6", "lookup"), start("c7", "answer")])
+    assert (await event_log.get_run(run)).tool_names == ["answer", "fetch", "lookup", "search"]
     # Names the full statement recorded (beside a terminal chunk) are merged with too,
     # and what else it recorded is left as it was.
     ended = "tools-merge-2"
@@ -425,7 +431,47 @@ async def test_tool_calls_when_appended_alone_then_names_merge_distinct_and_sort
     await event_log.append(ended, [start("c2", "fetch")])
     after = await event_log.get_run(ended)
     assert after.tool_names == ["fetch", "search"]
-    assert (after.last_terminal, after.total_tokens, after.last_seq) == ("RUN_FINISHED", 3, 3)
+    # The full statement skips a known name and merges a new one the same way.
+    known = [start("c3", "search"), {"type": "RUN_FINISHED", "usage": {"totalTokens": 1}}]
+    await event_log.append(ended, known)
+    assert (await event_log.get_run(ended)).tool_names == ["fetch", "search"]
+    new = [start("c4", "browse"), {"type": "RUN_FINISHED", "usage": {"totalTokens": 1}}]
+    await event_log.append(ended, new)
+    after = await event_log.get_run(ended)
+    assert after.tool_names == ["browse", "fetch", "search"]
+    assert (after.last_terminal, after.total_tokens, after.last_seq) == ("RUN_FINISHED", 5, 7)
+
+
+async def test_tool_calls_when_a_group_takes_the_copy_path_then_names_merge_the_same(
+    database_url: str,
+) -> None:
+    """`bump` (a group of a row per event too large for one statement) merges a run's
+    tool names as the other statements do: a known name changes nothing, a new one is
+    added in order."""
+    log = await EventLog.open(database_url, batch_min=None)
+    try:
+        run = f"tools-copy-{uuid.uuid4().hex[:6]}"
+
+        def calls(*names: str) -> list[dict[str, Any]]:
+            deltas = [{"type": "TEXT_MESSAGE_CONTENT", "delta": "x"}] * 1000
+            starts = [
+                {"type": "TOOL_CALL_START", "toolCallId": f"c{i}", "toolCallName": name}
+                for i, name in enumerate(names)
+            ]
+            return [*deltas, *starts]
+
+        group = Group.of({run: [Pending(run, [stored(c, 0) for c in calls()], None, False,
+                                        True, None, asyncio.get_running_loop().create_future())]},
+                         None)  # fmt: skip
+        assert len(group.events.rows) >= 1000  # the COPY path's, not one statement's
+        await log.append(run, calls("search"))
+        await log.append(run, calls("search"))
+        assert (await log.get_run(run)).tool_names == ["search"]
+        await log.append(run, calls("search", "answer"))
+        summary = await log.get_run(run)
+        assert (summary.tool_names, summary.last_seq) == (["answer", "search"], 3004)
+    finally:
+        await log.close()
 
 
 async def test_append_when_groups_large_then_copy_path_keeps_order_text_and_retries(
