@@ -301,9 +301,8 @@ def _columns(values: list[Any]) -> list[StoredChunk] | None:
     return list(map(_new_chunk, repeat(StoredChunk), columns))
 
 
-def stored_one(value: Any) -> StoredChunk:
-    """`stored(value, 0)`, straight through for the common chunk (a run's token): an
-    object whose type and ids need no repair, and which orjson can encode."""
+def stored_one_python(value: Any) -> StoredChunk:
+    """`stored_one` in Python: what `_stored.one` does in C, where it is not built."""
     if type(value) is dict:
         kind = value.get("type")
         message_id = value.get("messageId")
@@ -324,6 +323,23 @@ def stored_one(value: Any) -> StoredChunk:
                     # A tuple made directly: StoredChunk's own constructor is a Python call.
                     return _new_chunk(StoredChunk, (kind, text, message_id, tool_call_id))
     return stored(value, 0)  # the general way, or the error that names what is wrong
+
+
+try:
+    from service.log import _stored
+except ImportError:  # not compiled here: the same in Python
+    STORED_IN_C = False
+    stored_one = stored_one_python
+else:
+    STORED_IN_C = True
+    _one = _stored.one
+
+    def stored_one(value: Any) -> StoredChunk:
+        """`stored(value, 0)`, straight through for the common chunk (a run's token): an
+        object whose type and ids need no repair, and which orjson can encode (in C,
+        `_stored.c`; anything it does not vouch for goes to `stored`)."""
+        chunk = _one(value, StoredChunk)
+        return stored(value, 0) if chunk is None else chunk
 
 
 def stored_values(values: list[Any], *, untyped: bool = False) -> list[StoredChunk]:

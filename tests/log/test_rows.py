@@ -14,7 +14,7 @@ from service.config import Settings
 from service.durable.bodies import message_chunk
 from service.errors import InvalidEvent
 from service.log import chunks, rows
-from service.log.chunks import stored, stored_one, stored_values
+from service.log.chunks import StoredChunk, stored, stored_one, stored_one_python, stored_values
 from service.log.sql import SOURCE
 
 # Texts as the log holds them: no raw newline (see service.log.rows).
@@ -141,18 +141,27 @@ def test_stored_values_when_plain_events_then_column_path_same_as_one_at_a_time(
     assert fast is None or fast == one_by_one
 
 
+def test_stored_one_when_the_service_is_installed_then_it_is_built_in_c() -> None:
+    """`pip install` (ops/setup) compiles `_stored.c`; without it the suite would test
+    only the Python twin, and appends would run it."""
+    assert chunks.STORED_IN_C
+
+
 @given(events | plain_events | json_values)
-def test_stored_one_when_any_json_then_same_as_stored(value: Any) -> None:
-    """The single chunk's straight path stores exactly what `stored` does, and refuses
-    what it refuses with the same words."""
+def test_stored_one_when_any_json_then_same_as_stored_in_c_and_in_python(value: Any) -> None:
+    """The single chunk's straight path, in C and its Python twin, stores exactly what
+    `stored` does, and refuses what it refuses with the same words."""
     try:
         expected = stored(value, 0)
     except InvalidEvent as refused:
-        with pytest.raises(InvalidEvent) as caught:
-            stored_one(value)
-        assert caught.value.message == refused.message
+        for one in (stored_one, stored_one_python):
+            with pytest.raises(InvalidEvent) as caught:
+                one(value)
+            assert caught.value.message == refused.message
     else:
-        assert stored_one(value) == expected
+        for one in (stored_one, stored_one_python):
+            got = one(value)
+            assert got == expected and type(got) is StoredChunk
 
 
 @pytest.mark.parametrize(
@@ -175,11 +184,12 @@ def test_stored_values_when_one_value_is_odd_then_fast_paths_decline_and_loop_de
     except InvalidEvent:
         with pytest.raises(InvalidEvent):
             stored_values(values)
-        with pytest.raises(InvalidEvent):
-            stored_one(odd)
+        for one in (stored_one, stored_one_python):
+            with pytest.raises(InvalidEvent):
+                one(odd)
     else:
         assert stored_values(values) == expected
-        assert stored_one(odd) == expected[1]
+        assert stored_one(odd) == stored_one_python(odd) == expected[1]
 
 
 def test_queries_when_they_bound_a_rows_span_then_by_batch_max_and_the_settings_default() -> None:
