@@ -4,19 +4,13 @@ undefined arithmetic stops the run with the sanitizer's report."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import sys
-import sysconfig
 from pathlib import Path
 
-import pytest
+from tests.sanitized import ROOT, run_sanitized
 
-SOURCE = Path(__file__).resolve().parents[2] / "service" / "ingest" / "_scan.c"
+SOURCE = ROOT / "service" / "ingest" / "_scan.c"
 
-# Run in a child process that loads the sanitized build (the sanitizers' runtime must
-# come first in it, so it is preloaded). Deterministic: seeded, no hypothesis.
+# Loads the sanitized build (`run_sanitized`). Deterministic: seeded, no hypothesis.
 FUZZ = r"""
 import importlib.machinery, importlib.util, json, random, sys
 loader = importlib.machinery.ExtensionFileLoader("_scan", sys.argv[1])
@@ -70,42 +64,7 @@ print(checked)
 def test_scan_when_built_with_sanitizers_then_damaged_bodies_report_nothing(
     tmp_path: Path,
 ) -> None:
-    gcc = shutil.which("gcc")
-    if gcc is None:
-        pytest.fail("gcc is needed to build the scan with sanitizers")
-    include = sysconfig.get_paths()["include"]
-    built = tmp_path / "_scan.so"
-    subprocess.run(
-        [gcc, "-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=undefined",
-         "-fno-omit-frame-pointer", "-shared", "-fPIC", f"-I{include}", str(SOURCE),
-         "-o", str(built)],
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )  # fmt: skip
-    runtimes = [
-        subprocess.run(
-            [gcc, f"-print-file-name={name}"], check=True, capture_output=True, text=True
-        ).stdout.strip()
-        for name in ("libasan.so", "libubsan.so")
-    ]
-    env = {
-        **os.environ,
-        "LD_PRELOAD": ":".join(runtimes),
-        # Every object from malloc, which the sanitizer guards (Python's own small-object
-        # arenas it cannot see into): a read past a body's end is then caught.
-        "PYTHONMALLOC": "malloc",
-        # Python's own allocations are not the scan's: leaks are not what this checks.
-        "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=0:exitcode=99",
-        "UBSAN_OPTIONS": "print_stacktrace=1:exitcode=98",
-    }
-    done = subprocess.run(
-        [sys.executable, "-c", FUZZ, str(built)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    done = run_sanitized(SOURCE, FUZZ, tmp_path)
     assert done.returncode == 0, done.stderr[-4000:]
     # The bodies must have reached the scan's accepting paths, not only its declines.
     assert int(done.stdout) > 500
