@@ -75,10 +75,11 @@ log = logging.getLogger("replay.log")
 Connection = asyncpg.pool.PoolConnectionProxy
 
 _RUN_STATES = sql.QUERIES["run_states"]
-# An append statement's answer row: (run_id, base, ...), read in C.
-_RUN_BASE = itemgetter(0, 1)
 _CREATE_RUN_IF_MISSING = sql.QUERIES["create_run_if_missing"]
 _STORED_RANGE = sql.QUERIES["stored_range"]
+
+# An append statement's answer row: (run_id, base, ...), read in C.
+_RUN_BASE = itemgetter(0, 1)
 
 # From this many rows a group takes the COPY path (`bump`, then COPY): COPY
 # has a fixed cost (asyncpg looks the table up on each call) that pays off only
@@ -329,6 +330,8 @@ class GroupCommitter:
         self._queue.append(item)
         self._queued += len(chunks)
         self._awaited.discard(run_id)
+        # `_call` tests this too; here it spares a call to the submits of a group that
+        # find a lane already woken (all but the first).
         if not self._calling:
             self._call()
         return future
