@@ -10,6 +10,7 @@ without trying every key on every request.
 from __future__ import annotations
 
 import hashlib
+import math
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -76,11 +77,13 @@ class TokenSigner:
         """(token, expires_at in Unix seconds)."""
         if (thread_id is None) == (run_id is None):
             raise ValueError("a token names exactly one of thread_id and run_id")
-        issued = int(time.time() if now is None else now)
-        expires = issued + ttl_seconds
+        issued = time.time() if now is None else now
+        # `exp` is whole seconds: rounded up, so a token lives at least the time asked for
+        # (cut down to the second, a 1 s token could expire at once).
+        expires = math.ceil(issued + ttl_seconds)
         payload: dict[str, Any] = {
             "aud": AUDIENCE,
-            "iat": issued,
+            "iat": int(issued),
             "exp": expires,
             "scope": " ".join(sorted(TokenScope(s).value for s in scopes)),
         }

@@ -41,6 +41,20 @@ def test_keyring_when_bare_secret_then_admin_and_empty_spec_is_open() -> None:
         KeyRing("s3cret:reed")
 
 
+@given(
+    now=st.floats(min_value=1e9, max_value=4e9, allow_nan=False),
+    ttl=st.integers(min_value=1, max_value=86_400),
+)
+def test_token_when_minted_at_any_instant_then_lives_at_least_its_ttl(now: float, ttl: int) -> None:
+    """`exp` is whole seconds: a token minted late in a second still lives the whole ttl it
+    was asked for (cut down to the second, a 1 s token minted at .9 lived 0.1 s), and at
+    most a second more."""
+    _, expires = TokenSigner(SECRET).mint(
+        thread_id="t", scopes=[TokenScope.READ], ttl_seconds=ttl, now=now
+    )
+    assert now + ttl <= expires < now + ttl + 1
+
+
 @settings(max_examples=100, deadline=None)
 @given(
     thread=st.text(min_size=1, max_size=60),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections.abc import AsyncIterator
 
@@ -74,7 +75,7 @@ async def test_create_token_when_defaults_then_read_only_for_15_minutes_signed_h
     assert jwt.get_unverified_header(body["token"])["alg"] == "HS256"
     claims = jwt.decode(body["token"], SECRET, algorithms=["HS256"], audience="agent-replay")
     assert claims["thread_id"] == "t-9" and claims["scope"] == "read"
-    assert before + 900 <= claims["exp"] <= int(time.time()) + 900
+    assert before + 900 <= claims["exp"] <= math.ceil(time.time()) + 900
     assert body["scopes"] == ["read"] and body["thread_id"] == "t-9"
     assert body["expires_at"].endswith("+00:00")
 
@@ -92,7 +93,7 @@ async def test_create_token_when_ttl_unnamed_then_replay_token_ttl_seconds_appli
         default = await client.post("/v1/tokens", json={"thread_id": "t"}, headers=ADMIN)
         named = await client.post("/v1/tokens", json={"thread_id": "t", "ttl_seconds": 3600},
                                   headers=ADMIN)  # fmt: skip
-        after = int(time.time())
+        after = math.ceil(time.time())
     exps = [
         jwt.decode(r.json()["token"], SECRET, algorithms=["HS256"], audience="agent-replay")["exp"]
         for r in (default, named)
