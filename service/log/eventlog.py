@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -285,6 +286,10 @@ class EventLog:
         self._dsn = dsn
         # The commit lanes' own connections (see `open`), or None: they share `pool`.
         self.commit_pool = commit_pool
+        # This handle's key among the processes that listen (`log_listeners`): its
+        # listener registers under it, and its plain commits notify only when a
+        # listener under another key is there (its own hooks hear of them in-process).
+        self.process = uuid.uuid4().hex
         self._committer = GroupCommitter(
             pool if commit_pool is None else commit_pool,
             lanes=commit_lanes,
@@ -293,6 +298,7 @@ class EventLog:
             max_events=group_max_events,
             statement_seconds=statement_seconds,
             batch_min=batch_min,
+            process=self.process,
         )
         # A run's share of an append of at least this many chunks is stored in batch
         # rows (service.log.rows); None: a row per event (the layout before 0007).
@@ -668,7 +674,7 @@ class EventLog:
         if self._dsn is None:
             raise Unavailable("this event log was made from a pool: it has no URL to LISTEN on")
         own = None if self._backends is None else self._backends.__contains__
-        listener = Listener(self._dsn, on_notices, on_connect, on_readers_left, own)
+        listener = Listener(self._dsn, on_notices, on_connect, on_readers_left, own, self.process)
         # The listener drops this pool's own notifications (the hooks told of those
         # commits), so a group whose answer was lost, committed or not, is the caller's
         # to re-check, as after a reconnect.

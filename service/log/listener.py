@@ -6,6 +6,13 @@ time it (re)starts listening: whatever was committed while nobody listened
 woke nobody, so the caller re-checks. A connection that died without a FIN
 looks alive until something is sent on it: `probe()` sends that something.
 
+After its LISTEN, the connection registers in `log_listeners` under `process`
+(`listener_lock` says why under a lock), and only then calls `on_connect`: the
+plain append statements of every process but this one then notify it, and
+every commit before that is the re-check's. It deletes its row when it stops;
+a row it could not delete (the connection dropped) is deleted by the next
+registration, whosever, once its backend is gone.
+
 `own(pid)` names the backends of this process's own pool. Their commits reached
 this process's hooks before (or as) their NOTIFY arrives (the committer and the
 streams announce each commit in-process), so a notification from one of them
@@ -32,6 +39,12 @@ from service.tasks import stopped
 log = logging.getLogger("replay.log")
 
 _PROBE = QUERIES["probe"]
+_LOCK = QUERIES["listener_lock"]
+_REGISTER = QUERIES["listener_register"]
+_UNREGISTER = QUERIES["listener_unregister"]
+# A registration waits this long for the append statements in flight (they take well
+# under this), then fails and is tried again on a new connection.
+_REGISTER_LOCK_TIMEOUT = "5s"
 _FAILURES: tuple[type[BaseException], ...] = (*UNREACHABLE, asyncpg.PostgresError)
 
 
@@ -45,9 +58,11 @@ class Listener:
         on_connect: Callable[[], None],
         on_readers_left: Callable[[list[str]], None] | None = None,
         own: Callable[[int], bool] | None = None,
+        process: str = "",
     ) -> None:
         self._dsn = dsn
         self._own = own
+        self._process = process
         self._on_notices = on_notices
         self._on_connect = on_connect
         self._on_readers_left = on_readers_left
@@ -125,9 +140,12 @@ class Listener:
                 await conn.add_listener(CHANNEL, self._notified)
                 if self._on_readers_left is not None:
                     await conn.add_listener(READERS_CHANNEL, self._readers_notified)
+                await register(conn, self._process)
             except _FAILURES as exc:
-                log.warning("LISTEN failed (%s)", exc)
+                log.warning("LISTEN failed (%s); retrying in %.2fs", exc, delay)
                 conn.terminate()
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)
                 continue
             delay = 0.05
             self._conn, self._lost = conn, lost
@@ -139,7 +157,31 @@ class Listener:
                 log.warning("LISTEN connection lost; reconnecting")
             finally:
                 self._conn = self._lost = None
-                conn.terminate()
+                if lost.is_set():
+                    conn.terminate()
+                else:  # stopped: not listening any more, so no longer notified
+                    await _unregister(conn)
+
+
+async def register(conn: asyncpg.Connection, process: str) -> None:
+    """Register `conn`, which LISTENs, as the listener of `process` (`log_listeners`)."""
+    async with conn.transaction():
+        await conn.execute(f"SET LOCAL lock_timeout = '{_REGISTER_LOCK_TIMEOUT}'")
+        await conn.execute(_LOCK)
+        await conn.execute(_REGISTER, process)
+
+
+async def _unregister(conn: asyncpg.Connection) -> None:
+    """Delete this connection's row and close it; on any failure, drop it (its row
+    is then a dead backend's, deleted by the next registration)."""
+    try:
+        await asyncio.wait_for(conn.execute(_UNREGISTER), 5)
+        await asyncio.wait_for(conn.close(), 5)
+    except asyncio.CancelledError:
+        conn.terminate()
+        raise
+    except Exception:  # the row is left for the next registration to delete
+        conn.terminate()
 
 
 def _setter(event: asyncio.Event) -> Callable[[Any], None]:

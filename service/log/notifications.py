@@ -1,13 +1,17 @@
 """The log's notifications: one definition of the channel and its payload.
 
 The append statements (`queries.sql`) queue a NOTIFY on `CHANNEL` at commit;
-the LISTEN connection (`service.log.listener`) decodes it here. A payload is
-one line per run the commit changed:
+the LISTEN connection (`service.log.listener`) decodes it here. The plain ones
+(`append_plain`, `append_tools`: no close among them) queue it only when a
+process other than the committing one listens (`log_listeners`, where each
+LISTEN connection registers): a lone process hears its own commits in-process.
+A payload is one line per run the commit changed:
 
     <run_id> <last_seq>[ c]          "c": the commit closed the run
 
 Run ids never hold a space or a line break (`check_run_id`). The version is in
-the channel's name: a new payload format gets a new channel, so a process of
+the channel's name: a new payload format (or a new rule for when one is sent,
+as version 2's registration) gets a new channel, so a process of
 one version never misreads another's (during a rolling upgrade the old and
 new processes simply do not hear each other, and the stream's slow re-check
 covers the difference). A notification is only a hint: late, lost or repeated
@@ -25,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import NamedTuple
 
-VERSION = 1
+VERSION = 2
 CHANNEL = f"replay_events_v{VERSION}"
 READERS_CHANNEL = f"replay_readers_v{VERSION}"
 

@@ -53,6 +53,9 @@
 -- One NOTIFY carries up to 40 runs, a line each (PostgreSQL caps a payload at
 -- 8,000 bytes; a line is at most ~150): one per run costs a group 15%. The
 -- channel and the line's format are service.log.notifications'.
+-- This statement and `bump` notify whether or not another process listens
+-- (`append_plain` and `append_tools` ask first): they may close a run, and
+-- every process's close hooks hear of every close, the committing one's too.
 WITH rich AS (
     UPDATE runs SET
         last_seq = runs.last_seq + (($3::jsonb -> runs.run_id) ->> 'n')::bigint,
@@ -157,7 +160,7 @@ prod AS (
     ON CONFLICT (run_id, producer_id) DO UPDATE SET epoch = excluded.epoch, seq = excluded.seq
 ),
 note AS (
-    SELECT pg_notify('replay_events_v1', string_agg(line, E'\n'))
+    SELECT pg_notify('replay_events_v2', string_agg(line, E'\n'))
     FROM (SELECT run_id || ' ' || last_seq || CASE WHEN close THEN ' c' ELSE '' END AS line,
                  (row_number() OVER ()) / 40 AS bucket
           FROM upd) AS l
@@ -177,7 +180,8 @@ SELECT run_id, base, (SELECT count(*) FROM note) AS notes FROM upd;
 --
 -- $1-$2 the rows (as `append`'s), $3 each run's count (jsonb {run_id: n}),
 -- $4 their run ids, $5 the expected seqs of the runs that have one (jsonb
--- {run_id: seq}).
+-- {run_id: seq}), $6 the committing process (its NOTIFY is queued only when a
+-- process other than this one listens: see `listener_lock`).
 WITH upd AS (
     UPDATE runs SET
         last_seq = runs.last_seq + ($3::jsonb ->> runs.run_id)::bigint,
@@ -201,9 +205,13 @@ ins AS (
     JOIN upd ON upd.run_id = e.run_id
 ),
 note AS (
-    SELECT pg_notify('replay_events_v1', string_agg(line, E'\n'))
+    SELECT pg_notify('replay_events_v2', string_agg(line, E'\n'))
     FROM (SELECT run_id || ' ' || last_seq AS line, (row_number() OVER ()) / 40 AS bucket
           FROM upd) AS l
+    -- Only when another process listens (see `listener_lock`); two ranges of the
+    -- key, as `<>` would scan the table (which the lanes' settings price out).
+    WHERE EXISTS (SELECT FROM log_listeners WHERE process < $6)
+       OR EXISTS (SELECT FROM log_listeners WHERE process > $6)
     GROUP BY bucket
 )
 SELECT run_id, base, (SELECT count(*) FROM note) AS notes FROM upd;
@@ -220,7 +228,8 @@ SELECT run_id, base, (SELECT count(*) FROM note) AS notes FROM upd;
 -- and only when one is new.
 --
 -- $1-$5 as `append_plain`'s; $6 the tools each run called (jsonb
--- {run_id: [name, ...]}, only the runs that called any).
+-- {run_id: [name, ...]}, only the runs that called any); $7 the committing
+-- process, as `append_plain`'s $6.
 WITH upd AS (
     UPDATE runs SET
         last_seq = runs.last_seq + ($3::jsonb ->> runs.run_id)::bigint,
@@ -252,9 +261,13 @@ ins AS (
     JOIN upd ON upd.run_id = e.run_id
 ),
 note AS (
-    SELECT pg_notify('replay_events_v1', string_agg(line, E'\n'))
+    SELECT pg_notify('replay_events_v2', string_agg(line, E'\n'))
     FROM (SELECT run_id || ' ' || last_seq AS line, (row_number() OVER ()) / 40 AS bucket
           FROM upd) AS l
+    -- Only when another process listens (see `listener_lock`); two ranges of the
+    -- key, as `<>` would scan the table (which the lanes' settings price out).
+    WHERE EXISTS (SELECT FROM log_listeners WHERE process < $7)
+       OR EXISTS (SELECT FROM log_listeners WHERE process > $7)
     GROUP BY bucket
 )
 SELECT run_id, base, (SELECT count(*) FROM note) AS notes FROM upd;
@@ -341,7 +354,7 @@ prod AS (
     ON CONFLICT (run_id, producer_id) DO UPDATE SET epoch = excluded.epoch, seq = excluded.seq
 ),
 note AS (
-    SELECT pg_notify('replay_events_v1', string_agg(line, E'\n'))
+    SELECT pg_notify('replay_events_v2', string_agg(line, E'\n'))
     FROM (SELECT run_id || ' ' || last_seq || CASE WHEN close THEN ' c' ELSE '' END AS line,
                  (row_number() OVER ()) / 40 AS bucket
           FROM upd) AS l
@@ -429,6 +442,36 @@ LEFT JOIN LATERAL (
 -- name: schema_version
 -- The migration the schema is at (NULL before the first).
 SELECT max(version_num) FROM alembic_version WHERE to_regclass('alembic_version') IS NOT NULL;
+
+
+-- name: listener_lock
+-- The first step of a listener's registration, in its transaction: waits until
+-- no append statement that reads `log_listeners` is in flight, and holds off
+-- new ones until the registration commits. So an append either committed
+-- before the registration did (and the listener's re-check after it reads its
+-- events) or reads the registration (and notifies): no commit falls between.
+-- A statement takes its locks before it takes its snapshot, so one held off
+-- here sees the row once it goes on.
+LOCK TABLE log_listeners IN ACCESS EXCLUSIVE MODE;
+
+
+-- name: listener_register
+-- This connection, which LISTENs, hears the log for process $1; the rows of
+-- listeners whose backend is gone (a process that died, a dropped connection)
+-- are deleted. After `listener_lock`, in the same transaction.
+WITH gone AS (
+    DELETE FROM log_listeners AS l
+    WHERE NOT EXISTS (SELECT FROM pg_stat_activity AS a
+                      WHERE a.pid = l.pid AND a.backend_start = l.backend_start)
+)
+INSERT INTO log_listeners (pid, backend_start, process)
+SELECT pid, backend_start, $1 FROM pg_stat_activity WHERE pid = pg_backend_pid()
+ON CONFLICT DO NOTHING;
+
+
+-- name: listener_unregister
+-- This connection no longer listens (it is about to close).
+DELETE FROM log_listeners WHERE pid = pg_backend_pid();
 
 
 -- name: probe
@@ -545,7 +588,7 @@ WITH gone AS (
           AND x.seen_at > now() - make_interval(secs => $3))
     RETURNING run_id
 ), note AS (
-    SELECT pg_notify('replay_readers_v1', string_agg(run_id, E'\n'))
+    SELECT pg_notify('replay_readers_v2', string_agg(run_id, E'\n'))
     FROM (SELECT run_id, (row_number() OVER ()) / 40 AS bucket FROM unread) AS l
     GROUP BY bucket
 )

@@ -364,12 +364,16 @@ class Group:
             general.append(run)
         return cls(shares, events, general)
 
-    def statement(self) -> tuple[str, tuple[Any, ...]]:
+    def statement(self, process: str = "") -> tuple[str, tuple[Any, ...]]:
         """The append statement this group takes (`queries.sql`), with all its parameters:
         `append_plain` when every share is plain, `append_tools` when every share is
-        plain but for the tools it called, else `append`."""
+        plain but for the tools it called, else `append`. `process`: the committing
+        process's key, as its listener registered it; the plain statements notify only
+        when another process listens (the default, no process's, counts every one)."""
         statement, requests = self.request_params()
-        return statement, (*self.events.params(), *requests)
+        if statement is sql.APPEND:
+            return statement, (*self.events.params(), *requests)
+        return statement, (*self.events.params(), *requests, process)
 
     def request_params(self) -> tuple[str, tuple[str | list[str], ...]]:
         """Which append statement the group takes, and its parameters after the events'

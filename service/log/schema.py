@@ -238,3 +238,17 @@ run_readers = Table(
     Column("seen_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
     PrimaryKeyConstraint("run_id", "holder", name="run_readers_pkey"),
 )
+
+# The LISTEN connections of every process, by backend (revision 0009_log_listeners):
+# the plain append statements notify only when one of another process is here. A
+# row whose backend is gone (`pg_stat_activity`) is a dead listener's, deleted by
+# the next registration.
+log_listeners = Table(
+    "log_listeners",
+    metadata,
+    Column("pid", Integer, nullable=False),
+    Column("backend_start", DateTime(timezone=True), nullable=False),
+    Column("process", Text, nullable=False),
+    # By process first: the append statements ask for a key other than their own.
+    PrimaryKeyConstraint("process", "pid", "backend_start", name="log_listeners_pkey"),
+)

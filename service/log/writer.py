@@ -100,6 +100,9 @@ COMMIT_SETTINGS: Mapping[str, str] = MappingProxyType(
         "plan_cache_mode": "force_generic_plan",
         "enable_seqscan": "off",
         "enable_bitmapscan": "off",
+        # Nor may a plan that slipped past these (priced by them far above any real
+        # cost) be compiled: JIT costs more than any group's statement takes.
+        "jit": "off",
     }
 )
 
@@ -188,8 +191,12 @@ class GroupCommitter:
         statement_seconds: float = 30.0,
         overlap_seconds: float = 0.05,
         pace_seconds: float = 0.002,
+        process: str = "",
     ) -> None:
         self._pool = pool
+        # This process's key, as its listener registers it (`log_listeners`): the plain
+        # statements notify only when another process listens ("": every one counts).
+        self._process = process
         self._overlap_seconds = overlap_seconds
         self._pace_seconds = pace_seconds
         # When each group in flight began (the loop's clock), and the timer that ends
@@ -521,7 +528,7 @@ class GroupCommitter:
         raise AssertionError("unreachable")
 
     async def _append_statement(self, conn: Connection, group: Group) -> list[asyncpg.Record]:
-        statement, params = group.statement()
+        statement, params = group.statement(self._process)
         return list(await conn.fetch(statement, *params, timeout=self._statement_seconds))
 
     async def _bump_and_copy(self, conn: Connection, group: Group) -> list[asyncpg.Record]:

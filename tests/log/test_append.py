@@ -572,10 +572,10 @@ async def test_group_statement_when_runs_mix_batch_rows_and_rows_then_each_reads
         ]
         appends[run] = [Pending(run, chunks, None, False, True, None, loop.create_future())]
     group = Group.of(appends)
-    statement, requests = group.request_params()
+    statement, params = group.statement()
     async with event_log.pool.acquire() as conn:
         await conn.executemany("INSERT INTO runs (run_id) VALUES ($1)", [(r,) for r in appends])
-        answer = await conn.fetch(statement, *group.events.params(), *requests)
+        answer = await conn.fetch(statement, *params)
     assert sorted(row["run_id"] for row in answer) == sorted(appends)
     for run, (item,) in appends.items():
         events = await event_log.read_events(run, 0, 100_000)
@@ -662,9 +662,9 @@ def _plan_args(statement: str, runs: list[str]) -> tuple[Any, ...]:
     rows = json.dumps([[run, 1, "A", '{"type":"A"}', None, None, 1] for run in runs])
     ones = json.dumps(dict.fromkeys(runs, 1))  # each run's count, and its expected seq
     if statement == "APPEND_PLAIN":
-        return rows, [], ones, runs, ones
+        return rows, [], ones, runs, ones, ""
     if statement == "APPEND_TOOLS":
-        return rows, [], ones, runs, ones, json.dumps({runs[0]: ["search"]})
+        return rows, [], ones, runs, ones, json.dumps({runs[0]: ["search"]}), ""
     requests = json.dumps({runs[0]: {"n": 1}})
     if statement == "BUMP":
         return requests, runs[:1]

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from service.errors import Unavailable, Unstorable
 from service.log import EventLog, sql
 from service.log.chunks import stored
+from service.log.listener import register
 from service.log.notifications import CHANNEL, READERS_CHANNEL, Notice, decode, encode
 from service.log.request import Group, Pending
 from service.log.sql import QUERIES, SOURCE, parse
@@ -48,7 +49,7 @@ async def _notices_until_closed(
 
     listener = await listening.listen(on_notices, lambda: None)
     try:
-        assert listener.listening and CHANNEL.endswith("_v1")
+        assert listener.listening and CHANNEL.endswith("_v2")
         await appending.append(run_id, [{"type": "A"}, {"type": "B"}])
         await appending.append(run_id, [{"type": "C"}], close=True)
         async with asyncio.timeout(DEADLINE):
@@ -111,6 +112,7 @@ async def test_group_of_many_runs_when_committed_then_each_notified_once_forty_t
                 heard.set()
 
         await listening.add_listener(CHANNEL, on_payload)
+        await register(listening, "another process")
         answer = await committing.fetch(statement, *params)
         assert {row["run_id"]: row["base"] for row in answer} == dict.fromkeys(runs, 4)
         async with asyncio.timeout(DEADLINE):
