@@ -12,8 +12,14 @@ One connection commits the same group over and over: one event for each of
   name) and the rest are plain: those take its `append_plain`-like update;
 * `append_tools` for that group (what it takes now: one share records only
   the tool it called, so no share needs the full update);
-* `append_plain` with the expected seqs (what they take now);
-* `append_plain` without them (a plain stream's group, for reference).
+* `append_plain` with the expected seqs (what such a group of several chunks
+  per run takes);
+* `append_ones` with the expected seqs, and with the tool (what these groups,
+  one chunk per run, take now);
+* `append_plain` and `append_ones` without them (a plain stream's group).
+
+No other process listens, so the plain statements queue no NOTIFY (as in a
+lone process); `append` always does.
 
 The figure is the backend's CPU (utime + stime from /proc) per event stored,
 which, unlike wall time, counts only the server's own work, so a busy machine
@@ -31,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import os
 import statistics
@@ -48,29 +55,30 @@ from common import cpu_seconds, scratch_database
 
 from service.log import sql
 from service.log.chunks import StoredChunk
-from service.log.request import EventRows
+from service.log.request import EventRows, ones_columns
 from service.log.writer import COMMIT_SETTINGS
 
 CHUNK = orjson.dumps(
     {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": "tokens "}
 ).decode()
 
-# Each target: (statement, its parameters after the events' columns, given the runs
-# and each run's seq before the group).
-Params = Callable[[list[str], dict[str, int]], tuple[Any, ...]]
+# Each target: (statement, its parameters, given the group's rows, the runs and each
+# run's seq before the group).
+Params = Callable[[EventRows, list[str], dict[str, int]], tuple[Any, ...]]
 
 
-def _full(runs: list[str], seqs: dict[str, int]) -> tuple[Any, ...]:
+def _full(events: EventRows, runs: list[str], seqs: dict[str, int]) -> tuple[Any, ...]:
     requests = {run: {"n": 1, "expected": seqs[run] + 1} for run in runs}
-    return orjson.dumps(requests).decode(), runs, "{}", [], "{}"
+    return *events.params(), orjson.dumps(requests).decode(), runs, "{}", [], "{}"
 
 
-def _one_rich(runs: list[str], seqs: dict[str, int]) -> tuple[Any, ...]:
+def _one_rich(events: EventRows, runs: list[str], seqs: dict[str, int]) -> tuple[Any, ...]:
     # The first run's share records a tool name; the rest are plain, as `append` takes them.
     rich, plain = runs[:1], runs[1:]
     requests = {run: {"n": 1, "expected": seqs[run] + 1, "tools": ["search"]} for run in rich}
     expected = {run: seqs[run] + 1 for run in plain}
     return (
+        *events.params(),
         orjson.dumps(requests).decode(),
         rich,
         orjson.dumps(dict.fromkeys(plain, 1)).decode(),
@@ -79,19 +87,35 @@ def _one_rich(runs: list[str], seqs: dict[str, int]) -> tuple[Any, ...]:
     )
 
 
-def _one_tool(runs: list[str], seqs: dict[str, int]) -> tuple[Any, ...]:
+_TOOL = orjson.dumps({"statement-0000": ["search"]}).decode()
+# The committing process: no other one listens (no NOTIFY).
+_PROCESS = "statement-bench"
+
+
+def _one_tool(events: EventRows, runs: list[str], seqs: dict[str, int]) -> tuple[Any, ...]:
     # The same group as `_one_rich`'s, as `append_tools` takes it: every run's count and
     # expected seq, and the first run's tool apart.
-    return (*_plain_expected(runs, seqs), orjson.dumps({runs[0]: ["search"]}).decode())
+    return (*_plain_expected(events, runs, seqs)[:-1], _TOOL, _PROCESS)
 
 
-def _plain_expected(runs: list[str], seqs: dict[str, int]) -> tuple[Any, ...]:
+def _plain_expected(events: EventRows, runs: list[str], seqs: dict[str, int]) -> tuple[Any, ...]:
     expected = {run: seqs[run] + 1 for run in runs}
-    return orjson.dumps(dict.fromkeys(runs, 1)).decode(), runs, orjson.dumps(expected).decode()
+    counts = orjson.dumps(dict.fromkeys(runs, 1)).decode()
+    return *events.params(), counts, runs, orjson.dumps(expected).decode(), _PROCESS
 
 
-def _plain(runs: list[str], seqs: dict[str, int]) -> tuple[Any, ...]:
-    return orjson.dumps(dict.fromkeys(runs, 1)).decode(), runs, "{}"
+def _plain(events: EventRows, runs: list[str], seqs: dict[str, int]) -> tuple[Any, ...]:
+    counts = orjson.dumps(dict.fromkeys(runs, 1)).decode()
+    return *events.params(), counts, runs, "{}", _PROCESS
+
+
+def _ones(
+    events: EventRows, runs: list[str], seqs: dict[str, int], *, expected: bool, tool: bool
+) -> tuple[Any, ...]:
+    columns = ones_columns(events.rows)
+    assert columns is not None
+    given = orjson.dumps({run: seqs[run] + 1 for run in runs}).decode() if expected else "{}"
+    return *columns, given, _TOOL if tool else "{}", _PROCESS
 
 
 TARGETS: dict[str, tuple[str, Params]] = {
@@ -99,7 +123,16 @@ TARGETS: dict[str, tuple[str, Params]] = {
     "append, one share not plain": (sql.APPEND, _one_rich),
     "append_tools, one tool share": (sql.APPEND_TOOLS, _one_tool),
     "append_plain, expected seqs": (sql.APPEND_PLAIN, _plain_expected),
+    "append_ones, expected seqs": (
+        sql.APPEND_ONES,
+        functools.partial(_ones, expected=True, tool=False),
+    ),
+    "append_ones, one tool share": (
+        sql.APPEND_ONES,
+        functools.partial(_ones, expected=True, tool=True),
+    ),
     "append_plain, none": (sql.APPEND_PLAIN, _plain),
+    "append_ones, none": (sql.APPEND_ONES, functools.partial(_ones, expected=False, tool=False)),
 }
 
 
@@ -122,12 +155,12 @@ async def measure(url: str, width: int, statements: int, rounds: int) -> dict[st
         for round_ in range(rounds):
             for name in names[round_ % len(names) :] + names[: round_ % len(names)]:
                 statement, params = TARGETS[name]
-                await conn.fetch(statement, *events.params(), *params(runs, seqs))  # planned
+                await conn.fetch(statement, *params(events, runs, seqs))  # planned
                 seqs = {run: seq + 1 for run, seq in seqs.items()}
                 start, used = time.perf_counter(), cpu_seconds([pid])
                 own = time.process_time()
                 for _ in range(statements):
-                    rows = await conn.fetch(statement, *events.params(), *params(runs, seqs))
+                    rows = await conn.fetch(statement, *params(events, runs, seqs))
                     if len(rows) != width:
                         raise RuntimeError(f"{name}: {len(rows)} of {width} runs applied")
                     seqs = {run: seq + 1 for run, seq in seqs.items()}

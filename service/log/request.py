@@ -366,14 +366,39 @@ class Group:
 
     def statement(self, process: str = "") -> tuple[str, tuple[Any, ...]]:
         """The append statement this group takes (`queries.sql`), with all its parameters:
-        `append_plain` when every share is plain, `append_tools` when every share is
+        `append_ones` when each run brings one chunk and nothing but tools to record,
+        else `append_plain` when every share is plain, `append_tools` when every share is
         plain but for the tools it called, else `append`. `process`: the committing
         process's key, as its listener registered it; the plain statements notify only
         when another process listens (the default, no process's, counts every one)."""
+        events = self.events
+        shares = self.shares
+        if (
+            len(events.rows) == events.events == len(shares) > 1
+            and not events.batched
+            # Only a share made the general way can hold more than one chunk, or more
+            # than a count, an expected seq and tools (as `request_params` says).
+            and all(shares[run].count == 1 and shares[run].tools_at_most for run in self.general)
+        ):
+            # One chunk for each run, a row each: `append_ones`, the rows as columns.
+            columns = ones_columns(events.rows)
+            if columns is not None:
+                expected = {
+                    run: share.expected
+                    for run, share in shares.items()
+                    if share.expected is not None
+                }
+                tools = {run: list(shares[run].tools) for run in self.general if shares[run].tools}
+                return sql.APPEND_ONES, (
+                    *columns,
+                    orjson.dumps(expected).decode(),
+                    orjson.dumps(tools).decode(),
+                    process,
+                )
         statement, requests = self.request_params()
         if statement is sql.APPEND:
-            return statement, (*self.events.params(), *requests)
-        return statement, (*self.events.params(), *requests, process)
+            return statement, (*events.params(), *requests)
+        return statement, (*events.params(), *requests, process)
 
     def request_params(self) -> tuple[str, tuple[str | list[str], ...]]:
         """Which append statement the group takes, and its parameters after the events'
@@ -400,6 +425,33 @@ class Group:
         """`append`'s $3-$4 (`bump`'s $1-$2): the shares as JSON, and their run ids."""
         shares = {run: share.to_json() for run, share in self.shares.items()}
         return orjson.dumps(shares).decode(), list(self.shares)
+
+
+# `append_ones`' columns: values joined by a separator, a null in the two that may be
+# null as a value of its own; neither is ever raw in a chunk's JSON text.
+_SEPARATOR = "\x1e"
+_NULL = "\x1f"
+
+
+def ones_columns(rows: list[EventRow]) -> tuple[str, str, str, str, str] | None:
+    """`append_ones`' $1-$5 for these rows (one event each), or None where a value holds
+    the separator or the null (a type or an id may: any string is one), so that the
+    group takes another statement."""
+    count = len(rows)
+    run_ids, _, types, texts, message_ids, tool_call_ids, _ = zip(*rows, strict=True)
+    joined = []
+    for column in (run_ids, types, texts):
+        text = _SEPARATOR.join(column)
+        if text.count(_SEPARATOR) != count - 1:
+            return None
+        joined.append(text)
+    for nullable in (message_ids, tool_call_ids):
+        nulls = nullable.count(None)
+        text = _SEPARATOR.join([_NULL if value is None else value for value in nullable])
+        if text.count(_SEPARATOR) != count - 1 or text.count(_NULL) != nulls:
+            return None
+        joined.append(text)
+    return joined[0], joined[1], joined[2], joined[3], joined[4]
 
 
 def _plain_params(

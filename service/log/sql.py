@@ -49,6 +49,7 @@ QUERIES = parse(SOURCE.read_text("utf-8"))
 APPEND = QUERIES["append"]
 APPEND_PLAIN = QUERIES["append_plain"]
 APPEND_TOOLS = QUERIES["append_tools"]
+APPEND_ONES = QUERIES["append_ones"]
 BUMP = QUERIES["bump"]
 
 # The COPY path's columns for `events`, in the order of service.log.request.EventRow

@@ -26,7 +26,7 @@ from service.errors import (
 )
 from service.ingest.verbatim import split_events
 from service.log import EventLog, sql
-from service.log.chunks import Chunks, stored
+from service.log.chunks import Chunks, stored, stored_values
 from service.log.request import Group, Pending
 
 
@@ -607,49 +607,90 @@ async def test_group_statement_when_runs_mix_batch_rows_and_rows_then_each_reads
     }
 
 
+# Any string, the two separators of `append_ones`' columns and the empty one included.
+_ANY_TEXT = st.text(st.sampled_from(["\x1e", "\x1f", '"', "\\", "\x01", "é", "a", " "]), max_size=4)
+
+
 @_DATABASE_PROPERTY
 @given(
     shares=st.lists(
-        st.tuples(_ESCAPED, st.sampled_from([None, 3, 2, 4]), st.booleans()),
+        st.tuples(
+            st.sampled_from(["TEXT_MESSAGE_CONTENT", "TOOL_CALL_START"]),
+            _ANY_TEXT,  # the message id (or tool-call id), and the text or tool name
+            st.sampled_from([None, 3, 2, 4]),  # the expected seq (3 fits)
+            st.booleans(),  # closed
+            st.booleans(),  # ids null
+        ),
         min_size=1,
         max_size=6,
-    )
+    ),
+    odd_type=st.one_of(st.none(), _ANY_TEXT),
 )
 async def test_one_event_per_run_group_when_some_runs_refuse_then_the_rest_read_back_as_sent(
-    event_log: EventLog, shares: list[tuple[str, int | None, bool]]
+    event_log: EventLog,
+    shares: list[tuple[str, str, int | None, bool, bool]],
+    odd_type: str | None,
 ) -> None:
-    """A group of one plain event per run (`append_plain`): every run that is open and at
-    its expected seq (if one is given) gets its event at the next seq, exactly as sent;
-    a closed run, or one not at the expected seq, gets nothing (its row meets no
-    updated run row)."""
+    """A group of one event per run: `append_ones` from two runs on, unless a value holds
+    one of its columns' separators (then `append_plain` or `append_tools`, as for a single
+    run). Either way, every run that is open and at its expected seq (if one is given)
+    gets its event at the next seq, exactly as sent (ids null or not, any type, the
+    empty string included), and the tools it called; a closed run, or one not at the
+    expected seq, gets nothing."""
     loop = asyncio.get_running_loop()
     appends: dict[str, list[Pending]] = {}
-    for index, (text, expected, closed) in enumerate(shares):
+    for index, (kind, text, expected, closed, null_ids) in enumerate(shares):
         run = f"single-{uuid.uuid4().hex[:8]}-{index}"
         await event_log.append(run, [{"type": "A", "i": 1}, {"type": "A", "i": 2}])
         if closed:
             await event_log.close_run(run)
-        chunk = stored({"type": "TEXT_MESSAGE_CONTENT", "delta": text, "messageId": text}, 0)
+        if index == 0 and odd_type is not None:
+            kind = odd_type  # any type at all, even one no AG-UI event has
+        value: dict[str, object] = {"type": kind, "delta": text, "toolCallName": f"t{text}"}
+        if not null_ids:
+            value |= {"messageId": text, "toolCallId": f"c{text}"}
+        chunk = stored(value, 0) if kind else stored_values([value], untyped=True)[0]
         appends[run] = [Pending(run, [chunk], expected, False, False, None, loop.create_future())]
     statement, params = Group.of(appends).statement()
-    assert statement == sql.APPEND_PLAIN
+    sent = [item.chunks[0] for (item,) in appends.values()]
+    # A value holding the separator, or an id holding the null (a type is never null).
+    separated = any(
+        "\x1e" in chunk.type
+        or any("\x1e" in part or "\x1f" in part for part in (chunk.message_id or "",
+                                                           chunk.tool_call_id or ""))
+        for chunk in sent
+    )  # fmt: skip
+    called = any(chunk.type == "TOOL_CALL_START" for chunk in sent)
+    assert statement == (
+        sql.APPEND_ONES
+        if len(appends) > 1 and not separated
+        else sql.APPEND_TOOLS
+        if called
+        else sql.APPEND_PLAIN
+    )
     async with event_log.pool.acquire() as conn:
         answer = await conn.fetch(statement, *params)
     applied = {
         run
-        for run, (_, expected, closed) in zip(appends, shares, strict=True)
+        for run, (_, _, expected, closed, _) in zip(appends, shares, strict=True)
         if not closed and expected in (None, 3)
     }
     assert {row["run_id"]: row["base"] for row in answer} == dict.fromkeys(applied, 2)
     async with event_log.pool.acquire() as conn:
-        for run, (item,) in appends.items():
+        for index, (run, (item,)) in enumerate(appends.items()):
             rows = await conn.fetch(
-                "SELECT seq, type, chunk, message_id, n FROM events WHERE run_id = $1 AND seq > 2",
+                "SELECT seq, type, chunk, message_id, tool_call_id, n FROM events"
+                " WHERE run_id = $1 AND seq > 2",
                 run,
             )
             chunk = item.chunks[0]
-            sent = [(3, chunk.type, chunk.text, chunk.message_id, 1)]
-            assert [tuple(row) for row in rows] == (sent if run in applied else [])
+            stored_as = [(3, chunk.type, chunk.text, chunk.message_id, chunk.tool_call_id, 1)]
+            assert [tuple(row) for row in rows] == (stored_as if run in applied else [])
+            state = await conn.fetchrow(
+                "SELECT last_seq, tool_names FROM runs WHERE run_id = $1", run
+            )
+            tools = [f"t{shares[index][1]}"] if chunk.type == "TOOL_CALL_START" else []
+            assert tuple(state) == ((3, tools) if run in applied else (2, []))
             assert [e.seq for e in await event_log.read_events(run, 0, 10)] == (
                 [1, 2, 3] if run in applied else [1, 2]
             )
@@ -658,13 +699,18 @@ async def test_one_event_per_run_group_when_some_runs_refuse_then_the_rest_read_
 def _plan_args(statement: str, runs: list[str]) -> tuple[Any, ...]:
     """`statement`'s parameters for one event of each of `runs`, all plain but the
     first (for `append`, which updates the others as `append_plain` does; for
-    `append_tools`, whose first run called a tool)."""
+    `append_tools` and `append_ones`, whose first run called a tool)."""
     rows = json.dumps([[run, 1, "A", '{"type":"A"}', None, None, 1] for run in runs])
     ones = json.dumps(dict.fromkeys(runs, 1))  # each run's count, and its expected seq
     if statement == "APPEND_PLAIN":
         return rows, [], ones, runs, ones, ""
     if statement == "APPEND_TOOLS":
         return rows, [], ones, runs, ones, json.dumps({runs[0]: ["search"]}), ""
+    if statement == "APPEND_ONES":
+        columns = ("\x1e".join(values) for values in (runs, ["A"] * len(runs)))
+        chunks = "\x1e".join(['{"type":"A"}'] * len(runs))
+        nulls = "\x1e".join(["\x1f"] * len(runs))
+        return *columns, chunks, nulls, nulls, ones, json.dumps({runs[0]: ["search"]}), ""
     requests = json.dumps({runs[0]: {"n": 1}})
     if statement == "BUMP":
         return requests, runs[:1]
@@ -673,7 +719,9 @@ def _plan_args(statement: str, runs: list[str]) -> tuple[Any, ...]:
 
 
 @pytest.mark.parametrize("stats", ["none", "analyzed", "most_closed"])
-@pytest.mark.parametrize("statement", ["APPEND", "APPEND_PLAIN", "APPEND_TOOLS", "BUMP"])
+@pytest.mark.parametrize(
+    "statement", ["APPEND", "APPEND_PLAIN", "APPEND_TOOLS", "APPEND_ONES", "BUMP"]
+)
 async def test_append_statements_on_a_lane_connection_then_runs_are_read_by_key_only(
     event_log: EventLog, statement: str, stats: str
 ) -> None:

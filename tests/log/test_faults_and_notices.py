@@ -76,27 +76,35 @@ async def test_append_when_committed_by_own_pool_then_listener_passes_only_the_c
     assert heard == [Notice("notice-own", 3, True)]
 
 
-@pytest.mark.parametrize("kind", ["A", "TOOL_CALL_START", "RUN_FINISHED"])
+@pytest.mark.parametrize(
+    ("kind", "count", "taken"),
+    [
+        ("A", 1, "APPEND_ONES"),
+        ("TOOL_CALL_START", 1, "APPEND_ONES"),
+        ("A", 2, "APPEND_PLAIN"),
+        ("TOOL_CALL_START", 2, "APPEND_TOOLS"),
+        ("RUN_FINISHED", 1, "APPEND"),
+    ],
+)
 async def test_group_of_many_runs_when_committed_then_each_notified_once_forty_to_a_notify(
-    database_url: str, event_log: EventLog, kind: str
+    database_url: str, event_log: EventLog, kind: str, count: int, taken: str
 ) -> None:
     """A group of more runs than one payload holds (ids of the longest kind), through each
-    append statement (`append_plain`, `append_tools`, `append`, by what the first share
-    records): every run it changed is in exactly one notification, at its new last seq,
-    its close marked; no notification holds more than 40 lines or reaches PostgreSQL's
-    8,000-byte cap on a payload."""
+    append statement (`append_ones`, `append_plain`, `append_tools`, `append`, by how
+    many chunks each run brings and what the first share records): every run it changed
+    is in exactly one notification, at its new last seq, its close marked; no
+    notification holds more than 40 lines or reaches PostgreSQL's 8,000-byte cap on a
+    payload."""
     loop = asyncio.get_running_loop()
-    runs = [f"{kind[:4]}-{i:03d}-".ljust(128, "n") for i in range(97)]
+    runs = [f"{kind[:4]}-{count}-{i:03d}-".ljust(128, "n") for i in range(97)]
     appends = {}
     for index, run in enumerate(runs):
-        chunk = {"type": kind if index == 0 else "A", "toolCallName": "t"}
+        chunks = [{"type": kind if index == 0 else "A", "toolCallName": "t"}] * count
         close = kind == "RUN_FINISHED" and index == 0
-        appends[run] = [Pending(run, [stored(chunk, 0)], None, close, False, None,
-                                loop.create_future())]  # fmt: skip
+        appends[run] = [Pending(run, [stored(chunk, i) for i, chunk in enumerate(chunks)],
+                                None, close, False, None, loop.create_future())]  # fmt: skip
     statement, params = Group.of(appends).statement()
-    assert statement == {"A": sql.APPEND_PLAIN, "TOOL_CALL_START": sql.APPEND_TOOLS}.get(
-        kind, sql.APPEND
-    )
+    assert statement == getattr(sql, taken)
     payloads: list[str] = []
     heard = asyncio.Event()
     listening = await asyncpg.connect(database_url)
@@ -124,7 +132,8 @@ async def test_group_of_many_runs_when_committed_then_each_notified_once_forty_t
     assert len(payloads) == 3
     notified = [notice for p in payloads for notice in decode(p)]
     assert sorted(notified) == sorted(
-        Notice(run, 5, kind == "RUN_FINISHED" and index == 0) for index, run in enumerate(runs)
+        Notice(run, 4 + count, kind == "RUN_FINISHED" and index == 0)
+        for index, run in enumerate(runs)
     )
 
 
