@@ -21,7 +21,7 @@ runs it refused, given their states. Neither touches the database; the writer
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime
 from itertools import repeat
@@ -433,10 +433,10 @@ _SEPARATOR = "\x1e"
 _NULL = "\x1f"
 
 
-def ones_columns(rows: list[EventRow]) -> tuple[str, str, str, str, str] | None:
+def ones_columns_python(rows: list[EventRow]) -> tuple[str, str, str, str, str] | None:
     """`append_ones`' $1-$5 for these rows (one event each), or None where a value holds
     the separator or the null (a type or an id may: any string is one), so that the
-    group takes another statement."""
+    group takes another statement. `_group.ones_columns` in C where that is built."""
     count = len(rows)
     run_ids, _, types, texts, message_ids, tool_call_ids, _ = zip(*rows, strict=True)
     joined = []
@@ -484,15 +484,33 @@ class Outcomes:
     committed: int = 0  # events this group added
 
 
+# What `settle`'s loop gives: the hints, the results, the events committed, the refused.
+_Settled = tuple[
+    list[tuple[str, int, bool]], list[tuple[Pending, AppendResult]], int, dict[str, list[Pending]]
+]
+
+
 def settle(
     appends: Mapping[str, list[Pending]], bases: Mapping[str, int]
 ) -> tuple[Outcomes, dict[str, list[Pending]]]:
     """Outcomes of the runs the statement applied (`bases`: run -> seq before the group),
-    and the runs it refused, still to be explained."""
-    outcomes = Outcomes()
+    and the runs it refused, still to be explained. Its loop is `_group.settle`'s in C
+    where that is built (`settle_loop_python` is the same in Python)."""
+    hints, results, committed, refused = _settle_loop(appends, bases, AppendResult)
+    return Outcomes(hints, results, committed=committed), refused
+
+
+def settle_loop_python(
+    appends: Mapping[str, list[Pending]], bases: Mapping[str, int], cls: type[AppendResult]
+) -> _Settled:
+    """`settle`'s loop: each applied run's appends numbered from its base, the run's hint
+    (its new last seq, whether its last append closed it), the events committed, and the
+    refused runs' appends."""
+    hints: list[tuple[str, int, bool]] = []
+    results: list[tuple[Pending, AppendResult]] = []
     refused: dict[str, list[Pending]] = {}
-    hint = outcomes.hints.append
-    result = outcomes.results.append
+    hint = hints.append
+    result = results.append
     committed = 0
     for run, items in appends.items():
         base = bases.get(run)
@@ -503,12 +521,27 @@ def settle(
         for item in items:
             count = len(item.chunks)
             answer = (run, base + 1 if count else None, base + count)
-            result((item, _new_result(AppendResult, answer)))
+            result((item, _new_result(cls, answer)))
             base += count
         committed += base - start
         hint((run, base, items[-1].close))
-    outcomes.committed = committed
-    return outcomes, refused
+    return hints, results, committed, refused
+
+
+ones_columns: Callable[[list[EventRow]], tuple[str, str, str, str, str] | None]
+_settle_loop: Callable[
+    [Mapping[str, list[Pending]], Mapping[str, int], type[AppendResult]], _Settled
+]
+try:
+    from service.log import _group
+except ImportError:  # not built (a source checkout without a compiler): the same, slower
+    GROUP_IN_C = False
+    ones_columns = ones_columns_python
+    _settle_loop = settle_loop_python
+else:
+    GROUP_IN_C = True
+    ones_columns = _group.ones_columns
+    _settle_loop = _group.settle
 
 
 def explain(

@@ -582,12 +582,15 @@ async def test_group_statement_when_runs_mix_batch_rows_and_rows_then_each_reads
         assert [(e.seq, e.type, e.chunk) for e in events] == [
             (i + 1, c.type, c.text) for i, c in enumerate(item.chunks)
         ]
-    # Whichever statement the group took, its plain shares only bump their runs, the
-    # others record their terminal chunk or the tool they called.
+    # Whichever statement the group took (one chunk for each of several runs: the
+    # columns'), its plain shares only bump their runs, the others record their
+    # terminal chunk or the tool they called.
     kinds_sent = {last for _, last in shares}
     assert statement == (
         sql.APPEND
         if "RUN_FINISHED" in kinds_sent
+        else sql.APPEND_ONES
+        if len(shares) > 1 and all(count == 1 for count, _ in shares)
         else sql.APPEND_TOOLS
         if "TOOL_CALL_START" in kinds_sent
         else sql.APPEND_PLAIN

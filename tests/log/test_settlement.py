@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from service.errors import ProducerRefused, RunClosed, RunNotFound, SeqConflict
-from service.log import sql
+from service.log import request, sql
 from service.log.chunks import stored
 from service.log.request import (
     AppendResult,
@@ -23,7 +23,10 @@ from service.log.request import (
     Pending,
     RunShare,
     explain,
+    ones_columns,
+    ones_columns_python,
     settle,
+    settle_loop_python,
 )
 from service.log.store import RunState
 from service.log.summary import summarize
@@ -91,6 +94,84 @@ def test_settle_when_statement_applied_some_runs_then_each_append_gets_its_conti
         assert (run, seq, close) in outcomes.hints
     assert outcomes.committed == sum(sum(spec[run][0]) for run in bases)
     assert len(outcomes.hints) == len(bases)
+
+
+def test_group_loops_when_the_service_is_installed_then_they_are_built_in_c() -> None:
+    """`pip install` (ops/setup) compiles `_group.c`; without it the suite would test only
+    the Python twins, and every commit lane would run them."""
+    assert request.GROUP_IN_C
+
+
+@given(groups)
+def test_settle_loop_when_any_group_then_c_and_python_give_the_same(
+    spec: dict[str, tuple[list[int], bool, int | None]],
+) -> None:
+    loop = asyncio.new_event_loop()
+    try:
+        appends = {
+            run: [pending(loop, run, n, close=close and i == len(counts) - 1)
+                  for i, n in enumerate(counts)]
+            for run, (counts, close, _) in spec.items()
+        }  # fmt: skip
+        bases = {run: base for run, (_, _, base) in spec.items() if base is not None}
+        from_c = request._settle_loop(appends, bases, AppendResult)
+        from_python = settle_loop_python(appends, bases, AppendResult)
+    finally:
+        loop.close()
+    assert from_c == from_python
+    # The same objects in the same places, each result an AppendResult.
+    assert [(id(item), type(result)) for item, result in from_c[1]] == [
+        (id(item), AppendResult) for item, _ in from_python[1]
+    ]
+    assert {run: list(map(id, items)) for run, items in from_c[3].items()} == {
+        run: list(map(id, items)) for run, items in from_python[3].items()
+    }
+
+
+# Any id or type, the columns' separator and null among them.
+_COLUMN_TEXT = st.text(st.sampled_from(["\x1e", "\x1f", "a", "é", "🙂", '"']), max_size=3)
+
+
+@given(
+    st.lists(
+        st.tuples(
+            _COLUMN_TEXT,
+            _COLUMN_TEXT,
+            st.one_of(st.none(), _COLUMN_TEXT),
+            st.one_of(st.none(), _COLUMN_TEXT),
+        ),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_ones_columns_when_any_values_then_c_and_python_give_the_same(
+    values: list[tuple[str, str, str | None, str | None]],
+) -> None:
+    """The columns of any rows, or None for both where a value holds a separator (or an
+    id the null); each column, split, gives back its values, the nulls marked."""
+    rows = [
+        (f"run-{i}", 1, kind, f'{{"t":{i}}}', message_id, tool_call_id, 1)
+        for i, (kind, _, message_id, tool_call_id) in enumerate(values)
+    ]
+    columns = ones_columns(rows)
+    assert columns == ones_columns_python(rows)
+    if columns is None:
+        assert any(
+            "\x1e" in kind or any(v is not None and ("\x1e" in v or "\x1f" in v) for v in ids)
+            for _, _, kind, _, *ids, _ in rows
+        )
+        return
+    for column, field in zip(columns, (0, 2, 3, 4, 5), strict=True):
+        assert column.split("\x1e") == [
+            "\x1f" if row[field] is None else row[field] for row in rows
+        ]
+
+
+def test_ones_columns_when_a_type_or_run_is_null_then_both_refuse_alike() -> None:
+    row = ("run-1", 1, None, "{}", None, None, 1)
+    for columns in (ones_columns, ones_columns_python):
+        with pytest.raises(TypeError):
+            columns([row])
 
 
 def test_explain_when_run_missing_and_all_may_create_then_created_with_thread_and_retried(
