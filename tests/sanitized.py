@@ -17,9 +17,18 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
+# What every script runs first: the sanitized build, loaded as the module `built`.
+_LOAD_BUILT = """
+import importlib.machinery, importlib.util, sys
+_loader = importlib.machinery.ExtensionFileLoader({name!r}, sys.argv[1])
+built = importlib.util.module_from_spec(importlib.util.spec_from_loader({name!r}, _loader))
+_loader.exec_module(built)
+"""
+
+
 def run_sanitized(source: Path, script: str, workdir: Path) -> subprocess.CompletedProcess[str]:
-    """Build `source` with the sanitizers into `workdir` and run `script` (given the built
-    module's path as `sys.argv[1]`) from the checkout's root; returns the finished child."""
+    """Build `source` with the sanitizers into `workdir` and run `script` from the
+    checkout's root, the build loaded before it as `built`; returns the finished child."""
     gcc = shutil.which("gcc")
     if gcc is None:
         pytest.fail(f"gcc is needed to build {source.name} with sanitizers")
@@ -51,7 +60,7 @@ def run_sanitized(source: Path, script: str, workdir: Path) -> subprocess.Comple
         "UBSAN_OPTIONS": "print_stacktrace=1:exitcode=98",
     }
     return subprocess.run(
-        [sys.executable, "-c", script, str(built)],
+        [sys.executable, "-c", _LOAD_BUILT.format(name=source.stem) + script, str(built)],
         env=env,
         capture_output=True,
         text=True,

@@ -11,18 +11,13 @@ from tests.sanitized import ROOT, run_sanitized
 
 SOURCE = ROOT / "service" / "log" / "_group.c"
 
-# Loads the sanitized build (`run_sanitized`). Deterministic: seeded, no hypothesis.
+# Run on the sanitized build (`built`, see `run_sanitized`). Deterministic: seeded, no hypothesis.
 FUZZ = r"""
-import asyncio, importlib.machinery, importlib.util, random, sys
-loader = importlib.machinery.ExtensionFileLoader("_group", sys.argv[1])
-spec = importlib.util.spec_from_loader("_group", loader)
-built = importlib.util.module_from_spec(spec)
-loader.exec_module(built)
+import random, sys
 from service.log.chunks import StoredChunk
 from service.log.request import AppendResult, Pending, ones_columns_python, settle_loop_python
 
 rng = random.Random(29)
-loop = asyncio.new_event_loop()
 run = "".join(["RU", "N"])  # not interned: its reference count is this test's own
 kind = "".join(["KI", "ND"])
 texts = [kind, "a", "", "\x1e", "x\x1fy", "caf\u00e9", "\ud83d\ude42"]

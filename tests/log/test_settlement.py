@@ -66,18 +66,25 @@ groups = st.dictionaries(
 )
 
 
+def _group_of(
+    loop: asyncio.AbstractEventLoop, spec: dict[str, tuple[list[int], bool, int | None]]
+) -> tuple[dict[str, list[Pending]], dict[str, int]]:
+    """The appends of a `groups` example, and the bases of the runs the statement applied."""
+    appends = {
+        run: [pending(loop, run, n, close=close and i == len(counts) - 1)
+              for i, n in enumerate(counts)]
+        for run, (counts, close, _) in spec.items()
+    }  # fmt: skip
+    return appends, {run: base for run, (_, _, base) in spec.items() if base is not None}
+
+
 @given(groups)
 def test_settle_when_statement_applied_some_runs_then_each_append_gets_its_contiguous_block(
     spec: dict[str, tuple[list[int], bool, int | None]],
 ) -> None:
     loop = asyncio.new_event_loop()
     try:
-        appends = {
-            run: [pending(loop, run, n, close=close and i == len(counts) - 1)
-                  for i, n in enumerate(counts)]
-            for run, (counts, close, _) in spec.items()
-        }  # fmt: skip
-        bases = {run: base for run, (_, _, base) in spec.items() if base is not None}
+        appends, bases = _group_of(loop, spec)
         outcomes, refused = settle(appends, bases)
     finally:
         loop.close()
@@ -108,12 +115,7 @@ def test_settle_loop_when_any_group_then_c_and_python_give_the_same(
 ) -> None:
     loop = asyncio.new_event_loop()
     try:
-        appends = {
-            run: [pending(loop, run, n, close=close and i == len(counts) - 1)
-                  for i, n in enumerate(counts)]
-            for run, (counts, close, _) in spec.items()
-        }  # fmt: skip
-        bases = {run: base for run, (_, _, base) in spec.items() if base is not None}
+        appends, bases = _group_of(loop, spec)
         from_c = request._settle_loop(appends, bases, AppendResult)
         from_python = settle_loop_python(appends, bases, AppendResult)
     finally:
