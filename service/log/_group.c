@@ -15,6 +15,8 @@
 static PyObject *key_chunks, *key_close;
 static PyObject *separator, *null_value; /* "\x1e", "\x1f" */
 
+/* Seqs are bigints: one past the largest (which no statement answers, as `runs.last_seq`
+ * cannot hold it) is an OverflowError here where the twin would go on. */
 PyDoc_STRVAR(settle_doc,
 "settle(appends, bases, AppendResult) -> (hints, results, committed, refused)\n\n"
 "request.settle's loop: each applied run's appends numbered from its base.");

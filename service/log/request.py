@@ -9,13 +9,17 @@ typed parts, each defined once here:
   needs no join). `RunShare.to_json` is the only writer of that object.
 * `EventRows`: the rows of events, a row per event or per batch
   (service.log.rows), sent as one JSON array (`$1`, with the batch rows'
-  chunks apart: `$2`) or as COPY records.
+  chunks apart: `$2`) or as COPY records; a group of one chunk for each of
+  several runs sends them as columns of delimited text instead
+  (`append_ones`, `ones_columns`).
 * `Pending`: one producer's append, waiting for its group.
 
 Settlement is pure: `settle` turns the statement's answer (each applied run's
 base seq) into every append's outcome, and `explain` does the same for the
 runs it refused, given their states. Neither touches the database; the writer
-(`service.log.writer`) only runs statements and applies `Outcomes`.
+(`service.log.writer`) only runs statements and applies `Outcomes`. The two
+loops a lane runs over every group (`settle`'s, `ones_columns`) are in C where
+`_group.c` is built, each with its twin here.
 """
 
 from __future__ import annotations
