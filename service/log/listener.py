@@ -39,12 +39,10 @@ from service.tasks import stopped
 log = logging.getLogger("replay.log")
 
 _PROBE = QUERIES["probe"]
+_LOCK_TIMEOUT = QUERIES["listener_lock_timeout"]
 _LOCK = QUERIES["listener_lock"]
 _REGISTER = QUERIES["listener_register"]
 _UNREGISTER = QUERIES["listener_unregister"]
-# A registration waits this long for the append statements in flight (they take well
-# under this), then fails and is tried again on a new connection.
-_REGISTER_LOCK_TIMEOUT = "5s"
 _FAILURES: tuple[type[BaseException], ...] = (*UNREACHABLE, asyncpg.PostgresError)
 
 
@@ -166,7 +164,7 @@ class Listener:
 async def register(conn: asyncpg.Connection, process: str) -> None:
     """Register `conn`, which LISTENs, as the listener of `process` (`log_listeners`)."""
     async with conn.transaction():
-        await conn.execute(f"SET LOCAL lock_timeout = '{_REGISTER_LOCK_TIMEOUT}'")
+        await conn.execute(_LOCK_TIMEOUT)
         await conn.execute(_LOCK)
         await conn.execute(_REGISTER, process)
 

@@ -504,6 +504,12 @@ LEFT JOIN LATERAL (
 SELECT max(version_num) FROM alembic_version WHERE to_regclass('alembic_version') IS NOT NULL;
 
 
+-- name: listener_lock_timeout
+-- How long a registration waits for `listener_lock` (the append statements in
+-- flight take far less) before it fails and is tried again on a new connection.
+SET LOCAL lock_timeout = '5s';
+
+
 -- name: listener_lock
 -- The first step of a listener's registration, in its transaction: waits until
 -- no append statement that reads `log_listeners` is in flight, and holds off
