@@ -1,11 +1,11 @@
 """Who is notified: the plain appends notify only when another process listens.
 
 Every LISTEN connection registers in `log_listeners` under its process's key. A
-plain group's statement (`append_plain`, `append_tools`) queues its NOTIFY only
-when a listener under another key is registered; the full `append` (closes) always
-does. Absence is shown by order: a connection delivers notifications in commit
-order, so once a later commit's notification has arrived, an earlier one that
-never came was never sent.
+plain group's statement (`append_ones`, `append_plain`, `append_tools`) queues its
+NOTIFY only when a listener under another key is registered; the full `append`
+(closes) always does. Absence is shown by order: a connection delivers
+notifications in commit order, so once a later commit's notification has
+arrived, an earlier one that never came was never sent.
 """
 
 from __future__ import annotations
@@ -98,13 +98,13 @@ async def test_plain_appends_when_another_process_listens_then_each_commit_is_no
         listener = await other.listen(received.extend, lambda: None)
         conn, heard = await _listening(url)
         try:
-            await log.append("shared", [{"type": "A"}])
-            await log.append("shared", [{"type": "TOOL_CALL_START", "toolCallName": "t"}])
-            await log.append("shared", [{"type": "B"}], close=True)
-            assert await heard.until(Notice("shared", 3, True)) == [
-                Notice("shared", 1, False),
-                Notice("shared", 2, False),
-                Notice("shared", 3, True),
+            await log.append("other-hears", [{"type": "A"}])
+            await log.append("other-hears", [{"type": "TOOL_CALL_START", "toolCallName": "t"}])
+            await log.append("other-hears", [{"type": "B"}], close=True)
+            assert await heard.until(Notice("other-hears", 3, True)) == [
+                Notice("other-hears", 1, False),
+                Notice("other-hears", 2, False),
+                Notice("other-hears", 3, True),
             ]
         finally:
             await conn.close()
