@@ -40,17 +40,8 @@ static int plain_id(PyObject *value, PyObject *key, PyObject **id) {
     return 1;
 }
 
-PyDoc_STRVAR(one_doc,
-"one(value, StoredChunk) -> StoredChunk | None\n\n"
-"`value` stored, when it is an object needing no repair that orjson encodes; else None.");
-
-static PyObject *one(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 2 || !PyType_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "one(value, StoredChunk)");
-        return NULL;
-    }
-    PyObject *value = args[0];
-    PyTypeObject *cls = (PyTypeObject *)args[1];
+/* `value` stored (a new reference), or None (a new reference too) when not vouched for. */
+static PyObject *vouched(PyObject *value, PyTypeObject *cls) {
     if (!PyDict_CheckExact(value)) {
         Py_RETURN_NONE;
     }
@@ -111,8 +102,55 @@ static PyObject *one(PyObject *module, PyObject *const *args, Py_ssize_t nargs) 
     return chunk;
 }
 
+PyDoc_STRVAR(one_doc,
+"one(value, StoredChunk) -> StoredChunk | None\n\n"
+"`value` stored, when it is an object needing no repair that orjson encodes; else None.");
+
+static PyObject *one(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyType_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "one(value, StoredChunk)");
+        return NULL;
+    }
+    return vouched(args[0], (PyTypeObject *)args[1]);
+}
+
+PyDoc_STRVAR(token_doc,
+"token(StoredChunk, chunks) -> list[StoredChunk] | None\n\n"
+"A list of one object `one` vouches for, as a new list of its StoredChunk; else None.");
+
+/* The append of one token as an in-process producer makes it (a list of one object),
+ * checked and stored in one call: the Python that told that shape apart and wrapped
+ * `one`'s answer in a list cost about what `one` does. */
+static PyObject *token(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    /* The class first: bound once (functools.partial), the chunks are the one argument. */
+    if (nargs != 2 || !PyType_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "token(StoredChunk, chunks)");
+        return NULL;
+    }
+    PyObject *chunks = args[1];
+    if (!PyList_CheckExact(chunks) || PyList_GET_SIZE(chunks) != 1) {
+        Py_RETURN_NONE;
+    }
+    /* Held: `one` may run Python code (orjson's default hooks never, but a dict's
+     * lookups may), which could empty the list. */
+    PyObject *value = Py_NewRef(PyList_GET_ITEM(chunks, 0));
+    PyObject *chunk = vouched(value, (PyTypeObject *)args[0]);
+    Py_DECREF(value);
+    if (chunk == NULL || chunk == Py_None) {
+        return chunk;
+    }
+    PyObject *list = PyList_New(1);
+    if (list == NULL) {
+        Py_DECREF(chunk);
+        return NULL;
+    }
+    PyList_SET_ITEM(list, 0, chunk);
+    return list;
+}
+
 static PyMethodDef methods[] = {
     {"one", (PyCFunction)(void (*)(void))one, METH_FASTCALL, one_doc},
+    {"token", (PyCFunction)(void (*)(void))token, METH_FASTCALL, token_doc},
     {NULL, NULL, 0, NULL},
 };
 

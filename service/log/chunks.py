@@ -9,6 +9,7 @@ text, not `jsonb`.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable, Iterator, Sequence
@@ -303,6 +304,13 @@ def _columns(values: list[Any]) -> list[StoredChunk] | None:
 
 def stored_one_python(value: Any) -> StoredChunk:
     """`stored_one` in Python: what `_stored.one` does in C, where it is not built."""
+    chunk = vouched_python(value)
+    return stored(value, 0) if chunk is None else chunk
+
+
+def vouched_python(value: Any) -> StoredChunk | None:
+    """`value` stored when it is an object needing no repair that orjson encodes, else
+    None (`_stored.one`'s twin)."""
     if type(value) is dict:
         kind = value.get("type")
         message_id = value.get("messageId")
@@ -322,17 +330,32 @@ def stored_one_python(value: Any) -> StoredChunk:
                 else:
                     # A tuple made directly: StoredChunk's own constructor is a Python call.
                     return _new_chunk(StoredChunk, (kind, text, message_id, tool_call_id))
-    return stored(value, 0)  # the general way, or the error that names what is wrong
+    return None  # `stored` takes it: the general way, or the error naming what is wrong
 
+
+def stored_token_python(chunks: object) -> list[StoredChunk] | None:
+    """`stored_token` in Python (`_stored.token`'s twin)."""
+    if type(chunks) is list and len(chunks) == 1:
+        chunk = vouched_python(chunks[0])
+        return None if chunk is None else [chunk]
+    return None
+
+
+stored_token: Callable[[object], list[StoredChunk] | None]
+"""`[stored_one(chunks[0])]` for a list of one object that needs no repair and that
+orjson encodes (an in-process producer's token, the commonest append); None for any
+other `chunks`, which the caller stores the general way."""
 
 try:
     from service.log import _stored
 except ImportError:  # not compiled here: the same in Python
     STORED_IN_C = False
     stored_one = stored_one_python
+    stored_token = stored_token_python
 else:
     STORED_IN_C = True
     _one = _stored.one
+    stored_token = functools.partial(_stored.token, StoredChunk)
 
     def stored_one(value: Any) -> StoredChunk:
         """`stored(value, 0)`, straight through for the common chunk (a run's token): an

@@ -37,7 +37,7 @@ from service.log.chunks import (
     loads,
     storable,
     stored,
-    stored_one,
+    stored_token,
     stored_values,
 )
 from service.log.faults import acquire, translated
@@ -69,7 +69,10 @@ _log = logging.getLogger("replay.log")
 _T = TypeVar("_T")
 
 RUN_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
-_RUN_ID_MATCH = RUN_ID.fullmatch
+
+# The run ids an append has checked lately (`EventLog._queue`): a set lookup instead of a
+# match per append, forgotten as a whole when it grows this large.
+_CHECKED_RUNS_MAX = 4096
 
 
 def check_run_id(run_id: str) -> str:
@@ -155,11 +158,13 @@ class Event:
 def _stored_chunks(
     chunks: Iterable[StoredChunk | Mapping[str, Any]],
 ) -> Sequence[StoredChunk]:
+    # (A list of one object that needs no repair, the commonest append, is the
+    # caller's `stored_token`.)
     if type(chunks) is Chunks:
         return chunks  # a large body's, from the ingest layer
     if type(chunks) is list:
         if len(chunks) == 1 and type(chunks[0]) is dict:
-            return [stored_one(chunks[0])]  # a token of a run: no sets of types to make
+            return [stored(chunks[0], 0)]  # one that needs repair, or the error naming why
         kinds = set(map(type, chunks))  # checked in C: this runs per append
         if kinds <= {StoredChunk}:
             return chunks  # the ingest layer's
@@ -305,6 +310,7 @@ class EventLog:
         self.batch_min = batch_min
         self._answer_seconds = answer_seconds
         self._deadlines = _Deadlines(answer_seconds)
+        self._checked_runs: set[str] = set()
         # A hot standby for catch-up reads (see `read_page`), or None.
         self.read_pool = read_pool
         # Creates `events`' partitions ahead while the log is open (see `open`).
@@ -496,13 +502,17 @@ class EventLog:
         future), so it is never stored; one already committing may yet commit,
         which is why a producer retries with the same `expected_seq`.
         """
-        if _RUN_ID_MATCH(run_id) is None:
+        checked = self._checked_runs
+        if run_id not in checked:
             check_run_id(run_id)  # raises, naming what is wrong
+            if len(checked) >= _CHECKED_RUNS_MAX:
+                checked.clear()
+            checked.add(run_id)
         if expected_seq is not None and not 1 <= expected_seq <= MAX_SEQ:
             raise InvalidRequest(f"expected_seq must be from 1 to {MAX_SEQ}")
         future = self._committer.submit(
             run_id,
-            _stored_chunks(chunks),
+            stored_token(chunks) or _stored_chunks(chunks),
             expected_seq,
             close,
             create,

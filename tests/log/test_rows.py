@@ -14,7 +14,15 @@ from service.config import Settings
 from service.durable.bodies import message_chunk
 from service.errors import InvalidEvent
 from service.log import chunks, rows
-from service.log.chunks import StoredChunk, stored, stored_one, stored_one_python, stored_values
+from service.log.chunks import (
+    StoredChunk,
+    stored,
+    stored_one,
+    stored_one_python,
+    stored_token,
+    stored_token_python,
+    stored_values,
+)
 from service.log.sql import SOURCE
 
 # Texts as the log holds them: no raw newline (see service.log.rows).
@@ -162,6 +170,20 @@ def test_stored_one_when_any_json_then_same_as_stored_in_c_and_in_python(value: 
         for one in (stored_one, stored_one_python):
             got = one(value)
             assert got == expected and type(got) is StoredChunk
+
+
+@given(events | plain_events | json_values, st.integers(0, 3))
+def test_stored_token_when_any_json_in_a_list_then_same_in_c_and_in_python(
+    value: Any, shape: int
+) -> None:
+    """A list of one object is stored by the token's path exactly as `stored` stores it,
+    or declined (None) for the general way to decide; any other shape is declined."""
+    chunks: Any = [[value], [value, value], [], value][shape]
+    got, twin = stored_token(chunks), stored_token_python(chunks)
+    assert got == twin
+    if got is not None:
+        assert shape == 0 and got == [stored(value, 0)] and type(got[0]) is StoredChunk
+        assert type(got) is list and got is not chunks
 
 
 @pytest.mark.parametrize(

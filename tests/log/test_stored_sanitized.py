@@ -31,12 +31,18 @@ for _ in range(20000):
     if rng.random() < 0.05:
         value = rng.choice([[value], "type", None, 3, dict])
     found = built.one(value, StoredChunk)
+    listed = built.token(StoredChunk, [value])
+    # A list of any other length, or no list, is declined.
+    assert built.token(StoredChunk, [value, value]) is None
+    assert built.token(StoredChunk, value) is None or type(value) is list
     if found is None:
+        assert listed is None, (listed, value)
         continue
     assert type(found) is StoredChunk, found
     assert found == stored_one_python(value) == stored(value, 0), (found, value)
+    assert listed == [found], (listed, value)
     checked += 1
-found = value = None
+found = listed = value = None
 # Every reference the C took to a type or id it was given, it gave back.
 assert sys.getrefcount(kind) == before, (sys.getrefcount(kind), before)
 print(checked)
