@@ -39,7 +39,13 @@ from service.log import rows as layout
 from service.log import sql
 from service.log.chunks import Chunks, StoredChunk, loads, storable, text_at, types_of
 from service.log.store import RunState
-from service.log.summary import SUMMARIZED, TOKEN_COLUMNS, adds_to_summary, summarize_parts
+from service.log.summary import (
+    SUMMARIZED,
+    TOKEN_COLUMNS,
+    adds_to_summary,
+    summarize_parts,
+    tool_name,
+)
 
 
 class AppendResult(NamedTuple):
@@ -129,6 +135,11 @@ class RunShare:
         if head.created_at is None and head.producer is None:
             return share
         return replace(share, born=head.created_at, producer=head.producer)
+
+    @classmethod
+    def called(cls, tool: str | None, expected: int | None = None) -> RunShare:
+        """The share of one TOOL_CALL_START naming `tool` (None: it names none), alone."""
+        return cls(1, expected, tools=() if tool is None else (tool,))
 
     @classmethod
     def of_chunks(
@@ -310,8 +321,9 @@ class Group:
 
     shares: dict[str, RunShare]
     events: EventRows
-    # The runs whose share was made the general way (`RunShare.of`): only theirs may
-    # hold more than a count and an expected seq (see `request_params`).
+    # The runs whose share was made the general way (`RunShare.of`) or names a tool
+    # (`RunShare.called`): only theirs may hold more than a count and an expected seq
+    # (see `request_params`).
     general: list[str]
 
     @classmethod
@@ -351,14 +363,22 @@ class Group:
                     and not item.close
                     and item.created_at is None
                     and item.producer is None
-                    and chunks[0].type not in SUMMARIZED
                 ):
                     kind, text, message_id, tool_call_id = chunks[0]
-                    rows.append((run, 1, kind, text, message_id, tool_call_id, 1))
-                    events.events += 1
-                    expected = item.expected_seq
-                    shares[run] = _ONE if expected is None else RunShare(1, expected)
-                    continue
+                    if kind not in SUMMARIZED:
+                        rows.append((run, 1, kind, text, message_id, tool_call_id, 1))
+                        events.events += 1
+                        expected = item.expected_seq
+                        shares[run] = _ONE if expected is None else RunShare(1, expected)
+                        continue
+                    if kind == "TOOL_CALL_START":
+                        # A tool call's start, about one token in forty: the tool it names
+                        # read straight from its text, not through a whole summary.
+                        rows.append((run, 1, kind, text, message_id, tool_call_id, 1))
+                        events.events += 1
+                        shares[run] = RunShare.called(tool_name(loads(text)), item.expected_seq)
+                        general.append(run)
+                        continue
             n = 0
             for item in items:
                 if item.chunks:

@@ -84,9 +84,9 @@ def summarize_parts(parts: Iterable[Iterable[StoredChunk]]) -> Summary:
 def _fold(summary: Summary, tools: set[str], kind: str, value: Any) -> None:
     """What one summarized chunk (`kind`, parsed `value`) adds to `summary` and `tools`."""
     if kind == "TOOL_CALL_START":
-        name = value.get("toolCallName", value.get("toolName"))
-        if isinstance(name, str) and name:
-            tools.add(storable(name))
+        name = tool_name(value)
+        if name is not None:
+            tools.add(name)
         return
     summary.terminal = kind
     summary.error = storable(error_message(value)) if kind == "RUN_ERROR" else None
@@ -98,3 +98,9 @@ def _fold(summary: Summary, tools: set[str], kind: str, value: Any) -> None:
             count = usage.get(key)
             if isinstance(count, int) and not isinstance(count, bool):
                 summary.usage[i] = _saturate((summary.usage[i] or 0) + count)
+
+
+def tool_name(value: Any) -> str | None:
+    """The tool a parsed TOOL_CALL_START names (as the summary stores it), or None."""
+    name = value.get("toolCallName", value.get("toolName"))
+    return storable(name) if isinstance(name, str) and name else None

@@ -10,7 +10,7 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from service.errors import ProducerRefused, RunClosed, RunNotFound, SeqConflict
@@ -468,18 +468,42 @@ _appends = st.lists(
 )
 
 
+# How a TOOL_CALL_START names its tool: the key, and a value that is a name, none, not
+# a string, or one the summary must repair.
+_tool_keys = st.tuples(
+    st.sampled_from(["toolCallName", "toolName", "other"]),
+    st.sampled_from(["t", "search", "", None, 7, "caf\u00e9", "a\x00b", "\ud83d"]),
+)
+
+
 @given(
     st.dictionaries(st.sampled_from(["r1", "r2", "r3", "r4", "r5"]), _appends, min_size=1),
     st.sampled_from([None, 2, 16]),
+    _tool_keys,
 )
+# Each one-event path with an expected seq and without, which the draws above reach
+# rarely: a token, and a tool call's start naming a tool or none.
+@example(
+    {
+        "r1": [(["A"], False, 4, False, False)],
+        "r2": [(["TOOL_CALL_START"], False, 3, False, False)],
+        "r3": [(["TOOL_CALL_START"], False, None, False, False)],
+    },
+    None,
+    ("toolCallName", "search"),
+)
+@example({"r1": [(["TOOL_CALL_START"], False, 2, False, False)]}, 16, ("toolName", "\ud83d"))
+@example({"r1": [(["TOOL_CALL_START"], False, 2, False, False)]}, 2, ("toolCallName", 7))
 def test_group_of_when_shares_are_one_event_then_same_rows_and_shares_as_the_general_path(
     drawn: dict[str, list[tuple[list[str], bool, int | None, bool, bool]]],
     batch_min: int | None,
+    tool: tuple[str, object],
 ) -> None:
-    """A share of one append with nothing to record, and a row of one chunk, are made in
-    a few steps of their own (`Group.of`, `RunShare.of`, `EventRows.add`): the group's
-    rows and shares are exactly what the general path makes of the same appends, and so
-    is the statement it takes."""
+    """A share of one append with nothing to record, or of one tool call's start, and a
+    row of one chunk, are made in a few steps of their own (`Group.of`,
+    `RunShare.of`, `RunShare.called`, `EventRows.add`): the group's rows and shares are
+    exactly what the general path makes of the same appends, and so is the statement it
+    takes."""
     loop = asyncio.new_event_loop()
     try:
         born = datetime(2026, 12, 6, tzinfo=UTC)
@@ -489,7 +513,7 @@ def test_group_of_when_shares_are_one_event_then_same_rows_and_shares_as_the_gen
             for kinds, close, expected, life, producer in specs:
                 chunks = [
                     stored(
-                        {"type": kind, "toolCallName": "t", "i": i, "messageId": f"m{i}",
+                        {"type": kind, tool[0]: tool[1], "i": i, "messageId": f"m{i}",
                          "toolCallId": f"c{i}"},
                         i,
                     )
