@@ -349,36 +349,37 @@ class Group:
         events = EventRows(batch_min=batch_min)
         rows = events.rows
         one_row = batch_min is None or batch_min > 1
-        for run, items in appends.items():
-            if len(items) == 1:
-                # Most shares of a busy log's groups: one append of one chunk (a token of a
-                # run), its row and share made here (`EventRows.add`'s and `RunShare.of`'s
-                # own paths for it), not through two calls per run.
-                item = items[0]
-                chunks = item.chunks
-                if (
-                    one_row
-                    and type(chunks) is list
-                    and len(chunks) == 1
-                    and not item.close
-                    and item.created_at is None
-                    and item.producer is None
-                ):
-                    kind, text, message_id, tool_call_id = chunks[0]
-                    if kind not in SUMMARIZED:
-                        rows.append((run, 1, kind, text, message_id, tool_call_id, 1))
-                        events.events += 1
-                        expected = item.expected_seq
-                        shares[run] = _ONE if expected is None else RunShare(1, expected)
-                        continue
-                    if kind == "TOOL_CALL_START":
-                        # A tool call's start, about one token in forty: the tool it names
-                        # read straight from its text, not through a whole summary.
-                        rows.append((run, 1, kind, text, message_id, tool_call_id, 1))
-                        events.events += 1
-                        shares[run] = RunShare.called(tool_name(loads(text)), item.expected_seq)
-                        general.append(run)
-                        continue
+
+        def rest(run: str, items: list[Pending]) -> None:
+            """A run's row(s) and share where the lone token's loop (`_ones`) left them."""
+            item = items[0]
+            chunks = item.chunks
+            if (
+                one_row
+                and len(items) == 1
+                and type(chunks) is list
+                and len(chunks) == 1
+                and not item.close
+                and item.created_at is None
+                and item.producer is None
+            ):
+                # One append of one chunk, its row and share made here (`EventRows.add`'s
+                # and `RunShare.of`'s own paths for it), not through two calls.
+                kind, text, message_id, tool_call_id = chunks[0]
+                if kind not in SUMMARIZED:
+                    rows.append((run, 1, kind, text, message_id, tool_call_id, 1))
+                    events.events += 1
+                    expected = item.expected_seq
+                    shares[run] = _ONE if expected is None else RunShare(1, expected)
+                    return
+                if kind == "TOOL_CALL_START":
+                    # A tool call's start, about one token in forty: the tool it names
+                    # read straight from its text, not through a whole summary.
+                    rows.append((run, 1, kind, text, message_id, tool_call_id, 1))
+                    events.events += 1
+                    shares[run] = RunShare.called(tool_name(loads(text)), item.expected_seq)
+                    general.append(run)
+                    return
             n = 0
             for item in items:
                 if item.chunks:
@@ -386,6 +387,14 @@ class Group:
                     n += len(item.chunks)
             shares[run] = RunShare.of(items)
             general.append(run)
+
+        # Most shares of a busy log's groups: one token of a run with nothing to record,
+        # made in a loop of its own (in C where built); `rest` counts its own rows.
+        made = _ones(appends, rows, shares, _ONE, SUMMARIZED, rest) if one_row else 0
+        if not one_row:
+            for run, items in appends.items():
+                rest(run, items)
+        events.events += made
         return cls(shares, events, general)
 
     def statement(self, process: str = "") -> tuple[str, tuple[Any, ...]]:
@@ -478,6 +487,85 @@ def ones_columns_python(rows: list[EventRow]) -> tuple[str, str, str, str, str] 
     return joined[0], joined[1], joined[2], joined[3], joined[4]
 
 
+def ones_python(
+    appends: Mapping[str, list[Pending]],
+    rows: list[EventRow],
+    shares: dict[str, RunShare],
+    one_share: RunShare,
+    summarized: frozenset[str],
+    rest: Callable[[str, list[Pending]], None],
+) -> int:
+    """`Group.of`'s loop over the runs, in order: for a run whose one append is one
+    chunk with nothing to record (no close, expected seq, run life nor producer, and a
+    type no summary reads) its row and `one_share`, for any other `rest(run, items)`.
+    Returns the rows made here (`_group.ones` in C where that is built)."""
+    made = 0
+    for run, items in appends.items():
+        item = items[0]
+        chunks = item.chunks
+        if (
+            len(items) == 1
+            and type(chunks) is list
+            and len(chunks) == 1
+            and item.close is False
+            and item.created_at is None
+            and item.producer is None
+            and item.expected_seq is None
+            and isinstance(chunks[0], tuple)
+            and len(chunks[0]) == 4
+            and chunks[0][0] not in summarized
+        ):
+            kind, text, message_id, tool_call_id = chunks[0]
+            rows.append((run, 1, kind, text, message_id, tool_call_id, 1))
+            shares[run] = one_share
+            made += 1
+        else:
+            rest(run, items)
+    return made
+
+
+def take_python(
+    queue: Iterable[Pending], blocked: set[str], max_events: int
+) -> tuple[dict[str, list[Pending]], list[Pending], int]:
+    """What a commit lane takes from `queue` (`_group.take` in C where that is built):
+    its group (the appends by run, in order), the appends it leaves queued, and their
+    chunks. `blocked` (changed here): the runs another lane has in flight. A withdrawn
+    append (its future done: its producer stopped waiting) is dropped, never stored; a
+    run's later appends wait once one is left, or once one ends its share (see
+    `Pending.ends_group`), and so does an append that would take the group past
+    `max_events` (but for the first), or one that states its own expected seq,
+    producer or another run life than the run's first in the group."""
+    group: dict[str, list[Pending]] = {}
+    kept: list[Pending] = []
+    size = kept_size = 0
+    for item in queue:
+        if item.future.done():
+            continue  # its producer stopped waiting (timed out): never stored
+        run = item.run_id
+        taken = group.get(run)
+        if (
+            run in blocked
+            or (size and size + len(item.chunks) > max_events)
+            or (
+                taken is not None
+                and (
+                    item.expected_seq is not None
+                    or item.producer is not None
+                    or item.created_at != taken[0].created_at
+                )
+            )
+        ):
+            kept.append(item)
+            kept_size += len(item.chunks)
+            blocked.add(run)
+            continue
+        group.setdefault(run, []).append(item)
+        size += len(item.chunks)
+        if item.ends_group:
+            blocked.add(run)
+    return group, kept, kept_size
+
+
 def _plain_params(
     shares: Mapping[str, RunShare], runs: list[str] | None = None
 ) -> tuple[str, list[str], str]:
@@ -553,19 +641,37 @@ def settle_loop_python(
 
 
 ones_columns: Callable[[list[EventRow]], tuple[str, str, str, str, str] | None]
+take: Callable[
+    [Iterable[Pending], set[str], int], tuple[dict[str, list[Pending]], list[Pending], int]
+]
 _settle_loop: Callable[
     [Mapping[str, list[Pending]], Mapping[str, int], type[AppendResult]], _Settled
+]
+_ones: Callable[
+    [
+        Mapping[str, list[Pending]],
+        list[EventRow],
+        dict[str, RunShare],
+        RunShare,
+        frozenset[str],
+        Callable[[str, list[Pending]], None],
+    ],
+    int,
 ]
 try:
     from service.log import _group
 except ImportError:  # not built (a source checkout without a compiler): the same, slower
     GROUP_IN_C = False
     ones_columns = ones_columns_python
+    take = take_python
     _settle_loop = settle_loop_python
+    _ones = ones_python
 else:
     GROUP_IN_C = True
     ones_columns = _group.ones_columns
+    take = _group.take
     _settle_loop = _group.settle
+    _ones = _group.ones
 
 
 def explain(

@@ -64,7 +64,7 @@ from service.log import partitions, sql
 from service.log import rows as log_rows
 from service.log.chunks import StoredChunk, loads, texts_of
 from service.log.faults import translate
-from service.log.request import AppendResult, Group, Outcomes, Pending, explain, settle
+from service.log.request import AppendResult, Group, Outcomes, Pending, explain, settle, take
 from service.log.store import CommitHook, CommitRowsHook, Row, RunState
 from service.loopevent import LoopEvent
 from service.tasks import stopped
@@ -390,36 +390,8 @@ class GroupCommitter:
     def _take(self) -> dict[str, list[Pending]]:
         if self._held():
             return {}
-        group: dict[str, list[Pending]] = {}
-        blocked = set(self._inflight)
-        kept: deque[Pending] = deque()
-        size = kept_size = 0
-        for item in self._queue:
-            if item.future.done():
-                continue  # its producer stopped waiting (timed out): never stored
-            run = item.run_id
-            taken = group.get(run)
-            if (
-                run in blocked
-                or (size and size + len(item.chunks) > self._max_events)
-                or (
-                    taken is not None
-                    and (
-                        item.expected_seq is not None
-                        or item.producer is not None
-                        or item.created_at != taken[0].created_at
-                    )
-                )
-            ):
-                kept.append(item)
-                kept_size += len(item.chunks)
-                blocked.add(run)
-                continue
-            group.setdefault(run, []).append(item)
-            size += len(item.chunks)
-            if item.ends_group:
-                blocked.add(run)
-        self._queue, self._queued = kept, kept_size
+        group, kept, self._queued = take(self._queue, set(self._inflight), self._max_events)
+        self._queue = deque(kept)
         return group
 
     async def _lane(self) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
@@ -25,11 +26,13 @@ from service.log.request import (
     explain,
     ones_columns,
     ones_columns_python,
+    ones_python,
     settle,
     settle_loop_python,
+    take_python,
 )
 from service.log.store import RunState
-from service.log.summary import summarize
+from service.log.summary import SUMMARIZED, summarize
 
 
 @pytest.fixture
@@ -128,6 +131,65 @@ def test_settle_loop_when_any_group_then_c_and_python_give_the_same(
     assert {run: list(map(id, items)) for run, items in from_c[3].items()} == {
         run: list(map(id, items)) for run, items in from_python[3].items()
     }
+
+
+# A queue of appends, each (run, chunks, expected seq given, producer given, run life
+# (none, one or another), close, withdrawn by its producer).
+_queued = st.lists(
+    st.tuples(
+        st.sampled_from(["r1", "r2", "r3"]),
+        st.integers(0, 4),
+        st.booleans(),
+        st.booleans(),
+        st.sampled_from([None, 0, 1]),
+        st.booleans(),
+        st.booleans(),
+    ),
+    max_size=12,
+)
+_LIVES = [datetime(2026, 12, 6, tzinfo=UTC), datetime(2026, 12, 7, tzinfo=UTC)]
+
+
+@given(_queued, st.sets(st.sampled_from(["r1", "r2", "r3"])), st.integers(1, 8))
+def test_take_when_any_queue_then_c_and_python_take_the_same_in_order(
+    queued: list[tuple[str, int, bool, bool, int | None, bool, bool]],
+    blocked: set[str],
+    max_events: int,
+) -> None:
+    """A lane's take in C and its Python twin: the same appends by run in the same order,
+    the same left queued, the same runs blocked after; every append still waited on is
+    taken or left, each run's in the order queued."""
+    loop = asyncio.new_event_loop()
+    try:
+        items = []
+        for run, n, expected, producer, life, close, withdrawn in queued:
+            future = loop.create_future()
+            if withdrawn:
+                future.cancel()
+            items.append(
+                Pending(
+                    run, [stored({"type": "A"}, 0)] * n, 1 if expected else None, close, True,
+                    None, future, None if life is None else _LIVES[life],
+                    ("p", 0, 0) if producer else None,
+                )
+            )  # fmt: skip
+        answers = []
+        for take in (request.take, take_python):
+            runs = set(blocked)
+            group, kept, kept_size = take(deque(items), runs, max_events)
+            taken = {run: [items.index(item) for item in its] for run, its in group.items()}
+            answers.append(
+                (list(taken.items()), [items.index(item) for item in kept], kept_size, runs)
+            )
+    finally:
+        loop.close()
+    assert answers[0] == answers[1]
+    taken_items, kept, kept_size, _ = answers[1]
+    waiting = [i for i, item in enumerate(items) if not item.future.done()]
+    assert sorted([i for _, its in taken_items for i in its] + kept) == waiting
+    assert kept_size == sum(len(items[i].chunks) for i in kept)
+    assert all(its == sorted(its) for _, its in taken_items) and kept == sorted(kept)
+    assert not {run for run, _ in taken_items} & blocked
 
 
 # Any id or type, the columns' separator and null among them.
@@ -553,3 +615,47 @@ def test_group_of_when_shares_are_one_event_then_same_rows_and_shares_as_the_gen
         assert group.request_params() == Group(shares, events, list(shares)).request_params()
     finally:
         loop.close()
+
+
+@given(
+    st.dictionaries(st.sampled_from(["r1", "r2", "r3", "r4", "r5"]), _appends, min_size=1),
+    st.sampled_from(["toolCallName", "other"]),
+)
+def test_ones_when_any_group_then_c_and_python_make_the_same_rows_shares_and_rest(
+    drawn: dict[str, list[tuple[list[str], bool, int | None, bool, bool]]], key: str
+) -> None:
+    """`Group.of`'s loop in C and its Python twin: the same rows, the very same share for
+    each lone token, and `rest` called for the same runs, in order."""
+    loop = asyncio.new_event_loop()
+    one = RunShare(1)
+    try:
+        appends = {
+            run: [
+                Pending(
+                    run, [stored({"type": kind, key: "t", "messageId": f"m{i}"}, i)
+                          for i, kind in enumerate(kinds)],
+                    expected, close, True, None, loop.create_future(),
+                    _LIVES[0] if life else None, ("p", 0, 0) if producer else None,
+                )
+                for kinds, close, expected, life, producer in specs
+            ]
+            for run, specs in drawn.items()
+        }  # fmt: skip
+        answers = []
+        for ones in (request._ones, ones_python):
+            rows: list[Any] = []
+            shares: dict[str, RunShare] = {}
+            rested: list[tuple[str, int]] = []
+
+            def rest(run: str, items: list[Pending]) -> None:
+                rested.append((run, id(items)))  # noqa: B023 (called before the next ones)
+                rows.append(run)  # noqa: B023
+
+            made = ones(appends, rows, shares, one, SUMMARIZED, rest)
+            answers.append((made, rows, {run: id(share) for run, share in shares.items()}, rested))
+    finally:
+        loop.close()
+    assert answers[0] == answers[1]
+    made, rows, shares, rested = answers[1]
+    assert made == len(shares) == len(appends) - len(rested)
+    assert set(shares.values()) <= {id(one)}
