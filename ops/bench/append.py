@@ -24,7 +24,7 @@ For batches of 1, two more baselines bound what any group commit can do here:
 a minimal one in raw asyncpg (one connection, one statement per group that
 bumps each run and inserts its event, no validation, summaries or checks),
 and the same inserting events only, with seqs kept in memory (no run rows at
-all). The in-process writer and the first of these take three rounds in turn,
+all). The in-process writer and the first of these take five rounds in turn,
 each right after the other, as the machine's speed drifts within a minute:
 "of the raw group commit" is the median of the rounds' own ratios (each side's
 events/s its best round; the CPU split the median round's). And since 50
@@ -430,7 +430,7 @@ async def group_commit_ceiling(url: str, total: int, *, run_rows: bool) -> Resul
 
 # Rounds of the single-chunk writer and the minimal group commit, each right after the
 # other (see `paired_single`).
-PAIRED_ROUNDS = 3
+PAIRED_ROUNDS = 5
 
 
 @dataclass
