@@ -388,13 +388,15 @@ class Group:
             shares[run] = RunShare.of(items)
             general.append(run)
 
-        # Most shares of a busy log's groups: one token of a run with nothing to record,
-        # made in a loop of its own (in C where built); `rest` counts its own rows.
-        made = _ones(appends, rows, shares, _ONE, SUMMARIZED, rest) if one_row else 0
-        if not one_row:
+        if one_row:
+            # Most shares of a busy log's groups: one token of a run with nothing to
+            # record, made in a loop of its own (in C where built). Added once it has
+            # returned: `rest` counts its own rows meanwhile.
+            made = _ones(appends, rows, shares, _ONE, SUMMARIZED, rest)
+            events.events += made
+        else:
             for run, items in appends.items():
                 rest(run, items)
-        events.events += made
         return cls(shares, events, general)
 
     def statement(self, process: str = "") -> tuple[str, tuple[Any, ...]]:
