@@ -366,19 +366,18 @@ class Group:
                 # One append of one chunk, its row and share made here (`EventRows.add`'s
                 # and `RunShare.of`'s own paths for it), not through two calls.
                 kind, text, message_id, tool_call_id = chunks[0]
-                if kind not in SUMMARIZED:
+                summarized = kind in SUMMARIZED
+                if not summarized or kind == "TOOL_CALL_START":
                     rows.append((run, 1, kind, text, message_id, tool_call_id, 1))
                     events.events += 1
                     expected = item.expected_seq
-                    shares[run] = _ONE if expected is None else RunShare(1, expected)
-                    return
-                if kind == "TOOL_CALL_START":
-                    # A tool call's start, about one token in forty: the tool it names
-                    # read straight from its text, not through a whole summary.
-                    rows.append((run, 1, kind, text, message_id, tool_call_id, 1))
-                    events.events += 1
-                    shares[run] = RunShare.called(tool_name(loads(text)), item.expected_seq)
-                    general.append(run)
+                    if not summarized:
+                        shares[run] = _ONE if expected is None else RunShare(1, expected)
+                    else:
+                        # A tool call's start, about one token in forty: the tool it
+                        # names read straight from its text, not through a whole summary.
+                        shares[run] = RunShare.called(tool_name(loads(text)), expected)
+                        general.append(run)
                     return
             n = 0
             for item in items:
