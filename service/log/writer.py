@@ -62,7 +62,7 @@ from service import metrics
 from service.errors import Unavailable
 from service.log import partitions, sql
 from service.log import rows as log_rows
-from service.log.chunks import StoredChunk, loads, texts_of
+from service.log.chunks import StoredChunk, loads, text_at, texts_of
 from service.log.faults import translate
 from service.log.request import AppendResult, Group, Outcomes, Pending, explain, settle, take
 from service.log.store import CommitHook, CommitRowsHook, Row, RunState
@@ -315,8 +315,17 @@ class GroupCommitter:
         for run, last_seq, closed in outcomes.hints:
             hooks = self._wanting(run)
             if hooks:
-                texts = list(chain.from_iterable(texts_of(item.chunks) for item in appends[run]))
-                rows = list(zip(range(last_seq - len(texts) + 1, last_seq + 1), texts, strict=True))
+                items = appends[run]
+                chunks = items[0].chunks
+                if len(items) == 1 and len(chunks) == 1:
+                    # A run's one token (a hosted run's every commit): its row made
+                    # directly, not through the chain and the zip, per follower per event.
+                    rows = [(last_seq, text_at(chunks, 0))]
+                else:
+                    texts = list(chain.from_iterable(texts_of(item.chunks) for item in items))
+                    rows = list(
+                        zip(range(last_seq - len(texts) + 1, last_seq + 1), texts, strict=True)
+                    )
                 self._tell_rows(run, rows, last_seq, closed, hooks)
 
     def submit(
