@@ -274,7 +274,8 @@ static int kept_back(PyObject *group, PyObject *blocked, Fields *f, Py_ssize_t c
 }
 
 static PyObject *take(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 3 || !PyAnySet_Check(args[1]) || !PyLong_Check(args[2])) {
+    /* `blocked` is added to: a set, not a frozenset. */
+    if (nargs != 3 || !PySet_Check(args[1]) || !PyLong_Check(args[2])) {
         PyErr_SetString(PyExc_TypeError, "take(queue, blocked: set, max_events: int)");
         return NULL;
     }
@@ -466,13 +467,11 @@ PyMODINIT_FUNC PyInit__group(void) {
     key_created = PyUnicode_InternFromString("created_at");
     key_done = PyUnicode_InternFromString("done");
     one = PyLong_FromLong(1);
-    if (key_future == NULL || key_run_id == NULL || key_expected == NULL ||
-        key_producer == NULL || key_created == NULL || key_done == NULL || one == NULL) {
-        return NULL;
-    }
     separator = PyUnicode_FromString("\x1e");
     null_value = PyUnicode_FromString("\x1f");
-    if (key_chunks == NULL || key_close == NULL || separator == NULL || null_value == NULL) {
+    if (key_chunks == NULL || key_close == NULL || key_future == NULL || key_run_id == NULL ||
+        key_expected == NULL || key_producer == NULL || key_created == NULL ||
+        key_done == NULL || one == NULL || separator == NULL || null_value == NULL) {
         return NULL;
     }
     return PyModule_Create(&module);

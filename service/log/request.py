@@ -17,8 +17,9 @@ typed parts, each defined once here:
 Settlement is pure: `settle` turns the statement's answer (each applied run's
 base seq) into every append's outcome, and `explain` does the same for the
 runs it refused, given their states. Neither touches the database; the writer
-(`service.log.writer`) only runs statements and applies `Outcomes`. The two
-loops a lane runs over every group (`settle`'s, `ones_columns`) are in C where
+(`service.log.writer`) only runs statements and applies `Outcomes`; taking a
+group from the queue (`take`) is pure too. The four loops a lane runs over every
+group (`take`, `Group.of`'s, `ones_columns`, `settle`'s) are in C where
 `_group.c` is built, each with its twin here.
 """
 

@@ -68,7 +68,8 @@ for wrong in ([("r1", 1, None, "{}", None, None, 1)], [("r1",)], ["r1"], ("r1",)
         pass
     else:
         raise AssertionError(wrong)
-for wrong in ((None, set(), 1), (deque(), [], 1), (deque([None]), set(), 1)):
+for wrong in ((None, set(), 1), (deque(), [], 1), (deque(), frozenset(), 1),
+              (deque([None]), set(), 1)):
     try:
         built.take(*wrong)
     except (TypeError, AttributeError):

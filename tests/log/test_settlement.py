@@ -617,12 +617,9 @@ def test_group_of_when_shares_are_one_event_then_same_rows_and_shares_as_the_gen
         loop.close()
 
 
-@given(
-    st.dictionaries(st.sampled_from(["r1", "r2", "r3", "r4", "r5"]), _appends, min_size=1),
-    st.sampled_from(["toolCallName", "other"]),
-)
+@given(st.dictionaries(st.sampled_from(["r1", "r2", "r3", "r4", "r5"]), _appends, min_size=1))
 def test_ones_when_any_group_then_c_and_python_make_the_same_rows_shares_and_rest(
-    drawn: dict[str, list[tuple[list[str], bool, int | None, bool, bool]]], key: str
+    drawn: dict[str, list[tuple[list[str], bool, int | None, bool, bool]]],
 ) -> None:
     """`Group.of`'s loop in C and its Python twin: the same rows, the very same share for
     each lone token, and `rest` called for the same runs, in order."""
@@ -632,7 +629,7 @@ def test_ones_when_any_group_then_c_and_python_make_the_same_rows_shares_and_res
         appends = {
             run: [
                 Pending(
-                    run, [stored({"type": kind, key: "t", "messageId": f"m{i}"}, i)
+                    run, [stored({"type": kind, "messageId": f"m{i}"}, i)
                           for i, kind in enumerate(kinds)],
                     expected, close, True, None, loop.create_future(),
                     _LIVES[0] if life else None, ("p", 0, 0) if producer else None,
