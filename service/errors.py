@@ -30,6 +30,8 @@ exc`), and never leak past the log.
     │   ├── InvalidCredential      401 unauthorized      (a credential was sent)
     │   └── TokenExpired           401 token_expired
     ├── Forbidden                  403 forbidden
+    │   ├── OriginRefused          403 origin_refused    (a write from another site's page)
+    │   └── HostRefused            403 host_refused      (open mode: Host not loopback or listed)
     ├── Unavailable                503 unavailable
     │   └── Contended              503 unavailable       (concurrent writes collided; retry)
     └── Durable Streams (/v1/stream, see service.durable)
@@ -44,6 +46,8 @@ exc`), and never leak past the log.
         ├── ForkSourceNotFound     404 fork_source_not_found
         ├── StreamGone             410 stream_gone
         ├── StreamConflict         409 stream_conflict
+        ├── RunNotDeletable        409 run_not_deletable   (a run no PUT /v1/stream made)
+        ├── ForkThreadConflict     409 fork_thread_conflict (a fork's body names another thread)
         ├── StreamClosed           409 stream_closed       (+ next_offset)
         ├── ContentTypeMismatch    409 content_type_mismatch
         ├── StreamSeqConflict      409 stream_seq_conflict
@@ -215,6 +219,20 @@ class Forbidden(ReplayError):
     code = "forbidden"
 
 
+class OriginRefused(Forbidden):
+    """A state-changing request from a page of an origin neither the service's own nor
+    listed in REPLAY_CORS_ORIGINS (browsers send `Origin`; other clients do not)."""
+
+    code = "origin_refused"
+
+
+class HostRefused(Forbidden):
+    """Open mode only: a `Host` that is no loopback name and not in REPLAY_ALLOWED_HOSTS
+    (a page on a name rebound to this machine's address)."""
+
+    code = "host_refused"
+
+
 class Unavailable(ReplayError):
     status = 503
     code = "unavailable"
@@ -292,6 +310,25 @@ class StreamGone(ReplayError):
 
 class StreamConflict(Conflict):
     code = "stream_conflict"
+
+
+class RunNotDeletable(Conflict):
+    """DELETE /v1/stream of a run no PUT /v1/stream made (the run API's, a hosted run's):
+    the run API deletes nothing, so neither does this."""
+
+    code = "run_not_deletable"
+
+    def __init__(self, name: str) -> None:
+        super().__init__(
+            f"{name!r} is a run not made by PUT /v1/stream; only such streams can be deleted"
+        )
+
+
+class ForkThreadConflict(Conflict):
+    """A fork's body starts a run on another thread than its source's: a fork stays on
+    its source's thread, as the run API's fork does."""
+
+    code = "fork_thread_conflict"
 
 
 class StreamClosed(Conflict):

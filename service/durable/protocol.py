@@ -268,7 +268,8 @@ class Streams:
         offset = None if at_seq is None else format_offset(at_seq)
         request = headers.ForkRequest(PREFIX + source, offset, 0)
         new, _ = await self._fork(run_id, request, None, headers.Expiry(None, None), False)
-        state, created = await self.store.create(new, [])
+        # A run of the run API, which deletes nothing: DELETE /v1/stream may not either.
+        state, created = await self.store.create(replace(new, deletable=False), [])
         if state.fork_seq is None:
             raise StreamConflict(f"run {run_id!r} already exists and is no fork of {source!r}")
         return state.run_id, state.fork_seq, created

@@ -903,7 +903,7 @@ SELECT
 ), false) AS expired,
     EXISTS (SELECT 1 FROM run_forks f WHERE f.source_run_id = r.run_id) AS forked,
     (SELECT f.fork_seq FROM run_forks f WHERE f.run_id = r.run_id) AS fork_seq,
-    r.created_at
+    r.created_at, s.deletable
  FROM streams s JOIN runs r ON r.run_id = s.run_id WHERE s.name = $1
 FOR UPDATE OF s, r;
 
@@ -937,16 +937,32 @@ INSERT INTO streams (name, run_id, content_type) VALUES ($1, $1, 'application/js
 ON CONFLICT DO NOTHING;
 
 -- name: stream_insert_run
--- A stream's run: $2 its last_seq to start from (a fork's point), $3 thread
--- (NULL: a fork's is its source $4's, "retry from here" stays in the thread).
+-- A stream's run: $2 its last_seq to start from (a fork's point), $3 thread. A
+-- fork of $4 is always on its source's thread, as "retry from here" is: its
+-- prefix is the source's events, which must not be readable on another thread.
 INSERT INTO runs (run_id, last_seq, thread_id)
-VALUES ($1, $2, coalesce($3, (SELECT thread_id FROM runs WHERE run_id = $4)))
+VALUES ($1, $2, CASE WHEN $4::text IS NULL THEN $3
+                     ELSE (SELECT thread_id FROM runs WHERE run_id = $4) END)
 ON CONFLICT (run_id) DO NOTHING RETURNING 1;
 
 -- name: stream_set_thread
 -- A run created empty (PUT) takes its thread from its first RUN_STARTED, as a
--- run created by its first append does.
-UPDATE runs SET thread_id = $2 WHERE run_id = $1 AND thread_id IS NULL;
+-- run created by its first append does; never a fork, whose thread is its source's.
+UPDATE runs SET thread_id = $2
+WHERE run_id = $1 AND thread_id IS NULL
+  AND NOT EXISTS (SELECT 1 FROM run_forks f WHERE f.run_id = $1);
+
+-- name: stream_set_deletable
+-- The stream a PUT made together with its run: DELETE may remove it.
+UPDATE streams SET deletable = true WHERE name = $1;
+
+-- name: stream_source_thread
+-- A fork source's thread. $1 run id.
+SELECT thread_id FROM runs WHERE run_id = $1;
+
+-- name: stream_run_exists
+-- Whether run $1 exists (a DELETE of a name with no stream row).
+SELECT EXISTS (SELECT 1 FROM runs WHERE run_id = $1);
 
 -- name: stream_insert_fork
 -- Run $1's seqs up to $3 are run $2's.

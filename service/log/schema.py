@@ -188,6 +188,9 @@ streams = Table(
     # Soft-deleted: gone for clients, kept while forks read its prefix.
     Column("deleted", Boolean, nullable=False, server_default=text("false")),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    # Made by `PUT /v1/stream` with its run (revision 0010_stream_deletable): only
+    # such a stream may be deleted; runs that have a row for other reasons may not.
+    Column("deletable", Boolean, nullable=False, server_default=text("false")),
     PrimaryKeyConstraint("name", name="streams_pkey"),
     UniqueConstraint("run_id", name="streams_run_id_key"),
 )

@@ -32,9 +32,11 @@ import orjson
 
 from service import metrics
 from service.errors import (
+    ForkThreadConflict,
     ProducerEpochSeq,
     ProducerFenced,
     ProducerSeqGap,
+    RunNotDeletable,
     StreamClosed,
     StreamConflict,
     StreamGone,
@@ -58,6 +60,9 @@ _INSERT_STREAM = QUERIES["stream_insert_stream"]
 _ADOPT_RUN = QUERIES["stream_adopt_run"]
 _INSERT_RUN = QUERIES["stream_insert_run"]
 _SET_THREAD = QUERIES["stream_set_thread"]
+_SET_DELETABLE = QUERIES["stream_set_deletable"]
+_SOURCE_THREAD = QUERIES["stream_source_thread"]
+_RUN_EXISTS = QUERIES["stream_run_exists"]
 _INSERT_FORK = QUERIES["stream_insert_fork"]
 _SET_STREAM_SEQ = QUERIES["stream_set_stream_seq"]
 _SET_CLOSED_BY = QUERIES["stream_set_closed_by"]
@@ -149,6 +154,8 @@ class NewStream:
     fork_spec: str | None = None
     fork_source_run: str | None = None
     fork_seq: int = 0
+    # Made by PUT /v1/stream, so DELETE may remove it; the run API's fork is not.
+    deletable: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,7 +307,10 @@ class StreamStore:
                     )
                     _check_same(existing, new)
                     return existing, False
+                if new.deletable:
+                    await conn.execute(_SET_DELETABLE, new.name)
                 if new.fork_source_run is not None:
+                    await _check_fork_thread(conn, new, chunks)
                     await conn.execute(_INSERT_FORK, run_id, new.fork_source_run, new.fork_seq)
                 if chunks or new.closed:
                     await _append(
@@ -428,17 +438,21 @@ class StreamStore:
     # -- deletion -------------------------------------------------------------
 
     async def delete(self, name: str) -> None:
-        """Delete the stream and its run; soft-delete it while forks read its prefix."""
-        run_id = run_id_for(name)
+        """Delete the stream and its run; soft-delete it while forks read its prefix.
+
+        Only a stream a PUT made with its run: any other run (the run API's, a hosted
+        one, one first seen as a stream later) is `RunNotDeletable`, left as it is.
+        """
         with translated("the event log cannot be written"):
             async with self.pool.acquire() as conn, conn.transaction():
                 row = await conn.fetchrow(_LOCK, name)
-                if row is None and _run_id_param(name) is not None:
-                    row = await conn.fetchrow(_LOCK_RUN, run_id)
-                    if row is not None and row["stored"]:
-                        row = None  # the run belongs to a stream of another name
                 if row is None:
+                    run_id = _run_id_param(name)
+                    if run_id is not None and await conn.fetchval(_RUN_EXISTS, run_id):
+                        raise RunNotDeletable(name)
                     raise StreamNotFound(name)
+                if not row["deletable"]:
+                    raise RunNotDeletable(name)
                 state = StreamState.of(name, row)
                 if state.deleted:
                     raise StreamGone(name)
@@ -482,6 +496,18 @@ class StreamStore:
 
     async def count_sweepable(self) -> expiry.SweepReport:
         return await expiry.count_sweepable(self.pool)
+
+
+async def _check_fork_thread(conn: Any, new: NewStream, chunks: Sequence[StoredChunk]) -> None:
+    """A fork is on its source's thread: a body starting a run on another is refused."""
+    named = thread_of(list(chunks))
+    if named is None:
+        return
+    source_thread = await conn.fetchval(_SOURCE_THREAD, new.fork_source_run)
+    if named != source_thread:
+        raise ForkThreadConflict(
+            f"a fork stays on its source's thread; this body's RUN_STARTED names {named!r}"
+        )
 
 
 def _check_same(existing: StreamState, new: NewStream) -> None:
