@@ -9,7 +9,9 @@ body and carry the protocol's headers (`Stream-Closed`, `Producer-Epoch`...).
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator
+from urllib.parse import quote
 
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
@@ -45,6 +47,8 @@ BASE_HEADERS = {
     "Cross-Origin-Resource-Policy": "cross-origin",
 }
 MAX_NAME = 1024
+# What PostgreSQL text cannot hold.
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
 async def _body(request: Request, limit: int) -> bytes:
@@ -88,7 +92,8 @@ async def _handle(request: Request, streams: Streams, name: str) -> Reply | Live
     limit = streams.limits.max_body_bytes
     if method == "PUT":
         body = await _body(request, limit)
-        location = str(request.url.replace(query=None, fragment=None))
+        # Percent-encoded: a header carries Latin-1 only, and a name may hold any character.
+        location = str(request.url.replace(path=quote(request.url.path), query=None, fragment=None))
         return await streams.create(name, request.headers, body, location)
     if method == "POST":
         return await streams.append(name, request.headers, await _body(request, limit))
@@ -122,6 +127,8 @@ async def stream_endpoint(request: Request) -> Response:
         name = request.path_params["name"]
         if not name or len(name) > MAX_NAME:
             raise InvalidParameter(f"a stream name is 1 to {MAX_NAME} characters")
+        if _UNSTORABLE.search(name):
+            raise InvalidParameter("a stream name may not hold NUL or an unpaired surrogate")
         streams = state_of(request).durable
         result = await _handle(request, streams, name)
     except ReplayError as exc:

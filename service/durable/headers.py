@@ -18,6 +18,17 @@ MAX_SAFE = 2**53 - 1
 DEFAULT_TYPE = "application/octet-stream"
 
 
+# The headers whose text is stored (PostgreSQL text holds no NUL).
+_STORED = ("content-type", "stream-seq", "producer-id", "stream-forked-from")
+
+
+def check_storable(headers: Mapping[str, str]) -> None:
+    """Refuse, before anything is written, a stored header the database cannot hold."""
+    for name in _STORED:
+        if "\x00" in headers.get(name, ""):
+            raise InvalidHeader(f"{name} holds a NUL character")
+
+
 def closed_flag(headers: Mapping[str, str]) -> bool:
     """`Stream-Closed` counts only as exactly `true` (any case); anything else is absent."""
     return headers.get("stream-closed", "").strip().lower() == "true"

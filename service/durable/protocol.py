@@ -164,6 +164,7 @@ class Streams:
 
     async def create(self, name: str, h: Mapping[str, str], body: bytes, location: str) -> Reply:
         self._check_body(body)
+        headers.check_storable(h)
         fork = headers.fork(h)
         requested_type = headers.content_type(h)
         expiry = headers.expiry(h)
@@ -282,6 +283,7 @@ class Streams:
 
     async def append(self, name: str, h: Mapping[str, str], body: bytes) -> Reply:
         self._check_body(body)
+        headers.check_storable(h)
         close = headers.closed_flag(h)
         producer = headers.producer(h)
         stream_seq = headers.stream_seq(h)
