@@ -54,6 +54,12 @@ class Settings(BaseSettings):
     token_ttl_seconds: int = Field(default=900, ge=1, le=86_400)
     # Comma-separated origins allowed to call from a browser (`*`: any); empty = no CORS.
     cors_origins: str = ""
+    allowed_hosts: str = Field(
+        default="",
+        description="Open mode (no api_keys) only: comma-separated Host names, besides "
+        "localhost, 127.0.0.1 and [::1], that requests may name (`*`: any). Others are "
+        "refused, so a page on a name rebound to this address (DNS rebinding) gets nothing.",
+    )
     max_chunk_bytes: int = 1 << 20
     max_batch_bytes: int = 8 << 20
     max_batch_events: int = 10_000
@@ -139,3 +145,7 @@ class Settings(BaseSettings):
     @cached_property
     def cors_origin_list(self) -> list[str]:
         return [o.strip().rstrip("/") for o in self.cors_origins.split(",") if o.strip()]
+
+    @cached_property
+    def allowed_host_list(self) -> list[str]:
+        return [h.strip() for h in self.allowed_hosts.split(",") if h.strip()]

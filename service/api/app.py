@@ -43,7 +43,7 @@ from service.api import metrics as metrics_route
 from service.api.access import AccessLog
 from service.api.auth import Gate, document_access
 from service.api.deps import AppState
-from service.api.edge import Cors, QueryToken
+from service.api.edge import Cors, HostGuard, OriginGuard, QueryToken
 from service.api.hot import ReplayApp
 from service.api.responses import (
     JSON,
@@ -249,6 +249,10 @@ def create_app(
         methods=["GET", "HEAD", "PUT", "POST", "DELETE", "OPTIONS"],
     )
     app.router.routes.insert(0, stream_route)
+    # Inside CORS, so a listed origin can read these refusals too.
+    if gate.keys.open:
+        app.add_middleware(HostGuard, allowed=settings.allowed_host_list)
+    app.add_middleware(OriginGuard, origins=settings.cors_origin_list)
     if settings.cors_origin_list:
         # Inside the access log (preflights are logged), outside every route and error.
         app.add_middleware(Cors, origins=settings.cors_origin_list)

@@ -1,7 +1,7 @@
 """The Durable Streams edge: `/v1/stream/{name}` (names may hold `/`).
 
 A plain Starlette endpoint, thin on purpose: it reads the body (bounded),
-checks the key, adds CORS and the browser security headers, and copies
+checks the key, adds the browser security headers, and copies
 `service.durable.protocol`'s replies out. Refusals keep the service's error
 body and carry the protocol's headers (`Stream-Closed`, `Producer-Epoch`...).
 """
@@ -28,24 +28,19 @@ from service.errors import (
     Unauthorized,
 )
 
-_ALLOW_HEADERS = (
-    "Content-Type, Authorization, If-None-Match, Stream-Seq, Stream-TTL, Stream-Expires-At, "
-    "Stream-Closed, Producer-Id, Producer-Epoch, Producer-Seq, Stream-Forked-From, "
-    "Stream-Fork-Offset, Stream-Fork-Sub-Offset"
-)
-_EXPOSE_HEADERS = (
-    "Stream-Next-Offset, Stream-Cursor, Stream-Up-To-Date, Stream-Closed, Stream-TTL, "
-    "Stream-Expires-At, Stream-SSE-Data-Encoding, Producer-Epoch, Producer-Seq, "
-    "Producer-Expected-Seq, Producer-Received-Seq, ETag, Location, Content-Type"
-)
+METHODS = "GET, POST, PUT, DELETE, HEAD, OPTIONS"
+# On every answer. CORS is the edge's (service.api.edge.Cors, REPLAY_CORS_ORIGINS).
+# A stream's body is whatever its writer sent, of any type (text/html, image/svg+xml):
+# it must never run as a page of the service's origin, where the inspector and the
+# demo keep their credential. Sandboxed, nothing loadable, never framed, not sniffed;
+# no other site may embed it (a listed origin reads it with CORS, which CORP allows).
 BASE_HEADERS = {
-    "Access-Control-Allow-Origin": "*",
-    "Access-Control-Allow-Methods": "GET, POST, PUT, DELETE, HEAD, OPTIONS",
-    "Access-Control-Allow-Headers": _ALLOW_HEADERS,
-    "Access-Control-Expose-Headers": _EXPOSE_HEADERS,
     "X-Content-Type-Options": "nosniff",
-    "Cross-Origin-Resource-Policy": "cross-origin",
+    "Content-Security-Policy": "sandbox; default-src 'none'; frame-ancestors 'none'",
+    "Cross-Origin-Resource-Policy": "same-origin",
 }
+# On reads with a body: a browser sent to the URL saves it, it does not show it.
+READ_HEADERS = {**BASE_HEADERS, "Content-Disposition": "attachment"}
 MAX_NAME = 1024
 # What PostgreSQL text cannot hold.
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
@@ -97,7 +92,7 @@ async def _handle(request: Request, streams: Streams, name: str) -> Reply | Live
         return await streams.create(name, request.headers, body, location)
     if method == "POST":
         return await streams.append(name, request.headers, await _body(request, limit))
-    return Reply(405, {"Allow": BASE_HEADERS["Access-Control-Allow-Methods"]})
+    return Reply(405, {"Allow": METHODS})
 
 
 def _error(exc: ReplayError, head: bool) -> Response:
@@ -119,7 +114,8 @@ async def _frames(live: Live) -> AsyncIterator[bytes]:
 
 async def stream_endpoint(request: Request) -> Response:
     if request.method == "OPTIONS":
-        return Response(status_code=204, headers=BASE_HEADERS)
+        # A listed origin's preflight was answered by the CORS layer; this is a plain one.
+        return Response(status_code=204, headers={**BASE_HEADERS, "Allow": METHODS})
     head = request.method == "HEAD"
     try:
         # Reads need `read`, every write (create, append, delete) `append`; no tokens.
@@ -138,8 +134,9 @@ async def stream_endpoint(request: Request) -> Response:
     except asyncio.CancelledError:
         raise
     if isinstance(result, Live):
-        return StreamingResponse(_frames(result), headers={**BASE_HEADERS, **result.headers})
-    response = Response(result.body, status_code=result.status, headers=BASE_HEADERS)
+        return StreamingResponse(_frames(result), headers={**READ_HEADERS, **result.headers})
+    base = READ_HEADERS if request.method == "GET" else BASE_HEADERS
+    response = Response(result.body, status_code=result.status, headers=base)
     response.headers.update(result.headers)
     if result.status in (204, 304) or head:
         # No body, and no Content-Length a 204/304 may not carry.

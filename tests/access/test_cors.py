@@ -80,21 +80,45 @@ async def test_cors_when_no_origins_configured_then_no_cors_headers_at_all(no_co
     assert preflight.status_code == 405 and plain.status_code == 401
 
 
-async def test_durable_stream_preflight_when_origin_unlisted_then_its_own_wildcard(
+async def test_durable_stream_cors_follows_the_listed_origins_with_the_protocols_headers(
     cors: str, no_cors: str
 ) -> None:
-    # The documented exception: Durable Streams answers CORS itself, as its
-    # conformance suite requires, whatever REPLAY_CORS_ORIGINS lists.
+    # Durable Streams is no exception: its answers are readable by listed origins only,
+    # whose preflights allow the protocol's request headers and expose its answer headers.
     ds_preflight = {
-        "Access-Control-Request-Method": "GET",
-        "Access-Control-Request-Headers": "if-none-match",
+        "Access-Control-Request-Method": "PUT",
+        "Access-Control-Request-Headers": "if-none-match, stream-seq, producer-id",
     }
     async with httpx.AsyncClient() as client:
-        for base in (cors, no_cors):
-            r = await client.options(
-                f"{base}/v1/stream/cors-check",
-                headers={"Origin": "https://evil.example.net", **ds_preflight},
-            )
-            assert r.status_code == 204
-            assert r.headers["access-control-allow-origin"] == "*"
-            assert "if-none-match" in r.headers["access-control-allow-headers"].lower()
+        listed = await client.options(
+            f"{cors}/v1/stream/cors-check", headers={"Origin": LISTED, **ds_preflight}
+        )
+        unlisted = await client.options(
+            f"{cors}/v1/stream/cors-check",
+            headers={"Origin": "https://evil.example.net", **ds_preflight},
+        )
+        unconfigured = await client.options(
+            f"{no_cors}/v1/stream/cors-check", headers={"Origin": LISTED, **ds_preflight}
+        )
+        read = await client.get(
+            f"{cors}/v1/stream/cors-check", headers={"Origin": LISTED, "Authorization": "Bearer x"}
+        )
+        read_unlisted = await client.get(
+            f"{cors}/v1/stream/cors-check", headers={"Origin": "https://evil.example.net"}
+        )
+        read_unconfigured = await client.get(
+            f"{no_cors}/v1/stream/cors-check", headers={"Origin": LISTED}
+        )
+    assert listed.status_code == 204
+    assert listed.headers["access-control-allow-origin"] == LISTED
+    assert "Origin" in listed.headers["vary"]
+    allowed = listed.headers["access-control-allow-headers"].lower()
+    assert {"if-none-match", "stream-seq", "producer-id"} <= {h.strip() for h in allowed.split(",")}
+    assert "HEAD" in listed.headers["access-control-allow-methods"]
+    assert unlisted.status_code == 403 and unlisted.json()["error"]["code"] == "forbidden"
+    assert read.status_code == 401
+    assert read.headers["access-control-allow-origin"] == LISTED
+    exposed = read.headers["access-control-expose-headers"].lower()
+    assert "stream-next-offset" in exposed and "www-authenticate" in exposed
+    for r in (unlisted, unconfigured, read_unlisted, read_unconfigured):
+        assert not [h for h in r.headers if h.startswith("access-control-")], r.headers

@@ -81,7 +81,8 @@ async def test_delete_through_streams_of_runs_not_made_by_put_is_refused_and_the
                 200, 200, 201, 200, 201,
             ]  # fmt: skip
             await _until_mid_answer(conn, "hosted-live")
-            before = {r: await _events(conn, r) for r in ("plain-open", "plain-closed", "plain-fork")}
+            plain = ("plain-open", "plain-closed", "plain-fork")
+            before = {r: await _events(conn, r) for r in plain}
             for run_id in ("plain-open", "plain-closed", "plain-fork", "hosted-live"):
                 for credential in (APPEND, ADMIN):
                     refused = await client.delete(f"/v1/stream/{run_id}", headers=credential)
@@ -101,7 +102,8 @@ async def test_delete_through_streams_of_runs_not_made_by_put_is_refused_and_the
             # A stream PUT made is still the append key's to delete.
             made = await client.put("/v1/stream/made-by-put", headers={**APPEND, **JSON_TYPE})
             assert made.status_code == 201
-            assert (await client.delete("/v1/stream/made-by-put", headers=APPEND)).status_code == 204
+            deleted = await client.delete("/v1/stream/made-by-put", headers=APPEND)
+            assert deleted.status_code == 204
             missing = await client.delete("/v1/stream/never-was", headers=APPEND)
             assert missing.status_code == 404
     finally:
@@ -177,9 +179,7 @@ async def test_fork_through_streams_naming_another_thread_is_refused_and_bob_sta
                 json=[{"type": "RUN_STARTED", "threadId": "alice", "runId": "alice-fork-2"}],
             )
             assert moved.status_code in (200, 204)
-            thread = await conn.fetchval(
-                "SELECT thread_id FROM runs WHERE run_id = 'alice-fork-2'"
-            )
+            thread = await conn.fetchval("SELECT thread_id FROM runs WHERE run_id = 'alice-fork-2'")
             assert thread == "bob"
         finally:
             await conn.close()

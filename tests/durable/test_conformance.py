@@ -32,7 +32,13 @@ def test_conformance_suite_when_run_against_replay_serve_then_every_test_passes(
 ) -> None:
     report = tmp_path / "report.json"
     # A shorter long-poll keeps the suite's timeouts (it waits ~20 s at most) quick.
-    env = {"REPLAY_DATABASE_URL": database_url, "REPLAY_DURABLE_LONG_POLL_SECONDS": "5"}
+    # Its CORS test preflights from https://example.com: listed, as a deployment lists
+    # the origins of its browser clients.
+    env = {
+        "REPLAY_DATABASE_URL": database_url,
+        "REPLAY_DURABLE_LONG_POLL_SECONDS": "5",
+        "REPLAY_CORS_ORIGINS": "https://example.com",
+    }
     with serve_subprocess(env) as (base, _proc):
         run = subprocess.run(
             [
