@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import sys
@@ -54,9 +55,20 @@ def _plural(count: int, noun: str, plural: str | None = None) -> str:
 
 
 def _uvicorn_options(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
+    from service.api.connections import ConnectionLimits, GuardedHttpToolsProtocol
+
+    limits = ConnectionLimits(
+        header_seconds=settings.header_timeout_seconds,
+        body_seconds=settings.body_timeout_seconds,
+        max_connections=settings.max_connections,
+    )
     # Our access log (service.api.access) replaces uvicorn's; log_config=None keeps
     # uvicorn's own lines on the root handler, in REPLAY_LOG_FORMAT.
     return {
+        # uvicorn takes a factory as its protocol class; a partial of a module-level
+        # class pickles into `--workers` processes.
+        "http": functools.partial(GuardedHttpToolsProtocol, limits=limits),
+        "timeout_keep_alive": settings.keep_alive_seconds,
         "host": args.host,
         "port": args.port,
         "log_level": args.log_level,

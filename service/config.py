@@ -133,6 +133,30 @@ class Settings(BaseSettings):
     durable_sweep_max_rate: float = 20_000.0
     # Slow enough that a person can close the tab mid-answer (an answer takes 9 s or more).
     demo_delay_seconds: float = 0.35
+    # `replay serve`'s connections (service.api.connections): bounds on reading a request,
+    # so nobody holds connections by sending slowly or not at all. Streamed answers (SSE)
+    # are writes and are never cut by these.
+    header_timeout_seconds: float = Field(
+        default=10.0,
+        gt=0,
+        description="A request's line and headers must be in this long after its connection "
+        "opened or its previous answer ended; else the connection is closed.",
+    )
+    body_timeout_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        description="A request body that sends no byte for this long is answered 408 "
+        "request_timeout and its connection closed.",
+    )
+    keep_alive_seconds: float = Field(
+        default=5.0, gt=0, description="An idle keep-alive connection is closed after this long."
+    )
+    max_connections: int = Field(
+        default=10_000,
+        ge=1,
+        description="Open connections per process (SSE streams count); a request past it is "
+        "answered 503 too_many_connections.",
+    )
     # Operations: log lines as text or JSON; one access line per request; /metrics open.
     log_format: Literal["text", "json"] = "text"
     access_log: bool = True

@@ -17,7 +17,8 @@ exc`), and never leak past the log.
     │   │   └── Unstorable         422 invalid_request   (a value the database refuses)
     │   ├── InvalidExport          422 invalid_export    (+ line)
     │   ├── PayloadTooLarge        413 payload_too_large
-    │   └── UnsupportedMediaType   415 unsupported_media_type
+    │   ├── UnsupportedMediaType   415 unsupported_media_type
+    │   └── RequestTimeout         408 request_timeout   (a body stalled; the connection closes)
     ├── NotFound
     │   ├── RunNotFound            404 run_not_found
     │   └── ThreadNotFound         404 thread_not_found
@@ -33,7 +34,8 @@ exc`), and never leak past the log.
     │   ├── OriginRefused          403 origin_refused    (a write from another site's page)
     │   └── HostRefused            403 host_refused      (open mode: Host not loopback or listed)
     ├── Unavailable                503 unavailable
-    │   └── Contended              503 unavailable       (concurrent writes collided; retry)
+    │   ├── Contended              503 unavailable       (concurrent writes collided; retry)
+    │   └── TooManyConnections     503 too_many_connections (`replay serve`'s connection cap)
     └── Durable Streams (/v1/stream, see service.durable)
         ├── InvalidHeader          400 invalid_header
         ├── InvalidParameter       400 invalid_parameter   (?live=, ?offset= twice, the name)
@@ -138,6 +140,13 @@ class UnsupportedMediaType(InvalidInput):
     code = "unsupported_media_type"
 
 
+class RequestTimeout(InvalidInput):
+    """The client stopped sending a request's body (service.api.connections)."""
+
+    status = 408
+    code = "request_timeout"
+
+
 class NotFound(ReplayError):
     status = 404
     code = "not_found"
@@ -240,6 +249,12 @@ class Unavailable(ReplayError):
 
 class Contended(Unavailable):
     """Concurrent writers collided (a deadlock, a serialization failure): safe to retry."""
+
+
+class TooManyConnections(Unavailable):
+    """`replay serve` holds as many connections as it may (service.api.connections)."""
+
+    code = "too_many_connections"
 
 
 # -- Durable Streams (the protocol's statuses are fixed by PROTOCOL.md) -----

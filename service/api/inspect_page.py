@@ -7,7 +7,8 @@ person gives it (kept in sessionStorage), so it works against any replica.
 
 The pages are open (they hold no data); a strict Content-Security-Policy
 allows only this origin's script and style, so even markup that slipped
-through the page's own escaping could not run.
+through the page's own escaping could not run, and no other page may frame
+them (`service.api.pages`).
 """
 
 from __future__ import annotations
@@ -17,17 +18,16 @@ from pathlib import Path
 from fastapi import APIRouter
 from starlette.responses import Response
 
+from service.api.pages import page_headers
+from service.errors import NotFound
+
 router = APIRouter(include_in_schema=False)
 
 _STATIC = Path(__file__).resolve().parent / "static"
-_CSP = (
-    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
-    "img-src 'self' data:; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
-)
 _HEADERS = {
-    "Content-Security-Policy": _CSP,
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
+    **page_headers(
+        script_src="'self'", style_src="'self'", img_src="'self' data:", connect_src="'self'"
+    ),
     "Cache-Control": "no-cache",
 }
 _ASSETS = {
@@ -60,5 +60,5 @@ async def inspect_thread(thread_id: str) -> Response:
 async def inspect_asset(name: str) -> Response:
     media = _ASSETS.get(name)
     if media is None:
-        return Response(status_code=404)
+        raise NotFound(f"the inspector has no asset {name!r}")
     return Response((_STATIC / name).read_bytes(), media_type=media, headers=_HEADERS)

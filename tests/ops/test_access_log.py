@@ -195,3 +195,49 @@ async def test_access_log_when_health_probes_succeed_then_they_write_no_line(
         assert time.monotonic() < deadline, "no access line for the request after the probes"
         await asyncio.sleep(0.05)
     assert _access(path, "req-probe") == []
+
+
+async def _raw_get(base: str, target: bytes, *headers: bytes) -> bytes:
+    """One GET written byte for byte (httpx would not send these); the answer's status line."""
+    host, port = base.removeprefix("http://").split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    head = b"GET " + target + b" HTTP/1.1\r\nHost: h\r\nConnection: close\r\n"
+    writer.write(head + b"".join(h + b"\r\n" for h in headers) + b"\r\n")
+    answer = await asyncio.wait_for(reader.read(), 30)
+    writer.close()
+    return answer.split(b"\r\n")[0]
+
+
+FORGED = "INFO replay.access: DELETE /v1/runs/{run_id} 204"
+
+
+async def test_access_log_when_text_and_path_or_headers_hold_control_characters_then_one_line(
+    text_server: Server,
+) -> None:
+    base, path = text_server
+    forged = FORGED.replace(" ", "%20").replace("{", "%7B").replace("}", "%7D").encode()
+    # A decoded path may hold any character; a header value may hold a tab and Latin-1's
+    # C1 controls (NEL; CSI, a terminal escape), which the HTTP parser lets through.
+    # Each with a line of its own after a line break of each kind.
+    for i, brk in enumerate([b"%0A", b"%0D", b"%0D%0A", b"%E2%80%A8", b"%1B%5B2J%0B%0C"]):
+        target = b"/v1/runs/forge-" + str(i).encode() + brk + forged + b"/events"
+        status = await _raw_get(base, target, b"X-Request-Id: req-forge-path-%d" % i)
+        assert status.startswith(b"HTTP/1.1 404"), status
+    header = b"X-Run-Id: r\t\x85" + FORGED.encode() + b"\x9b2J"
+    ua = b"User-Agent: ua\x85" + FORGED.encode()
+    status = await _raw_get(base, b"/favicon.ico", header, ua, b"X-Request-Id: req-forge-hdr")
+    assert status.startswith(b"HTTP/1.1 200"), status
+    async with httpx.AsyncClient(base_url=base, timeout=30) as http:
+        await http.get("/favicon.ico", headers={"x-request-id": "req-flush"})
+    deadline = time.monotonic() + 10
+    while "request_id=req-flush" not in path.read_text():
+        assert time.monotonic() < deadline, "no access line for the last request"
+        await asyncio.sleep(0.05)
+    lines = path.read_text().splitlines()  # splits at \r, \x0b, \x1c-\x1e, \x85, \u2028 too
+    assert not [line for line in lines if line.startswith(FORGED)]
+    for request_id in [f"req-forge-path-{i}" for i in range(5)] + ["req-forge-hdr"]:
+        (line,) = [line for line in lines if f"request_id={request_id}" in line]
+        assert line.startswith("INFO replay.access: GET "), line
+        assert FORGED in line and line.isprintable(), line
+    (line,) = [line for line in lines if "request_id=req-forge-hdr" in line]
+    assert " run_id=" + '"r\\t\\x85' + FORGED.replace('"', '\\"') + '\\x9b2J" ' in line, line
