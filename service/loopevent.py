@@ -3,7 +3,7 @@
 Why not asyncio.Event on the hot paths: it looks its loop up on every `wait()`,
 and in CPython 3.11 finding the running loop compares the process id, a
 `getpid()` system call each time. Where system calls are dear (a sandboxed
-kernel) that was a tenth of a busy server's CPU: a wait per follower per
+kernel) that was a large share of a busy server's CPU: a wait per follower per
 commit, a wait per lane per group. This one takes the running loop when it is
 made and never asks again; make it inside the loop that waits on it.
 """

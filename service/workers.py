@@ -20,8 +20,8 @@ WORKER_LOG_LEVEL = "REPLAY_WORKER_LOG_LEVEL"
 def tune_collector() -> None:
     """Fewer, cheaper collections: a server holding thousands of live streams keeps
     hundreds of thousands of tracked objects, and CPython's default thresholds walk
-    them all every few seconds (pauses of hundreds of ms under a 1,000-subscriber
-    fan-out, measured with ops/bench/stream.py)."""
+    them all every few seconds (long pauses under a large fan-out: the fan-out of
+    ops/bench/stream.py, docs/benchmarks.md)."""
     gc.set_threshold(20_000, 50, 100)
 
 

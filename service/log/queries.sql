@@ -51,7 +51,7 @@
 -- one-row jsonb map of bases it replaced, built per group and probed per row.
 --
 -- One NOTIFY carries up to 40 runs, a line each (PostgreSQL caps a payload at
--- 8,000 bytes; a line is at most ~150): one per run costs a group 15%. The
+-- 8,000 bytes; a line is at most ~150): one per run costs a group dearly. The
 -- channel and the line's format are service.log.notifications'.
 -- This statement and `bump` notify whether or not another process listens
 -- (`append_plain` and `append_tools` ask first): they may close a run, and

@@ -3,7 +3,7 @@
 A follower that has everything its channel holds waits for the next commit.
 Woken as a task, every event costs it a task step, the resumption of its
 body's generator and the response's send chain, for one small write; with a
-follower per hosted run that was a quarter of a busy server's CPU. So while
+follower per hosted run that was a large share of a busy server's CPU. So while
 it waits, the follower leaves a `Sink` on its channel, and the commit that
 buffers the next rows frames them and writes them through the response's
 `Outlet` at once. The follower's task wakes only when the sink cannot go on:
