@@ -129,3 +129,31 @@ def test_a_chunk_stored_deeper_than_the_bound_projects_with_the_deep_value_as_te
     rendered = messages_json(messages)
     assert "[" * 600 in rendered
     assert nesting(rendered) <= MAX_DEPTH + 10
+
+
+async def test_ai_sdk_stream_of_a_run_with_a_350_level_tool_argument_keeps_it_as_text(
+    client: httpx.AsyncClient, event_log: EventLog
+) -> None:
+    """The AI SDK's UI message stream of an open run: the deep arguments stay text."""
+    run, thread = "deep-3", "deep-thread-3"
+    await event_log.create_run(run, thread_id=thread, agent="demo")
+    events = _run_with_deep_tool(run, thread, DEEP)[:-1]  # open: the chat's active run
+    r = await client.post(f"/v1/runs/{run}/events", json={"events": events})
+    assert r.status_code == 200, r.text
+    received = ""
+    async with client.stream("GET", f"/v1/ai-sdk/demo/{thread}/stream") as answer:
+        assert answer.status_code == 200, await answer.aread()
+        async for text in answer.aiter_text():
+            received += text
+            if "after the tool" in received:
+                break
+    frames = [
+        json.loads(line[len("data: ") :])
+        for line in received.splitlines()
+        if line.startswith("data: {")
+    ]
+    deep = _nested(DEEP)
+    by_type = {frame["type"]: frame for frame in frames}
+    # Kept as the text it was sent as (an input the AI SDK could not take as a value).
+    refused = by_type["tool-input-error"]
+    assert refused["input"] == deep and str(MAX_DEPTH) in refused["errorText"], refused
