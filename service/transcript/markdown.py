@@ -22,6 +22,10 @@ from service.transcript.views import RUN_COLUMNS, run_cells, views, when
 
 _BACKTICKS = re.compile(r"`+")
 _ASCII_PUNCTUATION = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
+# Punctuation that opens a block only in these shapes, and is common inline at a line's
+# start otherwise (`code`, **bold**, _emphasis_, ~~struck~~): a fence, a list item, a rule.
+_INLINE_FIRST = frozenset("`*_~")
+_OPENS_BLOCK = re.compile(r"```|~~~|\*(?:[ \t]|$)|([*_])[ \t]*(?:\1[ \t]*){2,}$")
 # An ordered list item's number (its delimiter follows).
 _ORDERED = re.compile(r"\d{1,9}(?=[.)])")
 _LINE_BREAK = re.compile(r"\r\n?|\n")
@@ -57,7 +61,11 @@ def _line(line: str) -> str:
     body = line.lstrip(" \t")
     indent = line[: len(line) - len(body)]
     escaped = _inline(body)
-    if body[:1] in _ASCII_PUNCTUATION and body[0] not in "\\<":  # (escaped already)
+    first = body[:1]
+    if first in _INLINE_FIRST:
+        if _OPENS_BLOCK.match(body):
+            escaped = "\\" + escaped
+    elif first in _ASCII_PUNCTUATION and first not in "\\<":  # (escaped already)
         escaped = "\\" + escaped
     elif (number := _ORDERED.match(body)) is not None:
         escaped = escaped[: number.end()] + "\\" + escaped[number.end() :]
