@@ -14,7 +14,7 @@ import json
 import re
 from collections.abc import Callable, Iterator, Sequence
 from itertools import accumulate, repeat
-from operator import attrgetter
+from operator import add, attrgetter
 from typing import Any, NamedTuple, Protocol, overload
 
 import orjson
@@ -75,11 +75,6 @@ def value_nesting(value: Any) -> int:
     return deepest
 
 
-def _may_nest_too_deep(text: str) -> bool:
-    # A text cannot nest deeper than it has openers: two C counts spare the scan.
-    return text.count("[") + text.count("{") > MAX_EVENT_DEPTH
-
-
 def _too_deep(depth: int, index: int) -> NestedTooDeep:
     return NestedTooDeep(
         f"event {index} is nested {depth} levels deep; at most {MAX_EVENT_DEPTH} are allowed",
@@ -89,14 +84,26 @@ def _too_deep(depth: int, index: int) -> NestedTooDeep:
 
 def check_nesting(chunks: Sequence[StoredChunk], first: int = 0) -> None:
     """Refuse (NestedTooDeep) the first chunk nested deeper than `MAX_EVENT_DEPTH`;
-    `first`: the index the first chunk has in what was sent."""
-    if type(chunks) is Chunks and chunks.shallow:
+    `first`: the index the first chunk has in what was sent.
+
+    Runs on every append: a text cannot nest deeper than it has openers, so C counts
+    spare the scan for all but the rare chunk with more openers than the bound."""
+    if type(chunks) is Chunks:
+        if chunks.shallow:
+            return
+        texts = chunks.texts()
+    elif len(chunks) == 1:  # the commonest append, a token
+        text = chunks[0].text
+        if text.count("[") + text.count("{") <= MAX_EVENT_DEPTH:
+            return
+        texts = [text]
+    else:
+        texts = list(map(_TEXT, chunks))
+    openers = list(map(add, map(str.count, texts, repeat("[")), map(str.count, texts, repeat("{"))))
+    if max(openers, default=0) <= MAX_EVENT_DEPTH:
         return
-    texts = texts_of(chunks)
-    if len(texts) > 1 and not _may_nest_too_deep("".join(texts)):
-        return  # no chunk can be deeper than the whole batch has openers
     for index, text in enumerate(texts):
-        if _may_nest_too_deep(text) and (depth := nesting(text)) > MAX_EVENT_DEPTH:
+        if openers[index] > MAX_EVENT_DEPTH and (depth := nesting(text)) > MAX_EVENT_DEPTH:
             raise _too_deep(depth, first + index)
 
 
