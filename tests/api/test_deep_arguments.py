@@ -20,8 +20,8 @@ from tests.stream.wire import SseReader
 
 LEVELS = 400_000
 ARGUMENTS = '{"a":' + "[" * LEVELS + "]" * LEVELS + "}"
-# Far below the square of the depth (which reached 23 GB); above the reads' own working
-# set (an 800 KB event, its JSON and SSE copies, the projection's text).
+# Far below the square of the depth (which the kernel killed); above the reads' own working
+# set (the event, its JSON and SSE copies, the projection's text).
 MAX_GROWTH = 200 << 20
 
 
