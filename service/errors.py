@@ -13,6 +13,7 @@ exc`), and never leak past the log.
     │   ├── InvalidCursor          400 invalid_cursor
     │   ├── InvalidRunId           422 invalid_run_id
     │   ├── InvalidEvent           422 invalid_event
+    │   │   └── NestedTooDeep      422 invalid_event     (nested past MAX_EVENT_DEPTH)
     │   ├── InvalidRequest         422 invalid_request
     │   │   └── Unstorable         422 invalid_request   (a value the database refuses)
     │   ├── InvalidExport          422 invalid_export    (+ line)
@@ -110,6 +111,10 @@ class InvalidRunId(InvalidInput):
 
 class InvalidEvent(InvalidInput):
     code = "invalid_event"
+
+
+class NestedTooDeep(InvalidEvent):
+    """An event nesting objects and arrays deeper than `service.log.chunks.MAX_EVENT_DEPTH`."""
 
 
 class InvalidRequest(InvalidInput):

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from service.agents.catalog import PythonAgent, RunInput
-from service.errors import InvalidEvent, InvalidInput, InvalidJson, PayloadTooLarge
+from service.errors import InvalidEvent, InvalidInput, InvalidJson, NestedTooDeep, PayloadTooLarge
 from service.ingest import Limits, chunk_from_value
 from service.log.chunks import StoredChunk
 
@@ -31,6 +31,8 @@ def refused(
         return UpstreamError(f"{event} is not valid JSON: {exc.message}")
     if isinstance(exc, PayloadTooLarge):
         return UpstreamError(f"{event} is over {limits.max_chunk_bytes} bytes")
+    if isinstance(exc, NestedTooDeep):
+        return UpstreamError(f"{event} was refused: {exc.message}")
     if isinstance(exc, InvalidEvent):
         return UpstreamError(f"{event} is not an AG-UI event (no string 'type')")
     return UpstreamError(f"{event} was refused: {exc.message}")

@@ -154,7 +154,8 @@ async def stream_run(
         Literal["decoded"] | None,
         Query(
             description='decoded: each frame is `{"seq", "chunk", "decoded"?}`, with the '
-            "typewriter decoder's output after tool-call argument deltas"
+            "typewriter decoder's output after tool-call argument deltas (for arguments "
+            'nested too deep to decode, the rest as sent, in pieces marked `"raw": true`)'
         ),
     ] = None,
     compact: Annotated[

@@ -23,7 +23,7 @@ from service.audit.filters import STATUSES
 from service.errors import InvalidExport, InvalidJson, InvalidRunId, ReplayError
 from service.log import check_run_id
 from service.log.bulk import LoadedRun, LoggedEvent, RunRecord
-from service.log.chunks import dumps, loads, stored
+from service.log.chunks import check_nesting, dumps, loads, stored
 from service.log.summary import summarize
 
 _EVENT_KEYS = frozenset({"run_id", "seq", "received_at", "chunk"})
@@ -171,6 +171,7 @@ def _event(number: int, line: str, value: dict[str, Any]) -> LoggedEvent:
     assert received is not None
     try:
         chunk = stored(value["chunk"], number, _chunk_text(line, value))
+        check_nesting([chunk])
     except ReplayError as exc:
         raise InvalidExport(number, f"the chunk is not an AG-UI event ({exc.message})") from exc
     return LoggedEvent(chunk, received)

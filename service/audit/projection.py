@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from service.projector import project
-from service.projector.jsvalues import parse_json, stringify
+from service.projector.jsvalues import parse_chunk, parse_json, stringify
 
 # Part of every cached projection's key: bump it when the projector's output
 # for a given log changes, and cached projections are rebuilt on next read.
@@ -27,7 +27,7 @@ def project_run(
     run_id: str, chunk_texts: Iterable[str], *, normalize: bool = False, finalize: bool = True
 ) -> list[dict[str, Any]]:
     return project(
-        (parse_json(text) for text in chunk_texts),
+        (parse_chunk(text) for text in chunk_texts),
         normalize=normalize,
         finalize=finalize,
         id_prefix=id_prefix(run_id),
@@ -40,6 +40,7 @@ def messages_json(messages: list[dict[str, Any]]) -> str:
 
 
 def parse_messages(text: str) -> list[dict[str, Any]]:
-    value = parse_json(text)
+    # Our own output: values in it are bounded already, some nested inside messages.
+    value = parse_json(text, max_depth=None)
     assert isinstance(value, list), "cached projections are arrays"
     return value

@@ -1,9 +1,10 @@
 """Single chunks from a hosted run's upstream, validated like any appended chunk.
 
 A driver's events go through the same checks as an HTTP append's (a JSON
-object with a string `type`, at most `max_chunk_bytes`), so what reaches the
-log is the same whoever produced it. Failures are the same `InvalidInput`
-errors; the driver words them for the run's RUN_ERROR.
+object with a string `type`, at most `max_chunk_bytes`, nested at most
+`MAX_EVENT_DEPTH`), so what reaches the log is the same whoever produced it.
+Failures are the same `InvalidInput` errors; the driver words them for the
+run's RUN_ERROR.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from service.ingest.batch import Limits
-from service.log.chunks import StoredChunk, loads, stored
+from service.log.chunks import StoredChunk, check_nesting, loads, stored
 
 
 def chunk_from_text(text: str, index: int, limits: Limits) -> StoredChunk:
@@ -24,6 +25,7 @@ def chunk_from_text(text: str, index: int, limits: Limits) -> StoredChunk:
     kept = text if "\n" not in text and "\r" not in text else None
     chunk = stored(value, index, kept)
     limits.check_chunk(chunk, index)
+    check_nesting([chunk], index)
     return chunk
 
 
@@ -31,4 +33,5 @@ def chunk_from_value(value: Any, index: int, limits: Limits) -> StoredChunk:
     """An event an in-process agent yielded as a parsed value."""
     chunk = stored(value, index)
     limits.check_chunk(chunk, index)
+    check_nesting([chunk], index)
     return chunk

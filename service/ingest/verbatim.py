@@ -189,7 +189,8 @@ def _chunks(
             body.decode()
         except UnicodeDecodeError:
             return None
-    return Chunks(kinds, Spans(body, spans, ascii), read_ids)
+    # The scan refuses anything nested deeper than MAX_EVENT_DEPTH (its MAX_DEPTH).
+    return Chunks(kinds, Spans(body, spans, ascii), read_ids, shallow=True)
 
 
 def _value(body: bytes, bounds: tuple[int, int] | None, default: Any) -> Any:

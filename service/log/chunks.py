@@ -13,13 +13,13 @@ import functools
 import json
 import re
 from collections.abc import Callable, Iterator, Sequence
-from itertools import repeat
-from operator import attrgetter
+from itertools import accumulate, repeat
+from operator import add, attrgetter
 from typing import Any, NamedTuple, Protocol, overload
 
 import orjson
 
-from service.errors import InvalidEvent, InvalidJson
+from service.errors import InvalidEvent, InvalidJson, NestedTooDeep
 
 TERMINAL_TYPES = frozenset({"RUN_FINISHED", "RUN_ERROR"})
 
@@ -36,6 +36,75 @@ _TWENTY_DIGITS = b"0" * 20
 
 
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+MAX_EVENT_DEPTH = 200
+"""How deeply an event may nest objects and arrays (the event object itself is level 1).
+
+Deeper events are refused at every append (422 `invalid_event`): no AG-UI producer comes
+near, and every later walk over stored values stays shallow. It is also the C scan's own
+bound (`MAX_DEPTH` in service/ingest/_scan.c), so what the scan vouches for (the
+`Chunks` it builds, `shallow`) needs no second look."""
+
+# A JSON string literal (the unrolled form: no backtracking per character).
+_STRING_LITERAL = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+
+
+def nesting(text: str) -> int:
+    """How deeply the JSON `text` nests objects and arrays: one linear pass, no recursion.
+
+    Brackets inside strings do not count; `text` is taken to be valid JSON.
+    """
+    brackets = _NOT_BRACKET.sub("", _STRING_LITERAL.sub("", text))
+    return max(accumulate(map(_STEP.__getitem__, brackets)), default=0)
+
+
+def value_nesting(value: Any) -> int:
+    """`nesting` of a parsed value, by a walk with its own stack (no recursion)."""
+    deepest = 0
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            item = item.values()
+        elif not isinstance(item, list):
+            continue
+        deepest = max(deepest, depth)
+        stack.extend(zip(item, repeat(depth + 1)))
+    return deepest
+
+
+def _too_deep(depth: int, index: int) -> NestedTooDeep:
+    return NestedTooDeep(
+        f"event {index} is nested {depth} levels deep; at most {MAX_EVENT_DEPTH} are allowed",
+        index=index,
+    )
+
+
+def check_nesting(chunks: Sequence[StoredChunk], first: int = 0) -> None:
+    """Refuse (NestedTooDeep) the first chunk nested deeper than `MAX_EVENT_DEPTH`;
+    `first`: the index the first chunk has in what was sent.
+
+    Runs on every append: a text cannot nest deeper than it has openers, so C counts
+    spare the scan for all but the rare chunk with more openers than the bound."""
+    if type(chunks) is Chunks:
+        if chunks.shallow:
+            return
+        texts = chunks.texts()
+    elif len(chunks) == 1:  # the commonest append, a token
+        text = chunks[0].text
+        if text.count("[") + text.count("{") <= MAX_EVENT_DEPTH:
+            return
+        texts = [text]
+    else:
+        texts = list(map(_TEXT, chunks))
+    openers = list(map(add, map(str.count, texts, repeat("[")), map(str.count, texts, repeat("{"))))
+    if max(openers, default=0) <= MAX_EVENT_DEPTH:
+        return
+    for index, text in enumerate(texts):
+        if openers[index] > MAX_EVENT_DEPTH and (depth := nesting(text)) > MAX_EVENT_DEPTH:
+            raise _too_deep(depth, first + index)
 
 
 def storable(text: str) -> str:
@@ -105,18 +174,22 @@ class Chunks(Sequence[StoredChunk]):
     `text_at`, `joined`).
     """
 
-    __slots__ = ("_ids", "_read_ids", "_source", "_texts", "types")
+    __slots__ = ("_ids", "_read_ids", "_source", "_texts", "shallow", "types")
 
     def __init__(
         self,
         types: list[str],
         source: Texts,
         read_ids: Callable[[], IdColumns | None] | None = None,
+        *,
+        shallow: bool = False,
     ) -> None:
         """`types`: storable as they are; `source`: the chunks' texts, in the same order;
         `read_ids`: every chunk's ids as `stored` keeps them, or None where it cannot
-        tell (each text is parsed)."""
+        tell (each text is parsed); `shallow`: no text nests deeper than
+        `MAX_EVENT_DEPTH` (the C scan checked)."""
         self.types = types
+        self.shallow = shallow
         self._source = source
         self._read_ids = read_ids
         self._texts: list[str] | None = None
@@ -209,6 +282,12 @@ def loads(data: bytes | str) -> Any:
         return json.loads(text, parse_constant=_reject_constant, parse_float=_exact_float)
     except (ValueError, UnicodeDecodeError) as exc:
         raise InvalidJson(f"the body is not valid JSON: {exc}") from exc
+    except RecursionError:
+        # Deeper than either parser goes: far past what an event may be.
+        raise NestedTooDeep(
+            f"the body is nested {nesting(text)} levels deep; an event may nest at most "
+            f"{MAX_EVENT_DEPTH}"
+        ) from None
 
 
 def dumps(value: Any) -> str:
@@ -217,7 +296,16 @@ def dumps(value: Any) -> str:
         return orjson.dumps(value).decode()
     except (TypeError, orjson.JSONEncodeError):
         # Lone surrogates or integers orjson cannot hold: ASCII escapes keep both.
+        pass
+    try:
         return json.dumps(value, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
+    except RecursionError:
+        # orjson stops past 255 levels and this encoder near the interpreter's limit: a
+        # value that deep is no event (see MAX_EVENT_DEPTH).
+        raise NestedTooDeep(
+            f"a value is nested {value_nesting(value)} levels deep; at most {MAX_EVENT_DEPTH} "
+            "are allowed"
+        ) from None
 
 
 def error_message(chunk: Any) -> str:

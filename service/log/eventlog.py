@@ -33,6 +33,7 @@ from service.log import rows as log_rows
 from service.log.chunks import (
     Chunks,
     StoredChunk,
+    check_nesting,
     dumps,
     loads,
     storable,
@@ -510,9 +511,11 @@ class EventLog:
             checked.add(run_id)
         if expected_seq is not None and not 1 <= expected_seq <= MAX_SEQ:
             raise InvalidRequest(f"expected_seq must be from 1 to {MAX_SEQ}")
+        to_store = stored_token(chunks) or _stored_chunks(chunks)
+        check_nesting(to_store)
         future = self._committer.submit(
             run_id,
-            stored_token(chunks) or _stored_chunks(chunks),
+            to_store,
             expected_seq,
             close,
             create,

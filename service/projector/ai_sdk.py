@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from service.projector.json_patch import PatchError, apply_patch
+from service.projector.jsvalues import MAX_DEPTH, too_deep
 
 Chunk = dict[str, Any]
 
@@ -54,11 +55,18 @@ def finish_reason(value: Any) -> str | None:
     return reason if reason in FINISH_REASONS else "other"
 
 
+def _json_value(text: str) -> Any:
+    """`json.loads`, refusing (ValueError) text nested past MAX_DEPTH: kept as text."""
+    if too_deep(text):
+        raise ValueError(f"nested deeper than {MAX_DEPTH} levels")
+    return json.loads(text)
+
+
 def tool_output(content: Any) -> Any:
     """A tool result's content is a string on the wire; JSON text becomes its value."""
     if isinstance(content, str):
         try:
-            return json.loads(content)
+            return _json_value(content)
         except ValueError:
             return content
     return content
@@ -270,7 +278,7 @@ class UIMessageStreamEncoder:
             return
         tool.input_done = True
         try:
-            value = json.loads(tool.args) if tool.args.strip() else {}
+            value = _json_value(tool.args) if tool.args.strip() else {}
         except ValueError as exc:
             out.append(
                 {"type": "tool-input-error", "toolCallId": call, "toolName": tool.name,

@@ -20,7 +20,10 @@ from collections.abc import Iterator
 from typing import Any
 
 from service.projector import Projector
-from service.projector.jsvalues import UNDEF, JSONParseError, parse_json, stringify
+from service.projector.jsvalues import MAX_DEPTH, UNDEF, JSONParseError, parse_json, stringify
+
+# An export line's envelope, or the array around the chunks, adds a level to a chunk's own.
+_FILE_DEPTH = MAX_DEPTH + 1
 
 
 class InputError(Exception):
@@ -37,7 +40,7 @@ def read_chunks(text: str) -> Iterator[dict[str, Any]]:
         if not line.strip():
             continue
         try:
-            value = parse_json(line)
+            value = parse_json(line, max_depth=_FILE_DEPTH)
         except JSONParseError as exc:
             raise InputError(f"line {number}: not valid JSON ({exc})") from exc
         if not isinstance(value, dict):
@@ -56,7 +59,7 @@ def read_chunks(text: str) -> Iterator[dict[str, Any]]:
 
 def _array(text: str) -> Iterator[dict[str, Any]]:
     try:
-        value = parse_json(text)
+        value = parse_json(text, max_depth=_FILE_DEPTH)
     except JSONParseError as exc:
         raise InputError(f"not a valid JSON array ({exc})") from exc
     if not isinstance(value, list):

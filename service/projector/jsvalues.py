@@ -22,6 +22,7 @@ import re
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from email.utils import parsedate_to_datetime
+from itertools import accumulate
 from typing import Any, Final
 
 
@@ -258,16 +259,93 @@ class JSONParseError(ValueError):
     pass
 
 
-def parse_json(value: Any) -> Any:
-    """JS ``JSON.parse(value)``; raises JSONParseError where JS throws.
+class JSONTooDeep(JSONParseError):
+    """Text nesting objects and arrays deeper than ``MAX_DEPTH``: kept as text, not parsed."""
+
+
+MAX_DEPTH: Final = 200
+"""How deeply a value parsed from text (tool arguments, tool results, stored chunks) may
+nest objects and arrays. Every walk over projected values (the rendering, the transcripts,
+the encoders) recurses, so a deeper value is kept as its text instead: tool arguments are
+strings, which ingest cannot bound. The same number as ingest's bound on an event
+(``service.log.chunks.MAX_EVENT_DEPTH``)."""
+
+# A JSON string literal, or one cut at the end of the text (a partial document).
+_STRING_LITERAL = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*(?:"|$)', re.DOTALL)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+
+
+def nesting(text: str) -> int:
+    """How deeply JSON `text` (whole or cut) nests objects and arrays: linear, no recursion.
+
+    The twin of ``service.log.chunks.nesting`` (the projector imports nothing of the log).
+    """
+    brackets = _NOT_BRACKET.sub("", _STRING_LITERAL.sub("", text))
+    return max(accumulate(map(_STEP.__getitem__, brackets)), default=0)
+
+
+def too_deep(text: str, limit: int = MAX_DEPTH) -> bool:
+    """Whether JSON `text` (whole or cut) nests deeper than `limit`."""
+    # It cannot nest deeper than it has openers: two C counts spare the scan.
+    return text.count("[") + text.count("{") > limit and nesting(text) > limit
+
+
+def parse_json(value: Any, *, max_depth: int | None = MAX_DEPTH) -> Any:
+    """JS ``JSON.parse(value)``; raises JSONParseError where JS throws, and JSONTooDeep
+    for text nested deeper than `max_depth` (None: our own output, already bounded).
 
     Like JS, a non-string argument is first converted with ``String()``.
     """
     text = value if type(value) is str else to_string(value)
+    if max_depth is not None and too_deep(text, max_depth):
+        raise JSONTooDeep(f"nested deeper than {max_depth} levels")
     try:
         return _DECODER.decode(text)
     except (ValueError, RecursionError) as exc:
         raise JSONParseError(str(exc)) from exc
+
+
+def parse_chunk(text: str) -> Any:
+    """A stored chunk's JSON text parsed, every value nested past ``MAX_DEPTH`` kept as
+    its JSON text (a chunk stored before ingest bounded depth); None when even that
+    cannot be parsed."""
+    try:
+        return parse_json(text)
+    except JSONTooDeep:
+        pass
+    except JSONParseError:
+        return None
+    try:
+        value = parse_json(text, max_depth=None)
+    except JSONParseError:
+        return None
+    return _clamped(value)
+
+
+def _raw_text(value: Any) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except RecursionError:
+        return "(a value nested too deeply to show)"
+
+
+def _clamped(value: Any) -> Any:
+    """`value` with each object or array past level ``MAX_DEPTH`` replaced by its JSON text.
+
+    A walk with its own stack: the value may be as deep as the parser went."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        holder, depth = stack.pop()
+        keys = holder.keys() if isinstance(holder, dict) else range(len(holder))
+        for key in keys:
+            item = holder[key]
+            if isinstance(item, (dict, list)):
+                if depth + 1 > MAX_DEPTH:
+                    holder[key] = _raw_text(item)
+                else:
+                    stack.append((item, depth + 1))
+    return value
 
 
 _ARRAY_INDEX = re.compile(r"0|[1-9][0-9]*")

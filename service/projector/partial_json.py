@@ -20,7 +20,7 @@ import math
 import re
 from typing import Any, Final
 
-from service.projector.jsvalues import JSONParseError, parse_json, trim
+from service.projector.jsvalues import JSONParseError, parse_json, too_deep, trim
 
 
 class _NoValue:
@@ -198,8 +198,8 @@ def parse_partial(text: str) -> Any:
     if not text:
         return NO_VALUE
     trimmed = trim(text)
-    if not trimmed:
-        return NO_VALUE
+    if not trimmed or too_deep(trimmed):
+        return NO_VALUE  # too deep: this parser recurses per level, and so would its readers
     if "__proto__" not in trimmed:
         try:
             return parse_json(trimmed)

@@ -21,6 +21,15 @@ not emitted: their members are.
 
 Input that is not JSON stops the decoder (`failed` says where); what it
 emitted before stays valid.
+
+Memory and time stay linear in the input whatever its shape. Each value's
+path is a new string as long as its parent's plus its key, so a document
+nested very deep (or under very long keys) would cost the square of its size
+in paths. The decoder gives up decoding, and emits everything from there on
+as `raw` text at the root path (the rest of the arguments as they were
+sent), when an array or object would open past `MAX_DEPTH`, or when the
+paths it built would outgrow `_PATH_CHARS_PER_CHAR` characters per input
+character (after `_PATH_CHARS_FREE`): no real tool call comes near either.
 """
 
 from __future__ import annotations
@@ -30,7 +39,14 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from service.projector.jsvalues import MAX_DEPTH
+
 __all__ = ["Decoder", "Piece", "ToolCalls", "pointer"]
+
+# The paths a document may cost: characters of paths built per character fed, plus a
+# start that no ordinary call (short keys, shallow, streamed a token at a time) spends.
+_PATH_CHARS_PER_CHAR: Final = 32
+_PATH_CHARS_FREE: Final = 1 << 20
 
 _WHITESPACE: Final = re.compile(r"[ \t\n\r]*")
 # Plain string characters: everything but the quote, the backslash, control
@@ -60,12 +76,14 @@ def pointer(parent: str, key: str | int) -> str:
 
 @dataclass(slots=True)
 class Piece:
-    """What one feed decoded at one path: string text (maybe `done`) or a scalar `value`."""
+    """What one feed decoded at one path: string text (maybe `done`) or a scalar `value`;
+    `raw`: input the decoder gave up decoding, as it was sent (at the root path)."""
 
     path: str
     text: str | None = None
     done: bool = False
     value: Any = None
+    raw: bool = False
 
     def to_json(self) -> dict[str, Any]:
         if self.text is None:
@@ -73,7 +91,16 @@ class Piece:
         out: dict[str, Any] = {"path": self.path, "text": self.text}
         if self.done:
             out["done"] = True
+        if self.raw:
+            out["raw"] = True
         return out
+
+
+class _GiveUp(Exception):
+    """Decoding stops at `at` (an index in the delta being read): the rest goes raw."""
+
+    def __init__(self, at: int) -> None:
+        self.at = at
 
 
 # What the decoder expects next.
@@ -112,6 +139,11 @@ class Decoder:
         self._scalar_path = ""
         self._pieces: list[Piece] = []
         self.failed: str | None = None
+        # Path characters built so far, and how many the input fed so far allows.
+        self._spent = 0
+        self._allowed = _PATH_CHARS_FREE
+        # Decoding was given up: every later delta is passed on as raw text.
+        self.raw = False
 
     @property
     def complete(self) -> bool:
@@ -120,14 +152,33 @@ class Decoder:
 
     def feed(self, delta: str) -> list[Piece]:
         """Decode the next delta; what it completed or added, in document order."""
+        if self.raw:
+            return [Piece("", text=delta, raw=True)] if delta else []
         if self.failed is None and delta:
+            self._allowed += len(delta) * _PATH_CHARS_PER_CHAR
             try:
                 self._consume(delta)
             except ValueError as exc:
                 self.failed = str(exc)
                 self._string = None
                 self._scalar = None
+            except _GiveUp as stop:
+                self._give_up()
+                self._pieces.append(Piece("", text=delta[stop.at :], raw=True))
         return self._take()
+
+    def _give_up(self) -> None:
+        self.raw = True
+        self._stack = []
+        self._string = None
+        self._scalar = None
+
+    def _spend(self, path: str, at: int) -> str:
+        """`path`, charged to the paths' allowance; past it, decoding gives up at `at`."""
+        self._spent += len(path)
+        if self._spent > self._allowed:
+            raise _GiveUp(at)
+        return path
 
     def finish(self) -> list[Piece]:
         """The end of the input: a number at the root is complete now."""
@@ -178,7 +229,7 @@ class Decoder:
                 if ch == "]" and expect == _VALUE_OR_END:
                     self._close(array=True)
                 else:
-                    self._begin_value(ch)
+                    self._begin_value(ch, i)
                 i += 1
             elif expect in (_KEY_OR_END, _KEY):
                 if ch == '"':
@@ -209,8 +260,10 @@ class Decoder:
             else:
                 raise ValueError(f"unexpected {ch!r} after the end of the document")
 
-    def _begin_value(self, ch: str) -> None:
-        path = self._path()
+    def _begin_value(self, ch: str, at: int) -> None:
+        if ch in "[{" and len(self._stack) >= MAX_DEPTH:
+            raise _GiveUp(at)
+        path = self._spend(self._path(), at)
         if ch == '"':
             self._string = _String(path)
         elif ch == "{":
@@ -247,7 +300,8 @@ class Decoder:
         self._pieces.append(Piece(self._scalar_path, value=value))
         self._value_ended()
 
-    def _emit_text(self, s: _String, text: str, *, done: bool = False) -> None:
+    def _emit_text(self, s: _String, text: str, at: int, *, done: bool = False) -> None:
+        """`text` of string `s` read from index `at` of this delta, onto this feed's pieces."""
         if s.path is None:
             s.parts.append(text)
             return
@@ -260,12 +314,14 @@ class Decoder:
             last.text = (last.text or "") + text
             last.done = done
         else:
-            pieces.append(Piece(s.path, text=text, done=done))
+            # Each feed's piece repeats the path in what is sent: charged like a new path.
+            pieces.append(Piece(self._spend(s.path, at), text=text, done=done))
 
     def _read_string(self, text: str, i: int) -> int:
         """Read string characters from `i`; the index after what was taken."""
         s = self._string
         assert s is not None
+        start = i
         n = len(text)
         out: list[str] = []
         while i < n:
@@ -300,7 +356,7 @@ class Decoder:
                     self._key = "".join(s.parts)
                     self._expect = _COLON
                 else:
-                    self._emit_text(s, decoded, done=True)
+                    self._emit_text(s, decoded, start, done=True)
                     self._value_ended()
                 return i + 1
             if ch == "\\":
@@ -312,7 +368,7 @@ class Decoder:
                 i += 1
                 continue
             raise ValueError(f"control character {ch!r} inside a string")
-        self._emit_text(s, "".join(out))
+        self._emit_text(s, "".join(out), start)
         return i
 
     def _read_escape(self, s: _String, text: str, i: int, out: list[str]) -> int:

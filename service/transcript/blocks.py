@@ -15,7 +15,7 @@ from typing import Any
 
 import partial_json_parser
 
-from service.projector.jsvalues import JSONParseError, parse_json
+from service.projector.jsvalues import JSONParseError, JSONTooDeep, parse_json
 
 _LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
@@ -44,6 +44,8 @@ def _arguments(text: Any) -> Section:
         return Section("Arguments", pretty(text), code=True)
     try:
         return Section("Arguments", pretty(parse_json(text)), code=True)
+    except JSONTooDeep:
+        return Section("Arguments", readable(text), code=True)  # shown as they were sent
     except JSONParseError:
         pass
     try:

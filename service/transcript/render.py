@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from service.transcript.blocks import readable
 from service.transcript.document import Transcript
 from service.transcript.html import html
 from service.transcript.jsonfmt import as_json
@@ -19,4 +20,7 @@ _RENDERERS: dict[str, Callable[[Transcript], str]] = {
 
 
 def render(transcript: Transcript, fmt: str) -> str:
-    return _RENDERERS[fmt](transcript)
+    """The transcript as UTF-8 can hold it: a lone surrogate anywhere (a tool name, a call
+    id, an error: JS producers split emoji between deltas) is U+FFFD, never a failure to
+    encode. The JSON format has none left: it writes them as escapes, exactly."""
+    return readable(_RENDERERS[fmt](transcript))

@@ -36,6 +36,7 @@ async def hosted(database_url: str, upstream: tuple[str, Any]) -> AsyncIterator[
             "slow",
             "http-error",
             "oversized",
+            "too-deep",
         )
     }
     agents["refused"] = f"http://127.0.0.1:{free_port()}/nothing-listens-here"

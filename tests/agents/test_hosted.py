@@ -66,6 +66,7 @@ async def test_pydantic_ai_agent_when_driven_then_its_ag_ui_events_logged_verbat
         ("http-error", "upstream answered HTTP 503"),
         ("refused", "cannot connect to upstream"),
         ("broken-python", "the model client crashed"),
+        ("too-deep", "upstream event 4 was refused: event 3 is nested 1000 levels deep"),
     ],
 )
 async def test_upstream_when_it_fails_then_run_error_says_why_and_earlier_events_kept(
@@ -76,7 +77,7 @@ async def test_upstream_when_it_fails_then_run_error_says_why_and_earlier_events
     last = events[-1]
     assert last["type"] == "RUN_ERROR" and says in last["message"], last
     assert last["runId"] == run_id
-    if agent in ("drops", "invalid-json", "no-terminal", "stalls"):
+    if agent in ("drops", "invalid-json", "no-terminal", "stalls", "too-deep"):
         # What arrived before the failure is all there, in order.
         assert [e["type"] for e in events[1:4]] == [
             "RUN_STARTED",

@@ -129,6 +129,19 @@ async def slow(request: Request) -> Response:
     return await _tracked(request, "slow", deltas)
 
 
+async def too_deep(request: Request) -> Response:
+    """Its fourth event nests 1,000 levels (the service's bound is MAX_EVENT_DEPTH)."""
+    run_id, thread_id = await _ids(request)
+
+    async def body() -> AsyncIterator[bytes]:
+        for part in _opening(run_id, thread_id):
+            yield part
+        yield sse('{"type": "CUSTOM", "name": "deep", "value": ' + "[" * 999 + "]" * 999 + "}")
+        yield sse({"type": "RUN_FINISHED", "threadId": thread_id, "runId": run_id})
+
+    return _streaming(body())
+
+
 async def oversized(request: Request) -> Response:
     """Its fourth event is over the service's default max_chunk_bytes (1 MiB)."""
     run_id, thread_id = await _ids(request)
@@ -157,6 +170,7 @@ def upstream_app() -> Starlette:
             Route("/slow", slow, methods=["POST"]),
             Route("/http-error", http_error, methods=["POST"]),
             Route("/oversized", oversized, methods=["POST"]),
+            Route("/too-deep", too_deep, methods=["POST"]),
         ]
     )
     app.state.slow = {"started": asyncio.Event(), "aborted": asyncio.Event()}

@@ -96,7 +96,7 @@ def test_transcript_markdown_when_every_part_then_each_shown_in_order(
     ]  # fmt: skip
     in_order = [
         "Weather in Paris?",
-        "> SECRET-REASONING think <b>hard</b>",
+        "> SECRET-REASONING think \\<b>hard\\</b>",  # no raw HTML: `<` escaped
         "**Tool call** `get_weather` · complete",
         '```json\n{\n  "city": "Paris",\n  "units": "metric"\n}\n```',
         "**Tool result for** `c1` · complete",
@@ -108,11 +108,11 @@ def test_transcript_markdown_when_every_part_then_each_shown_in_order(
         "**Error:** timed out",
         "**Structured output** · complete",
         '"verdict": "sunny"',
-        "Again <please>",
-        "upstream exploded <b>&</b> (code upstream_<error>)",
+        "Again \\<please>",
+        "upstream exploded \\<b>&\\</b> (code upstream_\\<error>)",
     ]
     # The runs table shows the code the run ended in with its status.
-    assert "| error (upstream_<error>) |" in text
+    assert "| error (upstream_\\<error>) |" in text
     body = text[text.index("\n### ") :]  # after the runs table
     at = 0
     for piece in in_order:

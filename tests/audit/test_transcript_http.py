@@ -22,7 +22,7 @@ async def test_transcript_when_run_then_markdown_html_escaped_and_json(
     await _run(client, "tr-1", "tr-t", "Hello <script>x()</script>")
     md = await client.get("/v1/runs/tr-1/transcript")
     assert md.status_code == 200 and md.headers["content-type"].startswith("text/markdown")
-    assert "Hello <script>x()</script>" in md.text
+    assert "Hello \\<script>x()\\</script>" in md.text  # text in Markdown, never raw HTML
     html = await client.get("/v1/runs/tr-1/transcript", params={"format": "html"})
     assert html.headers["content-type"].startswith("text/html")
     assert "&lt;script&gt;x()&lt;/script&gt;" in html.text and "<script>x()" not in html.text

@@ -9,6 +9,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from service.projector.jsvalues import MAX_DEPTH
 from service.projector.typewriter import Decoder, Piece, pointer
 
 scalars = st.one_of(
@@ -179,3 +180,51 @@ def test_decoder_when_empty_string_value_then_path_still_reported_done() -> None
     assert [p.to_json() for p in decoder.feed('{"e": ""}')] == [
         {"path": "/e", "text": "", "done": True}
     ]
+
+
+def _raw_and_decoded(feeds: list[list[Piece]]) -> tuple[str, list[list[Piece]]]:
+    raw = "".join(p.text or "" for pieces in feeds for p in pieces if p.raw)
+    return raw, [[p for p in pieces if not p.raw] for pieces in feeds]
+
+
+@settings(max_examples=100)
+@given(
+    doc=documents,
+    past=st.integers(1, 40),
+    cuts=st.lists(st.integers(0, 10_000), max_size=12),
+)
+def test_decoder_when_nested_past_max_depth_then_the_rest_is_raw_text_whatever_the_split(
+    doc: Any, past: int, cuts: list[int]
+) -> None:
+    """What precedes the too-deep array is decoded as usual; from the array that would
+    open past MAX_DEPTH on, the input is passed on exactly as sent."""
+    levels = MAX_DEPTH + past
+    head = '{"before":' + json.dumps(doc) + ',"deep":' + "[" * (MAX_DEPTH - 1)
+    text = head + "[" * (levels - MAX_DEPTH + 1) + "]" * levels + "}"
+    decoder, feeds = decode_all(split(text, cuts))
+    raw, decoded = _raw_and_decoded(feeds)
+    assert decoder.raw and decoder.failed is None and not decoder.complete
+    assert raw == text[len(head) :]
+    assert replayed(decoded) == leaves({"before": doc})
+
+
+def test_decoder_when_paths_outgrow_the_input_then_the_rest_is_raw_text() -> None:
+    """Scalars under a very long key: each path repeats the key, which would make the
+    decoded output the square of the input; past the allowance the rest goes raw."""
+    key = "k" * 200_000
+    text = '{"' + key + '":[' + "1," * 100_000 + "1]}"
+    decoder, feeds = decode_all(split(text, list(range(0, len(text), 65_536))))
+    raw, decoded = _raw_and_decoded(feeds)
+    assert decoder.raw and raw and text.endswith(raw)
+    paths = sum(len(p.path) for pieces in decoded for p in pieces)
+    assert paths <= 32 * len(text) + (1 << 20)
+    values = [p.value for pieces in decoded for p in pieces]
+    assert values and set(values) == {1}
+
+
+def test_decoder_when_400000_levels_then_linear_and_the_rest_raw() -> None:
+    text = '{"a":' + "[" * 400_000 + "]" * 400_000 + "}"
+    decoder, feeds = decode_all(split(text, list(range(0, len(text), 100_000))))
+    raw, decoded = _raw_and_decoded(feeds)
+    assert decoder.raw and text.endswith(raw) and len(text) - len(raw) == 5 + MAX_DEPTH - 1
+    assert sum(map(len, decoded)) == 0
