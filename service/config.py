@@ -57,6 +57,19 @@ class Settings(BaseSettings):
     max_chunk_bytes: int = 1 << 20
     max_batch_bytes: int = 8 << 20
     max_batch_events: int = 10_000
+    max_body_bytes: int = Field(
+        default=1 << 20,
+        ge=1,
+        description="The largest request body of every route but the append route and "
+        "Durable Streams (those take max_batch_bytes): run inputs, chat messages, metadata. "
+        "Over it: 413, judged on Content-Length before any byte is read.",
+    )
+    max_metadata_bytes: int = Field(
+        default=64 << 10,
+        ge=2,
+        description="The largest metadata of a run (PUT /v1/runs/{run_id}), as JSON text: "
+        "every listing of runs carries it.",
+    )
     pool_size: int = 10
     # Concurrent group-commit transactions per process. More than one lets a
     # commit's fsync overlap the next group's insert.
