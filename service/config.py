@@ -73,8 +73,7 @@ class Settings(BaseSettings):
     cors_origins: str = Field(
         default="",
         description="Comma-separated origins (`https://app.example.com`; `*` for any) whose"
-        " pages may call the service from a browser; empty: no CORS headers. "
-        "Durable Streams keeps its own `*`.",
+        " pages may call the service from a browser; empty: no CORS headers.",
     )
     allowed_hosts: str = Field(
         default="",
@@ -94,6 +93,19 @@ class Settings(BaseSettings):
     max_batch_events: int = Field(
         default=10_000,
         description="The most chunks in one append.",
+    )
+    max_body_bytes: int = Field(
+        default=1 << 20,
+        ge=1,
+        description="The largest request body of every route but the append route and "
+        "Durable Streams (those take max_batch_bytes): run inputs, chat messages, metadata. "
+        "Over it: 413, judged on Content-Length before any byte is read.",
+    )
+    max_metadata_bytes: int = Field(
+        default=64 << 10,
+        ge=2,
+        description="The largest metadata of a run (PUT /v1/runs/{run_id}), as JSON text: "
+        "every listing of runs carries it.",
     )
     pool_size: int = Field(
         default=10,

@@ -30,7 +30,8 @@ exc`), and never leak past the log.
     │   └── OffsetOutOfRange       409 offset_out_of_range (+ last_seq)
     ├── Unauthorized               401 unauthorized      (+ WWW-Authenticate)
     │   ├── InvalidCredential      401 unauthorized      (a credential was sent)
-    │   └── TokenExpired           401 token_expired
+    │   ├── TokenExpired           401 token_expired
+    │   └── KeyInQuery             401 key_in_query      (an API key in ?token=)
     ├── Forbidden                  403 forbidden
     │   ├── OriginRefused          403 origin_refused    (a write from another site's page)
     │   └── HostRefused            403 host_refused      (open mode: Host not loopback or listed)
@@ -222,6 +223,16 @@ class TokenExpired(Unauthorized):
     challenge = (
         'Bearer realm="agent-replay", error="invalid_token", '
         'error_description="the token has expired"'
+    )
+
+
+class KeyInQuery(Unauthorized):
+    """An API key sent in `?token=`, where only tokens may come: refused, not used."""
+
+    code = "key_in_query"
+    challenge = (
+        'Bearer realm="agent-replay", error="invalid_request", '
+        'error_description="API keys go in the Authorization header"'
     )
 
 

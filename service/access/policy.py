@@ -128,6 +128,16 @@ async def permits(principal: Principal, intent: Intent, lookup: Lookup) -> bool:
     return False
 
 
+def hosted_runs_only(principal: Principal | None) -> bool:
+    """A `run` key (without `read`) reads hosted runs only; on a thread's routes that
+    means the thread's hosted runs, its other runs left out."""
+    return (
+        isinstance(principal, frozenset)
+        and Scope.ADMIN not in principal
+        and Scope.READ not in principal
+    )
+
+
 async def _token_permits(claims: Claims, intent: Intent, lookup: Lookup) -> bool:
     if not intent.tokens or TokenScope.READ not in claims.scopes:
         return False

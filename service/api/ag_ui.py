@@ -24,12 +24,13 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends, Header, Path, Query, Request
+from fastapi import APIRouter, Body, Header, Path, Query, Request
 from starlette.responses import Response
 
 from service.api.agents import OnDisconnectHeader, RunAgentInput
 from service.api.auth import AG_UI, requires
-from service.api.deps import AppState, StateDep, require_json_body
+from service.api.bodies import GuardedRoute
+from service.api.deps import AppState, StateDep
 from service.api.models import ERRORS
 from service.api.reencoded import events_after, events_upto, sse_frames, sse_response
 from service.audit.cache import thread_runs
@@ -39,7 +40,7 @@ from service.projector.agui import AguiProjection, AguiRelay, AguiResume
 from service.stream import Offset, Plan, plan_stream, resolve_offset
 from service.stream.outlet import Outlet
 
-router = APIRouter(tags=["agents"], responses=ERRORS)
+router = APIRouter(tags=["agents"], responses=ERRORS, route_class=GuardedRoute)
 
 Compact = Annotated[
     str | None,
@@ -98,7 +99,7 @@ async def _body(
 @router.post(
     "/v1/agents/{agent}/ag-ui",
     responses={200: {"description": "AG-UI events (SSE)", "content": {"text/event-stream": {}}}},
-    dependencies=[requires(AG_UI), Depends(require_json_body)],
+    dependencies=[requires(AG_UI)],
 )
 async def ag_ui(
     request: Request,
@@ -122,7 +123,8 @@ async def ag_ui(
             return await agui_stream(state, run.run_id, run.thread_id, 0, snapshot=False)
         known = run  # started by someone else in between: a join like any other
     elif known.agent is not None and known.agent != agent:
-        raise RunConflict(f"run {known.run_id!r} belongs to agent {known.agent!r}, not {agent!r}")
+        # Not naming its agent: the caller may not be allowed to read the run.
+        raise RunConflict(f"run {known.run_id!r} is not a run of agent {agent!r}")
     offset: Offset = resolve_offset(last_event_id, None)
     if last_event_id is None and snapshot:
         offset = "now"

@@ -4,19 +4,20 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends, Header, Path
+from fastapi import APIRouter, Body, Header, Path
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.responses import Response
 
 from service.api.auth import CANCEL_RUN, LIST_AGENTS, START_RUN, requires
-from service.api.deps import DriversDep, require_json_body
+from service.api.bodies import GuardedRoute
+from service.api.deps import DriversDep
 from service.api.models import ERRORS, RunOut
 from service.api.responses import JSON
 from service.log.eventlog import RUN_ID
 
 RUN_ID_PATTERN = f"^{RUN_ID.pattern}$"
 
-router = APIRouter(tags=["agents"], responses=ERRORS)
+router = APIRouter(tags=["agents"], responses=ERRORS, route_class=GuardedRoute)
 
 
 class RunAgentInput(BaseModel):
@@ -67,7 +68,7 @@ async def list_agents(drivers: DriversDep) -> Response:
     "/v1/agents/{agent}/runs",
     status_code=201,
     responses={201: {"model": StartedOut}},
-    dependencies=[requires(START_RUN), Depends(require_json_body)],
+    dependencies=[requires(START_RUN)],
 )
 async def start_run(
     drivers: DriversDep,

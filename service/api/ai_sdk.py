@@ -22,13 +22,14 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends, Header, Path, Query
+from fastapi import APIRouter, Body, Header, Path, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.responses import Response
 
 from service.api.agents import OnDisconnectHeader
-from service.api.auth import AI_SDK_READ, AI_SDK_START, requires
-from service.api.deps import AppState, StateDep, require_json_body
+from service.api.auth import AI_SDK_READ, AI_SDK_START, reads_hosted_runs_only, requires
+from service.api.bodies import GuardedRoute
+from service.api.deps import AppState, StateDep
 from service.api.models import ERRORS
 from service.api.reencoded import events_after, events_upto, sse_frames, sse_response
 from service.api.responses import JSON
@@ -41,7 +42,9 @@ from service.projector.ai_sdk_messages import build_message
 from service.stream import parse_offset, plan_stream
 from service.stream.outlet import Outlet
 
-router = APIRouter(prefix="/v1/ai-sdk", tags=["chat (Vercel AI SDK)"], responses=ERRORS)
+router = APIRouter(
+    prefix="/v1/ai-sdk", tags=["chat (Vercel AI SDK)"], responses=ERRORS, route_class=GuardedRoute
+)
 
 AgentName = Annotated[str, Path(description="an agent name from GET /v1/agents")]
 UI_STREAM_HEADERS = {"x-vercel-ai-ui-message-stream": "v1"}
@@ -124,16 +127,15 @@ async def _ui_stream(
     yield (sse_frames(encoder.end(), None) + "data: [DONE]\n\n").encode()
 
 
-async def _active_run(state: AppState, chat_id: str) -> StoredRun | None:
-    return next(
-        (run for run in reversed(await thread_runs(state.engine, chat_id)) if not run.closed), None
-    )
+async def _active_run(state: AppState, chat_id: str, hosted_only: bool) -> StoredRun | None:
+    stored = await thread_runs(state.engine, chat_id, hosted_only=hosted_only)
+    return next((run for run in reversed(stored) if not run.closed), None)
 
 
 @router.post(
     "/{agent}",
     responses={200: {"description": "the UI message stream", "content": {"text/event-stream": {}}}},
-    dependencies=[requires(AI_SDK_START), Depends(require_json_body)],
+    dependencies=[requires(AI_SDK_START)],
 )
 async def send_messages(
     state: StateDep,
@@ -180,6 +182,7 @@ async def send_messages(
     dependencies=[requires(AI_SDK_READ)],
 )
 async def reconnect_to_stream(
+    request: Request,
     state: StateDep,
     agent: AgentName,
     chat_id: Annotated[str, Path(max_length=1000)],
@@ -195,7 +198,8 @@ async def reconnect_to_stream(
     """The chat's active run from its `start` (or after Last-Event-ID with `?resume=continue`)."""
     if resume not in (None, "replay", "continue"):
         raise InvalidRequest(f"resume={resume!r}: expected replay or continue")
-    run = await _active_run(state, chat_id)
+    # A `run` key follows the chat's hosted runs only.
+    run = await _active_run(state, chat_id, reads_hosted_runs_only(request))
     if run is None:
         return Response(status_code=204, headers=UI_STREAM_HEADERS)
     after = 0
@@ -232,6 +236,7 @@ def _user_message(turn: dict[str, Any]) -> dict[str, Any]:
 
 @router.get("/{agent}/{chat_id}/messages", dependencies=[requires(AI_SDK_READ)])
 async def chat_messages(
+    request: Request,
     state: StateDep,
     agent: AgentName,
     chat_id: Annotated[str, Path(max_length=1000)],
@@ -245,7 +250,9 @@ async def chat_messages(
     out too. An unknown chat is `[]`.
     """
     messages: list[dict[str, Any]] = []
-    for run in await thread_runs(state.engine, chat_id):
+    # A `run` key reads the chat's hosted runs only.
+    stored = await thread_runs(state.engine, chat_id, hosted_only=reads_hosted_runs_only(request))
+    for run in stored:
         sent = _sent_ids(run.input)
         if sent is not None:
             # The client sends its whole history; an answer it left out was regenerated.

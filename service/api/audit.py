@@ -13,6 +13,7 @@ from fastapi import APIRouter, Path, Query
 from starlette.responses import Response, StreamingResponse
 
 from service.api.auth import EXPORT_RUN, LIST_RUNS, READ_RUN, READ_THREAD, requires
+from service.api.bodies import GuardedRoute
 from service.api.deps import EngineDep, LogDep, ReadEngineDep, StateDep
 from service.api.models import ERRORS
 from service.api.pages import page_headers
@@ -28,7 +29,7 @@ from service.log.chunks import dumps
 from service.transcript import from_archive, render
 from service.transcript.html import CSS as TRANSCRIPT_CSS
 
-router = APIRouter(tags=["audit"], responses=ERRORS)
+router = APIRouter(tags=["audit"], responses=ERRORS, route_class=GuardedRoute)
 
 RunId = Annotated[str, Path(description="1-128 characters of A-Z a-z 0-9 . _ : -")]
 Normalize = Annotated[bool, Query(description="apply the projector's legacy normalization")]

@@ -6,9 +6,11 @@ next to the route and shows in the OpenAPI document:
     @router.get("/{run_id}/stream", dependencies=[requires(READ_RUN)])
 
 A request is authenticated (no or unknown credential: 401 `unauthorized`;
-an expired token: 401 `token_expired`) before anything else is looked at,
-then authorized (403 `forbidden`, worded the same whether or not the run
-exists). With no `REPLAY_API_KEYS` the service is open and nothing is checked.
+an expired token: 401 `token_expired`; an API key in `?token=`: 401
+`key_in_query`) before anything else is looked at, its body included
+(service.api.bodies), then authorized (403 `forbidden`, worded the same
+whether or not the run exists). With no `REPLAY_API_KEYS` the service is open
+and nothing is checked.
 """
 
 from __future__ import annotations
@@ -20,15 +22,23 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 import fastapi.routing
-import orjson
 from fastapi import Depends, FastAPI, Request, Security
 from fastapi.routing import APIRoute
 from fastapi.security import APIKeyQuery, HTTPAuthorizationCredentials, HTTPBearer
 
 from service.access import Claims, KeyRing, Rule, TokenSigner
-from service.access.policy import Action, Intent, Principal, RunFacts, Target, permits
+from service.access.policy import (
+    Action,
+    Intent,
+    Principal,
+    RunFacts,
+    Target,
+    hosted_runs_only,
+    permits,
+)
 from service.access.tokens import TokenExpired, TokenInvalid, check_secret
-from service.errors import Forbidden, InvalidCredential, InvalidRunId, Unauthorized
+from service.api.edge import QUERY_CREDENTIAL
+from service.errors import Forbidden, InvalidCredential, InvalidRunId, KeyInQuery, Unauthorized
 from service.errors import TokenExpired as TokenExpiredError
 from service.log import LogStore, check_run_id
 
@@ -53,6 +63,10 @@ ADMIN = Rule(Action.ADMIN, tokens=False)
 METRICS = Rule(Action.ADMIN, tokens=False, public_if="metrics_public")
 
 TOKEN_SECRET_NAME = "token_secret"
+# Scope keys: the body as service.api.bodies parsed it (None: no body), and the
+# credential a request was authorized with.
+PARSED_BODY = "replay.parsed_body"
+PRINCIPAL = "replay.principal"
 
 
 class Gate:
@@ -111,16 +125,21 @@ class Gate:
 async def authenticate(request: Request) -> None:
     """401 unless the request carries a known credential (or the service is open).
 
-    For answers given before a route's own rule runs: FastAPI refuses a body
-    it cannot parse before solving dependencies, and such a refusal must not
-    tell an unauthenticated caller anything (its 422 would come before the 401).
+    For answers given before a route's own rule runs (a refusal of the body must
+    not tell an unauthenticated caller anything): service.api.bodies checks the
+    credential before it reads a body, and the error handlers before they answer.
     """
     route = request.scope.get("route")
-    if not isinstance(route, APIRoute) or _rule(route) is None:
-        return
-    gate: Gate = request.app.state.replay.gate
-    if not gate.keys.open:
-        await gate.principal(bearer(request))
+    rule = rule_of(route) if isinstance(route, APIRoute) else None
+    if rule is not None:
+        await check_credential(request, rule)
+
+
+async def check_credential(request: Request, rule: Rule) -> None:
+    """401 unless the request carries a credential `rule` could pass (or needs none)."""
+    state = request.app.state.replay
+    if not (state.gate.keys.open or (rule.public_if and getattr(state.settings, rule.public_if))):
+        await principal_of(request, state.gate)
 
 
 def bearer(request: Request) -> str | None:
@@ -130,13 +149,31 @@ def bearer(request: Request) -> str | None:
     return credential.strip() if scheme.lower() == "bearer" else None
 
 
+async def principal_of(request: Request, gate: Gate) -> Principal:
+    """The request's credential, known; an API key in the URL is refused wherever it is:
+    URLs end up in logs, browser history and Referer headers, and keys do not expire."""
+    queried = request.scope.get(QUERY_CREDENTIAL)
+    if queried is not None and gate.keys.scopes(queried) is not None:
+        raise KeyInQuery(
+            "API keys are not accepted in ?token= (only tokens from POST /v1/tokens are); "
+            "send the key in an 'Authorization: Bearer <key>' header"
+        )
+    return await gate.principal(bearer(request))
+
+
+def reads_hosted_runs_only(request: Request) -> bool:
+    """Whether the request's credential reads hosted runs only (a `run` key): a route that
+    reads a whole thread then leaves the thread's other runs out."""
+    return hosted_runs_only(request.scope.get(PRINCIPAL))
+
+
 async def authorize(request: Request, rule: Rule) -> Principal | None:
     """Raise 401/403 unless the request's credential passes `rule`; None when open."""
     state = request.app.state.replay
     gate: Gate = state.gate
     if gate.keys.open or (rule.public_if and getattr(state.settings, rule.public_if)):
         return None
-    principal = await gate.principal(bearer(request))
+    principal = await principal_of(request, gate)
     intent = await _intent(rule, request)
 
     async def lookup(run_id: str) -> RunFacts | None:
@@ -149,6 +186,7 @@ async def authorize(request: Request, rule: Rule) -> Principal | None:
 
     if not await permits(principal, intent, lookup):
         raise Forbidden(f"this credential does not allow {request.method} {request.url.path}")
+    request.scope[PRINCIPAL] = principal
     return principal
 
 
@@ -178,12 +216,12 @@ async def _intent(rule: Rule, request: Request) -> Intent:
 
 
 async def _body_fields(request: Request) -> dict[str, Any]:
-    """The JSON body's top-level fields ({} when it is not an object): FastAPI has
-    read the body before solving dependencies, so this is its cached copy."""
-    try:
-        body = orjson.loads(await request.body())
-    except orjson.JSONDecodeError:
-        return {}
+    """The JSON body's top-level fields ({} when it is not an object), from the one parse
+    service.api.bodies made, which the route's model reads too."""
+    if PARSED_BODY not in request.scope:
+        # Never parse again here: a second parser may read another run out of the body.
+        raise RuntimeError(f"{request.url.path}: the route is not a GuardedRoute")
+    body = request.scope[PARSED_BODY]
     return body if isinstance(body, dict) else {}
 
 
@@ -256,10 +294,11 @@ def endpoints(app: FastAPI) -> Iterator[Endpoint]:
         if path is None or methods is None:
             continue
         in_schema = bool(getattr(route, "include_in_schema", True))
-        yield Endpoint(path, frozenset(methods), _rule(route), in_schema)
+        yield Endpoint(path, frozenset(methods), rule_of(route), in_schema)
 
 
-def _rule(route: Any) -> Rule | None:
+def rule_of(route: Any) -> Rule | None:
+    """The rule a route declares with `requires` (None: public, or checked by hand)."""
     dependant = getattr(route, "dependant", None)
     for dependency in dependant.dependencies if dependant is not None else ():
         if isinstance(dependency.call, Requires):

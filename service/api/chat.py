@@ -19,12 +19,13 @@ from __future__ import annotations
 import time
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends, Header, Path, Query, Request
+from fastapi import APIRouter, Body, Header, Path, Query, Request
 from starlette.responses import Response
 
 from service.api.agents import RUN_ID_PATTERN, OnDisconnectHeader, RunAgentInput
-from service.api.auth import CHAT, requires
-from service.api.deps import StateDep, require_json_body
+from service.api.auth import CHAT, reads_hosted_runs_only, requires
+from service.api.bodies import GuardedRoute
+from service.api.deps import StateDep
 from service.api.hydration import hydrate
 from service.api.models import ERRORS
 from service.api.sse import STREAM_HEADERS
@@ -39,6 +40,7 @@ router = APIRouter(
     tags=["chat (TanStack AI)"],
     responses=ERRORS,
     dependencies=[requires(CHAT)],
+    route_class=GuardedRoute,
 )
 
 AgentName = Annotated[str, Path(description="an agent name from GET /v1/agents")]
@@ -73,7 +75,6 @@ async def _stream(request: Request, state: Any, run_id: str, offset: str | None 
 @router.post(
     "/{agent}",
     responses={200: {"content": {"text/event-stream": {}, "application/x-ndjson": {}}}},
-    dependencies=[Depends(require_json_body)],
 )
 async def chat_post(
     request: Request,
@@ -127,5 +128,8 @@ async def chat_get(
     if run_id is not None:
         return await _stream(request, state, run_id)
     if thread_id is not None:
-        return await hydrate(state, agent, thread_id, limit=limit, before=before)
+        return await hydrate(
+            state, agent, thread_id, limit=limit, before=before,
+            hosted_only=reads_hosted_runs_only(request),
+        )  # fmt: skip
     raise InvalidRequest("name a run (?runId=&offset=-1) or a thread (?threadId=)")

@@ -12,7 +12,6 @@ from service.agents import Drivers
 from service.api.auth import Gate
 from service.config import Settings
 from service.durable.protocol import Streams
-from service.errors import UnsupportedMediaType
 from service.ingest import Limits
 from service.log import LogStore
 from service.stream import Hub
@@ -89,26 +88,3 @@ async def _drivers(request: Request) -> Drivers:
 
 
 DriversDep = Annotated[Drivers, Depends(_drivers)]
-
-
-def media_type(request: Request) -> str:
-    """The body's media type, lowercased, without parameters ("" when none is named)."""
-    return request.headers.get("content-type", "").split(";")[0].strip().lower()
-
-
-def is_json(media: str) -> bool:
-    # No Content-Type at all is taken as JSON (a bare `httpx.post(content=...)`);
-    # anything else must say JSON: a form or text body is refused, never guessed at.
-    return media in ("", "application/json") or (
-        media.startswith("application/") and media.endswith("+json")
-    )
-
-
-async def require_json_body(request: Request) -> None:
-    """A route that takes a JSON body refuses any other media type with 415."""
-    has_body = request.headers.get("content-length", "0") != "0" or (
-        "transfer-encoding" in request.headers
-    )
-    media = media_type(request)
-    if has_body and not is_json(media):
-        raise UnsupportedMediaType(f"unsupported Content-Type {media!r}: send application/json")

@@ -4,7 +4,8 @@ guards against other sites' pages (`OriginGuard`, `HostGuard`).
 `QueryToken` runs first and rewrites the request in place: a `token` query
 parameter becomes `Authorization: Bearer …` (unless the request has one) and
 leaves the query string, so nothing downstream, the server's access log
-included (it formats the same scope), ever sees it in a URL.
+included (it formats the same scope), ever sees it in a URL. It is also kept
+under `QUERY_CREDENTIAL`, so the access check can refuse an API key there.
 """
 
 from __future__ import annotations
@@ -15,6 +16,9 @@ import orjson
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.errors import HostRefused, OriginRefused, ReplayError
+
+# The scope key under which QueryToken keeps the `?token=` it took out (service.api.auth).
+QUERY_CREDENTIAL = "replay.query_credential"
 
 
 class QueryToken:
@@ -40,6 +44,7 @@ def _move_token(scope: Scope) -> None:
         return
     # Mutated in place, not copied: the server logs the request from this dict.
     scope["query_string"] = b"&".join(kept)
+    scope[QUERY_CREDENTIAL] = token.decode("latin-1").strip()
     headers = list(scope["headers"])
     if not any(name == b"authorization" for name, _ in headers):
         headers.append((b"authorization", b"Bearer " + token))

@@ -43,9 +43,16 @@ def _page(
 
 
 async def hydrate(
-    state: AppState, agent: str, thread_id: str, *, limit: int | None, before: str | None
+    state: AppState,
+    agent: str,
+    thread_id: str,
+    *,
+    limit: int | None,
+    before: str | None,
+    hosted_only: bool = False,
 ) -> Response:
-    stored = await thread_runs(state.engine, thread_id)
+    """`hosted_only`: the thread as a `run` key may see it, its hosted runs alone."""
+    stored = await thread_runs(state.engine, thread_id, hosted_only=hosted_only)
     closed = [run for run in stored if run.closed]
     texts = await final_projections(state.engine, closed, False) if closed else {}
     messages = assemble_thread(

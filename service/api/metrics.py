@@ -11,9 +11,10 @@ from starlette.responses import Response
 
 from service import metrics
 from service.api.auth import METRICS, requires
+from service.api.bodies import GuardedRoute
 from service.api.models import ERRORS
 
-router = APIRouter(tags=["operations"], responses=ERRORS)
+router = APIRouter(tags=["operations"], responses=ERRORS, route_class=GuardedRoute)
 
 
 @router.get(

@@ -7,22 +7,14 @@ from datetime import datetime
 from types import TracebackType
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi import APIRouter, Path, Query, Request
 from pydantic import BaseModel
 from starlette.responses import Response
 
 from service import metrics
 from service.api.auth import APPEND, FORK_RUN, READ_RUN, authorize, requires
-from service.api.deps import (
-    AppState,
-    EngineDep,
-    LogDep,
-    StateDep,
-    is_json,
-    media_type,
-    require_json_body,
-    state_of,
-)
+from service.api.bodies import GuardedRoute, is_json, media_type, read_bounded
+from service.api.deps import AppState, EngineDep, LogDep, StateDep, state_of
 from service.api.models import (
     ERRORS,
     AppendIn,
@@ -53,45 +45,34 @@ from service.ingest import (
     expected_from_query,
     parse_json_batch,
     parse_ndjson_batch,
-    whole_number,
 )
 from service.log import MAX_SEQ, check_run_id
 from service.log.chunks import dumps
 from service.log.eventlog import RUN_ID
 from service.log.typefilter import TypeFilter
 
-router = APIRouter(prefix="/v1/runs", tags=["runs"], responses=ERRORS)
+router = APIRouter(prefix="/v1/runs", tags=["runs"], responses=ERRORS, route_class=GuardedRoute)
 
 RunId = Annotated[str, Path(description="1-128 characters of A-Z a-z 0-9 . _ : -")]
 NDJSON = "application/x-ndjson"
-
-
-async def read_body(request: Request, limit: int) -> bytes:
-    """The body, refused as soon as it is known to be over `limit`."""
-    declared = request.headers.get("content-length")
-    size = None if declared is None else whole_number(declared)
-    if size is not None and size > limit:
-        raise PayloadTooLarge(f"the batch is over {limit} bytes; split it", limit=limit)
-    parts: list[bytes] = []
-    size = 0
-    async for part in request.stream():
-        size += len(part)
-        if size > limit:
-            raise PayloadTooLarge(f"the batch is over {limit} bytes; split it", limit=limit)
-        parts.append(part)
-    return b"".join(parts)
 
 
 @router.put(
     "/{run_id}",
     status_code=201,
     responses={200: {"model": RunOut}, 201: {"model": RunOut}},
-    dependencies=[requires(APPEND), Depends(require_json_body)],
+    dependencies=[requires(APPEND)],
 )
-async def create_run(log: LogDep, run_id: RunId, body: RunCreate | None = None) -> Response:
+async def create_run(state: StateDep, run_id: RunId, body: RunCreate | None = None) -> Response:
     """Create a run (idempotent: the same request again answers 200)."""
     body = body or RunCreate()
-    run, created = await log.create_run(run_id, thread_id=body.thread_id, metadata=body.metadata)
+    limit = state.settings.max_metadata_bytes
+    if body.metadata is not None and len(dumps(body.metadata).encode()) > limit:
+        # Every listing of runs carries it: bounded on its own, well below a body's limit.
+        raise PayloadTooLarge(f"the metadata is over {limit} bytes as JSON", limit=limit)
+    run, created = await state.log.create_run(
+        run_id, thread_id=body.thread_id, metadata=body.metadata
+    )
     return JSON(run.to_json(), status_code=201 if created else 200)
 
 
@@ -152,12 +133,12 @@ async def _append(
     ndjson = media in (NDJSON, "application/jsonl", "application/ndjson")
     if not ndjson and not is_json(media):  # refused before the body is read
         raise UnsupportedMediaType(
-            f"unsupported Content-Type {media!r}: use application/json or {NDJSON}"
+            f"unsupported Content-Type {media!r}: send application/json or {NDJSON}"
         )
     if not ndjson and (expected_seq is not None or close):
         raise InvalidRequest("with a JSON body, put expected_seq and close in the body")
     limits = state.limits
-    body = await read_body(request, limits.max_batch_bytes)
+    body = await read_bounded(request, limits.max_batch_bytes, "the batch")
     if ndjson:
         batch = parse_ndjson_batch(
             body,
@@ -266,8 +247,9 @@ async def fork_run(state: StateDep, run_id: RunId, body: ForkIn) -> Response:
         raise OffsetOutOfRange(
             f"at_seq {body.at_seq} is beyond run {run_id!r}'s last event ({last})", last_seq=last
         ) from None
-    except (StreamConflict, ContentTypeMismatch) as exc:
-        raise RunConflict(exc.message) from None
+    except (StreamConflict, ContentTypeMismatch):
+        # Said without the taken run's details: the caller may not be able to read it.
+        raise RunConflict(f"run {body.run_id!r} exists and is not this fork") from None
     run = await state.log.get_run(fork)
     out = {**run.to_json(), "forked_from": run_id, "fork_seq": fork_seq}
     return JSON(out, status_code=201 if created else 200)

@@ -13,6 +13,7 @@ from fastapi import APIRouter, Path, Query, Request
 from starlette.responses import Response
 
 from service.api.auth import READ_RUN, requires
+from service.api.bodies import GuardedRoute
 from service.api.decoded import DecodedFramer
 from service.api.deps import AppState, StateDep
 from service.api.models import ERRORS
@@ -25,7 +26,7 @@ from service.stream.framing import Framer, sse_preamble
 from service.stream.outlet import Outlet
 from service.stream.tail import resolve_offset
 
-router = APIRouter(prefix="/v1/runs", tags=["stream"], responses=ERRORS)
+router = APIRouter(prefix="/v1/runs", tags=["stream"], responses=ERRORS, route_class=GuardedRoute)
 
 
 async def stream_response(

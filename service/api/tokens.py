@@ -18,11 +18,12 @@ from starlette.responses import Response
 from service.access import TokenScope
 from service.access.tokens import DEFAULT_TTL_SECONDS, MAX_TTL_SECONDS
 from service.api.auth import ADMIN, requires
+from service.api.bodies import GuardedRoute
 from service.api.deps import StateDep
 from service.api.models import ERRORS
 from service.api.responses import JSON
 
-router = APIRouter(tags=["access"], responses=ERRORS)
+router = APIRouter(tags=["access"], responses=ERRORS, route_class=GuardedRoute)
 
 
 class TokenIn(BaseModel):

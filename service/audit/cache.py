@@ -162,13 +162,19 @@ async def run_projection(
     return Projection(upto, False, await _project(run.run_id, chunks, normalize, False))
 
 
-async def thread_runs(engine: AsyncEngine, thread_id: str) -> list[StoredRun]:
+async def thread_runs(
+    engine: AsyncEngine, thread_id: str, *, hosted_only: bool = False
+) -> list[StoredRun]:
+    """The thread's runs, oldest first; `hosted_only`: those an agent of the service ran."""
+    query = (
+        select(runs.c.run_id, runs.c.last_seq, runs.c.closed_at, runs.c.input)
+        .where(runs.c.thread_id == storable(thread_id))
+        .order_by(runs.c.created_at, runs.c.run_id)
+    )
+    if hosted_only:
+        query = query.where(runs.c.agent.is_not(None))
     async with engine.connect() as conn:
-        rows = await conn.execute(
-            select(runs.c.run_id, runs.c.last_seq, runs.c.closed_at, runs.c.input)
-            .where(runs.c.thread_id == storable(thread_id))
-            .order_by(runs.c.created_at, runs.c.run_id)
-        )
+        rows = await conn.execute(query)
         return [StoredRun(r.run_id, r.last_seq, r.closed_at is not None, r.input) for r in rows]
 
 

@@ -571,9 +571,9 @@ class EventLog:
             or (agent is not None and run.agent != agent)
             or (input is not None and (stored_input is None or loads(stored_input) != input))
         ):
+            # Nothing of the stored run: the caller may not be allowed to read it.
             raise RunConflict(
-                f"run {run_id!r} exists with another thread, agent, metadata or input",
-                thread_id=run.thread_id,
+                f"run {run_id!r} exists with another thread, agent, metadata or input"
             )
         return run, created is not None
 

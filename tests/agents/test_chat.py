@@ -172,4 +172,4 @@ async def test_hydration_when_run_active_then_its_user_turn_but_no_assistant_tur
     document = await _hydrate(http, "th-active")
     assert document["activeRun"] == {"runId": "hyd-active"}
     assert [m["role"] for m in document["messages"]] == ["user"]
-    await http.post("/v1/runs/hyd-active/cancel")
+    await http.post("/v1/runs/hyd-active/cancel", headers={"Content-Type": "application/json"})

@@ -99,7 +99,9 @@ async def test_cancel_when_running_then_upstream_aborted_and_run_cancelled_and_c
         chunks = response.aiter_bytes()
         while len(reader.events) < 10:
             reader.feed(await anext(chunks))
-        r = await http.post(f"/v1/runs/{run_id}/cancel")
+        r = await http.post(
+            f"/v1/runs/{run_id}/cancel", headers={"Content-Type": "application/json"}
+        )
         assert r.status_code == 200 and r.json()["status"] == "cancelled"
         async for data in chunks:
             reader.feed(data)
@@ -109,7 +111,9 @@ async def test_cancel_when_running_then_upstream_aborted_and_run_cancelled_and_c
     run = (await http.get(f"/v1/runs/{run_id}")).json()
     assert (run["status"], run["closed"], run["error_code"]) == ("cancelled", True, "cancelled")
     # Cancelling a closed run changes nothing.
-    again = await http.post(f"/v1/runs/{run_id}/cancel")
+    again = await http.post(
+        f"/v1/runs/{run_id}/cancel", headers={"Content-Type": "application/json"}
+    )
     assert again.json() == run
     assert (await http.get(f"/v1/runs/{run_id}/events")).json()["events"][-1][
         "seq"

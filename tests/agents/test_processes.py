@@ -116,7 +116,9 @@ async def test_cancel_on_another_process_then_driver_aborts_its_upstream_at_once
             r = await http.post(f"{base_a}/v1/agents/slow/runs", json={})
             run_id = r.json()["run_id"]
             await asyncio.wait_for(state["started"].wait(), 10)
-            cancelled = await http.post(f"{base_b}/v1/runs/{run_id}/cancel")
+            cancelled = await http.post(
+                f"{base_b}/v1/runs/{run_id}/cancel", headers={"Content-Type": "application/json"}
+            )
             assert cancelled.json()["status"] == "cancelled"
             await asyncio.wait_for(state["aborted"].wait(), 5)
             events = (await http.get(f"{base_a}/v1/runs/{run_id}/events")).json()["events"]

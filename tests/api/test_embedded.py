@@ -20,7 +20,12 @@ def test_serve_without_database_url_then_embedded_postgres_and_data_survives_res
     with serve_subprocess(env, inherit=False) as (base, _):
         assert httpx.get(f"{base}/readyz", timeout=10).json()["status"] == "ready"
         body = json.dumps({"events": [chunk]})  # ASCII escapes: the lone surrogate survives
-        r = httpx.post(f"{base}/v1/runs/emb-1/events", content=body, timeout=10)
+        r = httpx.post(
+            f"{base}/v1/runs/emb-1/events",
+            content=body,
+            timeout=10,
+            headers={"Content-Type": "application/json"},
+        )
         assert r.json()["last_seq"] == 1
     assert (tmp_path / "home" / "pg" / "PG_VERSION").exists()
     with serve_subprocess(env, inherit=False) as (base, _):

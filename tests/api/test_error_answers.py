@@ -78,6 +78,7 @@ async def test_body_when_not_valid_json_then_400_invalid_json(
 
 
 BAD_ID = "has space"
+JSON_TYPE = {"Content-Type": "application/json"}
 
 
 @pytest.mark.parametrize(
@@ -89,10 +90,10 @@ BAD_ID = "has space"
         ("POST", "/v1/agents/demo/runs", {"json": {"runId": BAD_ID}}),
         ("POST", "/v1/agents/demo/ag-ui", {"json": {"runId": BAD_ID}}),
         ("GET", "/v1/chat/demo", {"params": {"runId": BAD_ID, "offset": "-1"}}),
-        ("PUT", f"/v1/runs/{BAD_ID}", {}),
+        ("PUT", f"/v1/runs/{BAD_ID}", {"headers": JSON_TYPE}),
         ("POST", f"/v1/runs/{BAD_ID}/events", {"json": {"events": [{"type": "X"}]}}),
-        ("POST", f"/v1/runs/{BAD_ID}/close", {}),
-        ("POST", f"/v1/runs/{BAD_ID}/cancel", {}),
+        ("POST", f"/v1/runs/{BAD_ID}/close", {"headers": JSON_TYPE}),
+        ("POST", f"/v1/runs/{BAD_ID}/cancel", {"headers": JSON_TYPE}),
         ("GET", f"/v1/runs/{BAD_ID}", {}),
         ("GET", f"/v1/runs/{BAD_ID}/events", {}),
         ("GET", f"/v1/runs/{BAD_ID}/stream", {}),

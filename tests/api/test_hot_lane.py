@@ -30,7 +30,10 @@ class Call:
     name: str
     path: str  # {run} is the run id, different per service
     body: bytes = b'{"events": [{"type": "TEXT_MESSAGE_CONTENT", "delta": "x"}]}'
-    headers: tuple[tuple[str, str], ...] = (("authorization", "Bearer k-append"),)
+    headers: tuple[tuple[str, str], ...] = (
+        ("authorization", "Bearer k-append"),
+        ("content-type", "application/json"),
+    )
     method: str = "POST"
 
 

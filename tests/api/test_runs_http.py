@@ -13,6 +13,7 @@ from tests.conftest import settings_for
 from tests.servers import serve_in_process
 
 NDJSON = {"Content-Type": "application/x-ndjson"}
+JSON_TYPE = {"Content-Type": "application/json"}
 
 
 async def log_of(client: httpx.AsyncClient, run_id: str) -> list[dict[str, Any]]:
@@ -100,7 +101,12 @@ BAD_BATCHES: list[tuple[str, dict[str, Any], int, str]] = [
         400,
         "invalid_json",
     ),
-    ("nan", {"content": b'{"events": [{"type": "A", "x": NaN}]}'}, 400, "invalid_json"),
+    (
+        "nan",
+        {"content": b'{"events": [{"type": "A", "x": NaN}]}', "headers": JSON_TYPE},
+        400,
+        "invalid_json",
+    ),
     ("no events", {"json": {"chunks": []}}, 422, "invalid_request"),
     ("event not object", {"json": {"events": [{"type": "A"}, 3]}}, 422, "invalid_event"),
     ("empty type", {"json": {"events": [{"type": "A"}, {"type": ""}]}}, 422, "invalid_event"),
@@ -207,9 +213,13 @@ async def test_append_when_run_closed_then_409_run_closed_and_close_again_is_noo
     client: httpx.AsyncClient,
 ) -> None:
     await client.post("/v1/runs/shut-1/events", json={"events": [{"type": "A"}]})
-    closed = await client.post("/v1/runs/shut-1/close")
+    closed = await client.post(
+        "/v1/runs/shut-1/close", headers={"Content-Type": "application/json"}
+    )
     assert closed.json()["closed"] is True and closed.json()["closed_at"]
-    assert (await client.post("/v1/runs/shut-1/close")).json() == closed.json()
+    assert (
+        await client.post("/v1/runs/shut-1/close", headers={"Content-Type": "application/json"})
+    ).json() == closed.json()
     r = await client.post("/v1/runs/shut-1/events", json={"events": [{"type": "B"}]})
     assert assert_error(r, 409, "run_closed")["last_seq"] == 1
     assert len(await log_of(client, "shut-1")) == 1
@@ -221,7 +231,7 @@ async def test_unknown_run_when_read_or_closed_then_404_run_not_found(
     for r in (
         await client.get("/v1/runs/nope-1"),
         await client.get("/v1/runs/nope-1/events"),
-        await client.post("/v1/runs/nope-1/close"),
+        await client.post("/v1/runs/nope-1/close", headers={"Content-Type": "application/json"}),
     ):
         assert_error(r, 404, "run_not_found")
     assert (await client.get("/v1/runs/nope-1")).status_code == 404

@@ -54,7 +54,7 @@ async def test_fork_when_run_forked_at_seq_then_prefix_shared_and_branch_goes_it
     # The same fork through the stream API, the run's SSE replay included.
     read = await client.get("/v1/stream/fork-b", params={"offset": format_offset(1)})
     assert read.json() == [*CHUNKS[1:3], retry]
-    await client.post("/v1/runs/fork-b/close")
+    await client.post("/v1/runs/fork-b/close", headers={"Content-Type": "application/json"})
     async with client.stream("GET", "/v1/runs/fork-b/stream") as sse:
         ids = [line for line in [x async for x in sse.aiter_lines()] if line.startswith("id:")]
     assert ids == ["id: 1", "id: 2", "id: 3", "id: 4"]

@@ -62,7 +62,7 @@ async def test_run_when_appended_through_run_api_then_reads_as_json_stream(
     assert other.status_code == 409
     assert other.json()["error"]["code"] == "stream_conflict"
 
-    await client.post("/v1/runs/plain-run/close")
+    await client.post("/v1/runs/plain-run/close", headers={"Content-Type": "application/json"})
     eof = await client.get("/v1/stream/plain-run", params={"offset": format_offset(2)})
     assert (eof.content, eof.headers["stream-closed"]) == (b"[]", "true")
 

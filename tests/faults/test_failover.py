@@ -82,7 +82,11 @@ async def test_primary_killed_and_sync_standby_promoted_then_log_and_readers_hol
     with replica(dsn, server_log, **env) as (a, _), replica(dsn, server_log, **env) as (b, _):
         async with httpx.AsyncClient(timeout=30) as http:
             for run_id in run_ids:
-                assert (await http.put(f"{a}/v1/runs/{run_id}")).status_code == 201
+                assert (
+                    await http.put(
+                        f"{a}/v1/runs/{run_id}", headers={"Content-Type": "application/json"}
+                    )
+                ).status_code == 201
             followers = [
                 Follower([a if k % 2 == 0 else b], r, ndjson=k % 2 == 1)
                 for r in run_ids

@@ -35,7 +35,11 @@ async def test_database_stopped_under_load_then_log_holds_every_acknowledged_eve
     with replica(database, server_log) as (base, _):
         async with httpx.AsyncClient(timeout=30) as http:
             for run_id in run_ids:
-                assert (await http.put(f"{base}/v1/runs/{run_id}")).status_code == 201
+                assert (
+                    await http.put(
+                        f"{base}/v1/runs/{run_id}", headers={"Content-Type": "application/json"}
+                    )
+                ).status_code == 201
             # Half SSE, half NDJSON.
             followers = [
                 Follower([base], r, ndjson=k % 2 == 1)

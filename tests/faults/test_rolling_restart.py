@@ -58,7 +58,11 @@ async def test_sigterm_to_one_of_two_replicas_then_every_client_gets_every_event
         limits = httpx.Limits(max_connections=200)
         async with httpx.AsyncClient(timeout=30, limits=limits) as http:
             for run_id in run_ids:
-                assert (await http.put(f"{b}/v1/runs/{run_id}")).status_code == 201
+                assert (
+                    await http.put(
+                        f"{b}/v1/runs/{run_id}", headers={"Content-Type": "application/json"}
+                    )
+                ).status_code == 201
             # Half the clients start on A, half on B; producers too.
             followers = [
                 Follower([a, b] if k % 2 == 0 else [b, a], run_id)

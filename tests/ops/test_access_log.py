@@ -132,7 +132,9 @@ async def test_access_log_when_a_stream_ends_then_its_line_has_the_whole_duratio
                 reader.feed(await anext(chunks))
             # Open: no line yet (it is written when the response ends).
             assert _access(path, "req-stream") == []
-            await http.post("/v1/runs/acc-stream/close")
+            await http.post(
+                "/v1/runs/acc-stream/close", headers={"Content-Type": "application/json"}
+            )
             async for data in chunks:
                 reader.feed(data)
         await http.get("/favicon.ico", headers={"x-request-id": "req-flush"})
@@ -172,7 +174,10 @@ async def test_access_log_when_text_then_readable_line_with_the_same_fields(
 ) -> None:
     base, path = text_server
     async with httpx.AsyncClient(base_url=base, timeout=30, headers=AUTH) as http:
-        await http.put("/v1/runs/acc-text", headers={"x-request-id": "req-text"})
+        await http.put(
+            "/v1/runs/acc-text",
+            headers={"x-request-id": "req-text", "Content-Type": "application/json"},
+        )
         await http.get("/favicon.ico", headers={"x-request-id": "req-flush"})
     (line,) = [entry for entry in path.read_text().splitlines() if "request_id=req-text" in entry]
     assert line.startswith("INFO replay.access: PUT /v1/runs/{run_id} 201 ")

@@ -71,7 +71,9 @@ async def test_metrics_when_appends_accepted_and_refused_then_outcomes_events_an
         headers={"content-type": "application/json"},
     )
     assert bad.json()["error"]["code"] == "invalid_json"
-    assert (await http.post("/v1/runs/m-append/close")).status_code == 200
+    assert (
+        await http.post("/v1/runs/m-append/close", headers={"Content-Type": "application/json"})
+    ).status_code == 200
     closed = await http.post("/v1/runs/m-append/events", json={"events": _chunks(1)})
     assert closed.json()["error"]["code"] == "run_closed"
     after = await scrape(http)
@@ -114,7 +116,7 @@ async def test_metrics_when_durable_streams_append_then_their_events_are_counted
 async def test_metrics_when_requests_answered_then_counted_by_route_template_and_status(
     http: httpx.AsyncClient,
 ) -> None:
-    await http.put("/v1/runs/m-route-1")
+    await http.put("/v1/runs/m-route-1", headers={"Content-Type": "application/json"})
     before = await scrape(http)
     for run_id in ("m-route-1", "m-route-1", "m-route-missing"):
         await http.get(f"/v1/runs/{run_id}")
@@ -232,7 +234,9 @@ async def test_metrics_when_a_dead_drivers_lease_runs_out_then_reaped_counted(
     http: httpx.AsyncClient, database_url: str
 ) -> None:
     # A run leased by a process that no longer exists (as a kill -9 leaves it).
-    assert (await http.put("/v1/runs/m-orphan")).status_code == 201
+    assert (
+        await http.put("/v1/runs/m-orphan", headers={"Content-Type": "application/json"})
+    ).status_code == 201
     before = await scrape(http)
     conn = await asyncpg.connect(database_url)
     try:

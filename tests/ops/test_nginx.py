@@ -105,7 +105,7 @@ async def test_nginx_when_a_run_is_live_then_its_first_event_arrives_before_the_
         await http.post(f"{run}/events", json={"events": [_delta(2)]})
         await _read_until(chunks, reader, lambda: len(reader.events) == 2)
         assert (await http.get(run)).json()["closed"] is False
-        await http.post(f"{run}/close")
+        await http.post(f"{run}/close", headers={"Content-Type": "application/json"})
         async for data in chunks:
             reader.feed(data)
     assert [seq for seq, _ in reader.events] == [1, 2]
@@ -179,7 +179,7 @@ async def test_nginx_when_the_serving_replica_is_killed_mid_stream_then_resumes_
         async with httpx.AsyncClient(base_url=proxied.proxy, timeout=30) as http:
             run = "/v1/runs/ngx-kill"
             total = 200
-            await http.put(run)
+            await http.put(run, headers={"Content-Type": "application/json"})
             producer = asyncio.create_task(_produce(http, run, total))
             reader = SseReader()
             connections = 0

@@ -62,7 +62,7 @@ async def test_tracing_when_endpoint_set_then_request_spans_with_their_statement
                 json={"events": [{"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "x"}]},
             )
             assert r.status_code == 200
-            await http.post("/v1/runs/otel-1/close")
+            await http.post("/v1/runs/otel-1/close", headers={"Content-Type": "application/json"})
             reader = SseReader()
             async with http.stream("GET", "/v1/runs/otel-1/stream") as response:
                 async for data in response.aiter_bytes():

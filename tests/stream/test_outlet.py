@@ -40,7 +40,7 @@ async def _stalled_follower(
             body += await reader.read(1 << 16)
         for chunk in appends:
             await http.post(f"/v1/runs/{run}/events", json={"events": [chunk]})
-        await http.post(f"/v1/runs/{run}/close")
+        await http.post(f"/v1/runs/{run}/close", headers={"Content-Type": "application/json"})
         async with asyncio.timeout(60):
             body += await reader.read()
     finally:
@@ -66,7 +66,7 @@ async def test_follower_when_caught_up_then_each_live_commit_is_written_by_the_c
             await http.post(f"{run}/events", json={"events": _chunks(n, 1)})
             while len(reader.events) < n + 1:
                 reader.feed(await anext(raw))
-        await http.post(f"{run}/close")
+        await http.post(f"{run}/close", headers={"Content-Type": "application/json"})
         async for data in raw:
             reader.feed(data)
     stored = [(e.seq, e.chunk) for e in await event_log.read_events("outlet-live", 0, 100)]
@@ -91,7 +91,7 @@ async def test_follower_when_commits_race_its_catch_up_then_every_event_arrives_
             for size in [1, 5, 1, 40, 1, 1, 300, 2, 1, 17] * 6:
                 await producer.post(f"{run}/events", json={"events": _chunks(total, size)})
                 total += size
-            await producer.post(f"{run}/close")
+            await producer.post(f"{run}/close", headers={"Content-Type": "application/json"})
 
     async def follow() -> list[int]:
         reader = SseReader()

@@ -63,7 +63,9 @@ async def _produce(http: httpx.AsyncClient, base: str, run: str, rng: random.Ran
         pause = rng.choice([0, 0, 0, 0.001, 0.003, 0.02])
         if pause:
             await asyncio.sleep(pause)
-    assert (await http.post(f"{base}/v1/runs/{run}/close")).status_code == 200
+    assert (
+        await http.post(f"{base}/v1/runs/{run}/close", headers={"Content-Type": "application/json"})
+    ).status_code == 200
 
 
 async def _follow(
@@ -121,7 +123,9 @@ async def test_replicas_when_client_drops_and_resumes_then_exactly_the_stored_lo
     run = f"rep-one-{mode}"
     rng = random.Random(f"one-{mode}")
     # The run exists before the client arrives (the client reads from B, the producer writes to A).
-    assert (await http.put(f"{replicas.a}/v1/runs/{run}")).status_code == 201
+    assert (
+        await http.put(f"{replicas.a}/v1/runs/{run}", headers={"Content-Type": "application/json"})
+    ).status_code == 201
     async with asyncio.timeout(DEADLINE):
         received, connections = (
             await asyncio.gather(
@@ -138,7 +142,9 @@ async def test_replicas_when_50_clients_drop_and_resume_then_each_gets_the_store
 ) -> None:
     run = "rep-fifty"
     rng = random.Random("fifty")
-    assert (await http.put(f"{replicas.a}/v1/runs/{run}")).status_code == 201
+    assert (
+        await http.put(f"{replicas.a}/v1/runs/{run}", headers={"Content-Type": "application/json"})
+    ).status_code == 201
     modes = ["last-event-id", "offset", "ndjson"]
     followers = [
         _follow(http, replicas.b, run, random.Random(rng.random()), mode=modes[i % 3])

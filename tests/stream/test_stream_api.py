@@ -102,7 +102,7 @@ async def test_stream_when_offset_now_then_only_later_appends_then_ends_on_close
         assert response.status_code == 200
         await _append(http, "s-now", 2, start=3)
         await _until(reader, raw, 2)
-        r = await http.post("/v1/runs/s-now/close")
+        r = await http.post("/v1/runs/s-now/close", headers={"Content-Type": "application/json"})
         assert r.status_code == 200
         async with asyncio.timeout(DEADLINE):
             async for data in raw:
@@ -155,8 +155,12 @@ async def test_stream_when_closed_and_offset_at_last_seq_then_204(http: httpx.As
 
 
 async def test_stream_when_closed_empty_run_from_start_then_204(http: httpx.AsyncClient) -> None:
-    assert (await http.put("/v1/runs/s-empty")).status_code == 201
-    assert (await http.post("/v1/runs/s-empty/close")).status_code == 200
+    assert (
+        await http.put("/v1/runs/s-empty", headers={"Content-Type": "application/json"})
+    ).status_code == 201
+    assert (
+        await http.post("/v1/runs/s-empty/close", headers={"Content-Type": "application/json"})
+    ).status_code == 200
     assert (await http.get("/v1/runs/s-empty/stream")).status_code == 204
 
 
