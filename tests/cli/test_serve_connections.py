@@ -71,7 +71,7 @@ async def test_connection_when_it_sends_nothing_then_closed_after_the_header_tim
     assert answer == b"" and took < WITHIN
 
 
-@pytest.mark.parametrize("sent", [b"GET /v1/ru", b"GET /v1/runs HTTP/1.1\r\nHost: x\r\nX-A: 1"])
+@pytest.mark.parametrize("sent", [b"GET /v1/ru", b"GET /v1/runs HTTP/1.1\r\nHost: localhost\r\nX-A: 1"])
 async def test_connection_when_head_left_partial_then_closed_after_the_header_timeout(
     connect: Connect, sent: bytes
 ) -> None:
@@ -85,7 +85,7 @@ async def test_connection_when_head_sent_a_byte_at_a_time_then_closed_before_it_
     connect: Connect,
 ) -> None:
     reader, writer = await connect()
-    head = b"GET /v1/runs HTTP/1.1\r\nHost: x\r\n" + b"X-Slow: " + b"a" * 200 + b"\r\n\r\n"
+    head = b"GET /v1/runs HTTP/1.1\r\nHost: localhost\r\n" + b"X-Slow: " + b"a" * 200 + b"\r\n\r\n"
     read = asyncio.ensure_future(reader.read())
     sent = 0
     # Each byte well within the timeout of the one before: only a bound on the whole
@@ -103,7 +103,7 @@ async def test_request_when_body_stalls_then_408_request_timeout_and_closed(
 ) -> None:
     reader, writer = await connect()
     writer.write(
-        b"POST /v1/runs/slow-body/events HTTP/1.1\r\nHost: x\r\n"
+        b"POST /v1/runs/slow-body/events HTTP/1.1\r\nHost: localhost\r\n"
         b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n"
         b'{"events": ['
     )
@@ -117,7 +117,7 @@ async def test_keep_alive_connection_when_idle_then_closed_after_its_timeout(
     connect: Connect,
 ) -> None:
     reader, writer = await connect()
-    writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    writer.write(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
     answer, _ = await _closed_within(reader)
     assert answer.startswith(b"HTTP/1.1 200 ")
 
