@@ -14,7 +14,7 @@ from service.log import EventLog
 from tests.cluster import running_cluster
 from tests.pg import Databases, server_url
 from tests.proxy import nginx_in_front
-from tests.servers import Running, serve_in_process
+from tests.servers import Running, serve_in_process, serve_subprocess
 
 NODE_HARNESS = Path(__file__).resolve().parent / "node"
 
@@ -96,25 +96,35 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--quick",
         action="store_true",
-        help="leave out the tests that need Node, a browser, nginx or private PostgreSQL "
-        "clusters (ops/test --quick)",
+        help="leave out the tests that need Node, a browser, nginx, private PostgreSQL "
+        "clusters, `replay serve` processes or a wheel built and installed, and the "
+        "thousand-example property runs (ops/test --quick)",
     )
 
 
-# What a test needs beyond Python, gcc and a PostgreSQL server, known by the fixtures it asks
-# for or by the helpers its module imports (a module that starts clusters or nginx does so
-# for its tests), so a new test is sorted without anyone remembering a marker.
+# What a test needs beyond Python, gcc and one PostgreSQL server, known by the fixtures it
+# asks for or by the helpers its module imports (a module that starts clusters, nginx or
+# `replay serve` processes does so for its tests), so a new test is sorted without anyone
+# remembering a marker; a test that uses them some other way carries the marker itself, as
+# does a `slow` one (a property run of a thousand examples).
+HEAVY = ("node", "browser", "cluster", "nginx", "processes", "packaging", "slow")
 NEEDS_BY_FIXTURE = {
     "node_harness": "node",
     "durable_harness": "node",
     "chromium": "browser",
     "cluster": "cluster",
+    "replicas": "processes",
+    "clone": "packaging",
 }
-NEEDS_BY_HELPER = {running_cluster: "cluster", nginx_in_front: "nginx"}
+NEEDS_BY_HELPER = {
+    running_cluster: "cluster",
+    nginx_in_front: "nginx",
+    serve_subprocess: "processes",
+}
 
 
-def needs(item: pytest.Item) -> set[str]:
-    """The markers (node, browser, cluster, nginx) of what `item` needs."""
+def heavy(item: pytest.Item) -> set[str]:
+    """The markers (of HEAVY) that keep `item` out of the quick subset."""
     fixtures = getattr(item, "fixturenames", ())
     found = {need for name, need in NEEDS_BY_FIXTURE.items() if name in fixtures}
     module = getattr(item, "module", None)
@@ -122,20 +132,21 @@ def needs(item: pytest.Item) -> set[str]:
     found |= {
         need for helper, need in NEEDS_BY_HELPER.items() if any(v is helper for v in imported)
     }
+    found |= {mark.name for mark in item.iter_markers() if mark.name in HEAVY}
     return found
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        for need in sorted(needs(item)):
+        for need in sorted(heavy(item)):
             item.add_marker(need)
     if not config.getoption("--quick"):
         return
     # Deselected, not skipped: the quick subset simply does not ask for them.
-    left_out = [item for item in items if needs(item)]
+    left_out = [item for item in items if heavy(item)]
     if left_out:
         config.hook.pytest_deselected(items=left_out)
-        items[:] = [item for item in items if not needs(item)]
+        items[:] = [item for item in items if not heavy(item)]
 
 
 @pytest.fixture(scope="session")

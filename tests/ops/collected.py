@@ -1,7 +1,8 @@
 """A pytest plugin (`-p tests.ops.collected`) that writes, for each collected test, what it
-uses: its fixtures (with those they depend on) and the names its module imported from the
-helpers that start private clusters or nginx. One JSON object a line, to the file named by
-REPLAY_COLLECTED_REPORT. tests/ops/test_ops_test.py reads it to check `ops/test --quick`."""
+uses: its fixtures (with those they depend on), the names its module imported from the
+helpers that start clusters, nginx or service processes, and its markers. One JSON object a
+line, to the file named by REPLAY_COLLECTED_REPORT. tests/ops/test_ops_test.py reads it to
+check `ops/test --quick`."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import os
 
 import pytest
 
-HELPER_MODULES = ("tests.cluster", "tests.proxy")
+HELPER_MODULES = ("tests.cluster", "tests.proxy", "tests.servers")
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -23,5 +24,6 @@ def pytest_collection_finish(session: pytest.Session) -> None:
                 if getattr(value, "__module__", None) in HELPER_MODULES
             )
             fixtures = sorted(getattr(item, "fixturenames", ()))
-            line = {"id": item.nodeid, "fixtures": fixtures, "helpers": helpers}
+            markers = sorted({mark.name for mark in item.iter_markers()})
+            line = {"id": item.nodeid, "fixtures": fixtures, "helpers": helpers, "markers": markers}
             out.write(json.dumps(line) + "\n")

@@ -10,10 +10,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
-# The fixtures that mean Node, a browser or a private cluster (tests/conftest.py,
-# tests/faults/conftest.py); nginx and clusters also come from the helpers' modules.
-HEAVY_FIXTURES = {"node_harness", "durable_harness", "chromium", "cluster"}
+# The fixtures that mean Node, a browser, a private cluster, `replay serve` processes or a
+# clone to install (tests/conftest.py, tests/faults/conftest.py, tests/clients/conftest.py,
+# tests/packaging/conftest.py); the helpers that start clusters, nginx or processes; and
+# the markers a test that uses them otherwise carries.
+HEAVY_FIXTURES = {"node_harness", "durable_harness", "chromium", "cluster", "replicas", "clone"}
+HEAVY_HELPERS = ("tests.cluster.", "tests.proxy.", "tests.servers.serve_subprocess")
+HEAVY_MARKERS = {"node", "browser", "cluster", "nginx", "processes", "packaging", "slow"}
 CONFORMANCE = "tests/durable/test_conformance.py::"
 
 
@@ -33,9 +39,17 @@ def _collected(tmp_path: Path, *args: str) -> tuple[list[str], list[dict[str, li
 
 
 def _heavy(test: dict[str, list[str]]) -> bool:
-    return bool(HEAVY_FIXTURES & set(test["fixtures"])) or bool(test["helpers"])
+    return (
+        bool(HEAVY_FIXTURES & set(test["fixtures"]))
+        or any(h.startswith(HEAVY_HELPERS) for h in test["helpers"])
+        or bool(HEAVY_MARKERS & set(test["markers"]))
+    )
 
 
+# It runs the whole command's preflight, which wants Node, Chromium and nginx.
+@pytest.mark.node
+@pytest.mark.browser
+@pytest.mark.nginx
 def test_quick_collection_has_no_test_using_node_browser_nginx_or_clusters_and_full_has_them(
     tmp_path: Path,
 ) -> None:
@@ -48,7 +62,13 @@ def test_quick_collection_has_no_test_using_node_browser_nginx_or_clusters_and_f
     assert quick_ids == [t["id"] for t in full if not _heavy(t)]
     assert any(i.startswith(CONFORMANCE) for i in full_ids)
     assert not any(i.startswith(CONFORMANCE) for i in quick_ids)
-    for kind in ("tests/faults/", "tests/ops/test_nginx.py", "tests/api/test_demo_page.py"):
+    for kind in (
+        "tests/faults/",
+        "tests/ops/test_nginx.py",
+        "tests/api/test_demo_page.py",
+        "tests/stream/test_replicas.py",
+        "tests/packaging/",
+    ):
         assert any(i.startswith(kind) for i in full_ids), kind
 
 
