@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -12,8 +11,10 @@ import pytest
 
 from service.config import Settings
 from service.log import EventLog
+from tests.cluster import running_cluster
 from tests.pg import Databases, server_url
-from tests.servers import Running, serve_in_process
+from tests.proxy import nginx_in_front
+from tests.servers import Running, serve_in_process, serve_subprocess
 
 NODE_HARNESS = Path(__file__).resolve().parent / "node"
 
@@ -21,20 +22,30 @@ NODE_HARNESS = Path(__file__).resolve().parent / "node"
 @pytest.fixture(scope="session")
 def node_harness() -> Path:
     """tests/node with its pinned npm packages (TanStack AI, the AI SDK, AG-UI,
-    Playwright) installed: a fresh clone has no node_modules. Node is part of the test setup, so its
-    absence fails the tests that need it rather than skipping them."""
+    Playwright) installed. `ops/test` runs `npm ci` there before the suite, so a missing
+    Node or registry is one message up front rather than a failure inside a test."""
+    return _installed(
+        NODE_HARNESS, ("@tanstack/ai-client", "playwright-core", "ai", "ai5", "@ag-ui/client")
+    )
+
+
+def _installed(harness: Path, needed: tuple[str, ...]) -> Path:
+    # Node is part of the test setup, so its absence fails the tests that need it.
     if shutil.which("node") is None or shutil.which("npm") is None:
-        pytest.fail("Node.js and npm are needed to run TanStack AI's client and Playwright")
-    installed = NODE_HARNESS / "node_modules"
-    needed = ("@tanstack/ai-client", "playwright-core", "ai", "ai5", "@ag-ui/client")
-    if not all((installed / name).is_dir() for name in needed):
-        subprocess.run(
-            ["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"],
-            cwd=NODE_HARNESS,
-            check=True,
-            timeout=300,
-        )
-    return NODE_HARNESS
+        pytest.fail("Node.js 20 or newer and npm are needed here (ops/test names how to get them)")
+    missing = [name for name in needed if not (harness / "node_modules" / name).is_dir()]
+    if missing:
+        pytest.fail(f"{harness} lacks {', '.join(missing)}: run ops/test, or `npm ci` there")
+    return harness
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """Debian's Chromium, for tests that look at a page as a browser renders it."""
+    found = shutil.which("chromium")
+    if found is None:
+        pytest.fail("Chromium is needed here (apt-get install chromium; ops/test installs it)")
+    return found
 
 
 @pytest.fixture(scope="session")
@@ -83,36 +94,66 @@ async def client(service: Running) -> AsyncIterator[httpx.AsyncClient]:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
-        "--durable-conformance",
+        "--quick",
         action="store_true",
-        help="also run the Durable Streams conformance suite (about a minute; .ci/run does)",
+        help="leave out the tests that need Node, a browser, nginx, private PostgreSQL "
+        "clusters, `replay serve` processes or a wheel built and installed, and the "
+        "thousand-example property runs (ops/test --quick)",
     )
 
 
+# What a test needs beyond Python, gcc and one PostgreSQL server, known by the fixtures it
+# asks for or by the helpers its module imports (a module that starts clusters, nginx or
+# `replay serve` processes does so for its tests), so a new test is sorted without anyone
+# remembering a marker; a test that uses them some other way carries the marker itself, as
+# does a `slow` one (a property run of a thousand examples).
+HEAVY = ("node", "browser", "cluster", "nginx", "processes", "packaging", "slow")
+NEEDS_BY_FIXTURE = {
+    "node_harness": "node",
+    "durable_harness": "node",
+    "chromium": "browser",
+    "cluster": "cluster",
+    "replicas": "processes",
+    "clone": "packaging",
+}
+NEEDS_BY_HELPER = {
+    running_cluster: "cluster",
+    nginx_in_front: "nginx",
+    serve_subprocess: "processes",
+}
+
+
+def heavy(item: pytest.Item) -> set[str]:
+    """The markers (of HEAVY) that keep `item` out of the quick subset."""
+    fixtures = getattr(item, "fixturenames", ())
+    found = {need for name, need in NEEDS_BY_FIXTURE.items() if name in fixtures}
+    module = getattr(item, "module", None)
+    imported = list(vars(module).values()) if module is not None else []
+    found |= {
+        need for helper, need in NEEDS_BY_HELPER.items() if any(v is helper for v in imported)
+    }
+    found |= {mark.name for mark in item.iter_markers() if mark.name in HEAVY}
+    return found
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    # Deselected, not skipped: without the flag the suite is simply not asked for.
-    if config.getoption("--durable-conformance"):
+    for item in items:
+        for need in sorted(heavy(item)):
+            item.add_marker(need)
+    if not config.getoption("--quick"):
         return
-    kept = [item for item in items if item.get_closest_marker("conformance") is None]
-    if len(kept) != len(items):
-        config.hook.pytest_deselected(
-            items=[item for item in items if item.get_closest_marker("conformance")]
-        )
-        items[:] = kept
+    # Deselected, not skipped: the quick subset simply does not ask for them.
+    left_out = [item for item in items if heavy(item)]
+    if left_out:
+        config.hook.pytest_deselected(items=left_out)
+        items[:] = [item for item in items if not heavy(item)]
 
 
 @pytest.fixture(scope="session")
 def durable_harness() -> Path:
-    """tests/durable/node: the Durable Streams conformance suite and client, pinned."""
-    if shutil.which("node") is None or shutil.which("npm") is None:
-        pytest.fail("Node.js and npm are needed to run the Durable Streams suite and client")
+    """tests/durable/node: the Durable Streams conformance suite and client, pinned
+    (`ops/test` runs `npm ci` there)."""
     harness = Path(__file__).resolve().parent / "durable" / "node"
-    installed = harness / "node_modules" / "@durable-streams"
-    if not ((installed / "server-conformance-tests").is_dir() and (installed / "client").is_dir()):
-        subprocess.run(
-            ["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"],
-            cwd=harness,
-            check=True,
-            timeout=300,
-        )
-    return harness
+    return _installed(
+        harness, ("@durable-streams/server-conformance-tests", "@durable-streams/client")
+    )

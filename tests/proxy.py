@@ -3,7 +3,7 @@
 Only what must differ per test run is rewritten: the upstream servers, the
 listening port, and (to compress an idle minute into seconds) the read
 timeout. Everything nginx writes lives in a temporary folder. nginx missing
-fails the test (`.ci/run` installs it).
+fails the test (`ops/test` installs it as root on Debian).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def nginx_binary() -> str:
         (p for p in ("/usr/sbin/nginx", "/usr/local/sbin/nginx") if os.access(p, os.X_OK)), None
     )
     if found is None:
-        pytest.fail("nginx is needed for the proxy tests (apt-get install nginx-light)")
+        pytest.fail("nginx is needed for the proxy tests (apt-get install nginx)")
     return found
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -135,18 +134,10 @@ def test_transcript_html_when_content_has_markup_then_escaped_and_self_contained
     assert page.count('<details class="reasoning">') == 1
 
 
-def _chromium() -> str:
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        found = shutil.which(name)
-        if found:
-            return found
-    pytest.fail("headless Chromium is required here (apt-get install -y chromium; .ci/run does)")
-
-
-def screenshot(page: Path, png: Path) -> Image.Image:
+def screenshot(chromium: str, page: Path, png: Path) -> Image.Image:
     subprocess.run(
         [
-            _chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+            chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
             "--disable-background-networking", "--disable-component-update", "--disable-sync",
             "--force-color-profile=srgb", "--hide-scrollbars", "--window-size=1000,4000",
             f"--screenshot={png}", page.as_uri(),
@@ -176,11 +167,11 @@ def bands(
 
 
 async def test_transcript_html_in_chromium_then_turns_visible_in_order_and_reasoning_collapsed(
-    rendered: dict[str, str], tmp_path: Path
+    rendered: dict[str, str], tmp_path: Path, chromium: str
 ) -> None:
     page = tmp_path / "transcript.html"
     page.write_text(rendered["html"], encoding="utf-8")
-    image = await asyncio.to_thread(screenshot, page, tmp_path / "shot.png")
+    image = await asyncio.to_thread(screenshot, chromium, page, tmp_path / "shot.png")
     turns = bands(image, {USER: "user", ASSISTANT: "assistant", RUN_ERROR: "run-error"})
     document: dict[str, Any] = loads(rendered["json"])
     expected = [t["message"]["role"] if "message" in t else "run-error" for t in document["turns"]]

@@ -4,7 +4,7 @@
 runs under vitest against a real `replay serve` process on loopback, backed
 by this module's own PostgreSQL database. Every test that is not one of the
 reserved subscription APIs (skipped by the suite unless asked for) must pass.
-Run with `ops/test --durable-conformance` (.ci/run does).
+It runs with the rest of `ops/test` (Node packages installed by it up front).
 """
 
 from __future__ import annotations

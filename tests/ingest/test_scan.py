@@ -132,6 +132,7 @@ damage = st.sampled_from(
 )  # fmt: skip
 
 
+@pytest.mark.slow
 @settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.lists(events, min_size=BATCH_MIN, max_size=8),
@@ -282,6 +283,7 @@ def test_ndjson_body_when_scanned_then_it_reads_what_the_line_by_line_path_reads
     assert list(scanned) == list(by_line)
 
 
+@pytest.mark.slow
 @settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.lists(events, min_size=BATCH_MIN, max_size=8),
