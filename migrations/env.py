@@ -1,4 +1,4 @@
-"""Alembic environment: async, configured by service.migrate (no alembic.ini)."""
+"""Alembic environment: async, configured by agent_replay.migrate (no alembic.ini)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from alembic import context
 from sqlalchemy import pool
 from sqlalchemy.engine import Connection
 
-from service.log.engine import plain_engine
-from service.log.schema import include_object, metadata
+from agent_replay.log.engine import plain_engine
+from agent_replay.log.schema import include_object, metadata
 
 config = context.config
 

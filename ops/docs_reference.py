@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin
 
 # The import package. Renaming it is this one edit.
-PACKAGE = "service"
+PACKAGE = "agent_replay"
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "reference"

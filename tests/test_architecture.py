@@ -4,7 +4,7 @@
     HTTP push, Durable Streams ┴─► ingest ─► log ┼─► projector (pure) ─────────────┼─► api, cli
                                                  └─► audit ─► archive ─► transcript ┘
 
-Each package under `service/` may import only the packages its arrows come
+Each package of `agent_replay` (under `service/`) may import only the packages its arrows come
 from (and the shared modules: errors, config, metrics, logs, tasks, loopevent); nothing but the
 CLI imports the HTTP layer, nothing imports the CLI. And no module imports
 itself through others, at import time or inside a function (a lazy import is
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-SERVICE = Path(__file__).resolve().parents[1] / "service"
+SERVICE = Path(__file__).resolve().parents[1] / "service" / "agent_replay"
 SHARED = {"errors", "config", "metrics", "logs", "tasks", "loopevent"}
 
 # package -> the packages it may import (besides itself and SHARED)
@@ -33,7 +33,7 @@ ALLOWED: dict[str, set[str]] = {
     "agents": {"log", "ingest"},
     # A second protocol over the same log, beside the stream.
     "durable": {"log", "ingest", "stream", "projector"},
-    # `replay tail`: a client of the public HTTP stream.
+    # `agent-replay tail`: a client of the public HTTP stream.
     "console": {"projector"},
     # The producer client: of the public HTTP API only.
     "client": set(),
@@ -44,9 +44,9 @@ ALLOWED: dict[str, set[str]] = {
             "access", "migrate", "embedded", "transcript", "tracing", "workers"},
     "cli": {"log", "ingest", "projector", "stream", "audit", "archive", "agents", "durable",
             "migrate", "embedded", "transcript", "console", "api", "workers"},
-    # What each `replay serve --workers N` process sets up for itself.
+    # What each `agent-replay serve --workers N` process sets up for itself.
     "workers": set(),
-    # Connections opened as the log opens them (service.log.engine: several hosts work).
+    # Connections opened as the log opens them (agent_replay.log.engine: several hosts work).
     "migrate": {"log"},
     "embedded": set(),
     # OpenTelemetry, set up by the HTTP layer only when an endpoint is configured.
@@ -80,14 +80,14 @@ def _runtime_nodes(tree: ast.AST) -> list[ast.AST]:
 
 
 def imports(path: Path, modules: set[str]) -> set[str]:
-    """The `service` modules `path` imports (a name imported from a package that is
+    """The `agent_replay` modules `path` imports (a name imported from a package that is
     itself a module counts as that module)."""
     found: set[str] = set()
     for node in _runtime_nodes(ast.parse(path.read_text("utf-8"), str(path))):
         if isinstance(node, ast.Import):
-            found.update(a.name for a in node.names if a.name.split(".")[0] == "service")
+            found.update(a.name for a in node.names if a.name.split(".")[0] == "agent_replay")
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            if node.module.split(".")[0] != "service":
+            if node.module.split(".")[0] != "agent_replay":
                 continue
             for alias in node.names:
                 sub = f"{node.module}.{alias.name}"
@@ -147,7 +147,7 @@ def offending(edges: dict[str, set[str]]) -> list[str]:
         mine = package(source)
         for target in sorted(targets):
             theirs = package(target)
-            if theirs in (mine, "service") or theirs in SHARED:
+            if theirs in (mine, "agent_replay") or theirs in SHARED:
                 continue
             if theirs not in ALLOWED.get(mine, set()):
                 bad.append(f"{source} imports {target}")
@@ -158,7 +158,7 @@ EDGES = graph()
 
 
 def test_packages_when_listed_then_every_one_has_its_arrows_declared() -> None:
-    assert {package(m) for m in EDGES} - {"service"} <= set(ALLOWED)
+    assert {package(m) for m in EDGES} - {"agent_replay"} <= set(ALLOWED)
 
 
 def test_imports_when_they_follow_no_arrow_of_the_data_flow_then_fail() -> None:
@@ -172,15 +172,17 @@ def test_modules_when_they_import_each_other_in_a_circle_then_fail() -> None:
 @pytest.mark.parametrize(
     ("source", "text", "problem"),
     [
-        ("log/x.py", "from service.stream.hub import Hub\n", "log.x imports service.stream.hub"),
-        ("stream/x.py", "def f():\n    from service.ingest import batch\n", "service.ingest"),
-        ("agents/x.py", "import service.audit.cache\n", "imports service.audit.cache"),
+        ("log/x.py", "from agent_replay.stream.hub import Hub\n",
+         "log.x imports agent_replay.stream.hub"),
+        ("stream/x.py", "def f():\n    from agent_replay.ingest import batch\n",
+         "agent_replay.ingest"),
+        ("agents/x.py", "import agent_replay.audit.cache\n", "imports agent_replay.audit.cache"),
     ],
 )  # fmt: skip
 def test_checker_when_given_a_forbidden_arrow_then_reports_it(
     tmp_path: Path, source: str, text: str, problem: str
 ) -> None:
-    root = tmp_path / "service"
+    root = tmp_path / "agent_replay"
     for name in ("log", "stream", "ingest", "agents", "audit"):
         (root / name).mkdir(parents=True)
         (root / name / "__init__.py").write_text("")
@@ -194,16 +196,20 @@ def test_checker_when_given_a_forbidden_arrow_then_reports_it(
 def test_checker_when_modules_import_each_other_lazily_then_reports_the_cycle(
     tmp_path: Path,
 ) -> None:
-    root = tmp_path / "service"
+    root = tmp_path / "agent_replay"
     (root / "transcript").mkdir(parents=True)
     (root / "transcript" / "__init__.py").write_text("")
     (root / "transcript" / "render.py").write_text(
-        "def render():\n    from service.transcript.html import html\n"
+        "def render():\n    from agent_replay.transcript.html import html\n"
     )
-    (root / "transcript" / "html.py").write_text("from service.transcript.render import views\n")
+    (root / "transcript" / "html.py").write_text(
+        "from agent_replay.transcript.render import views\n"
+    )
     (root / "transcript" / "typed.py").write_text(
         "from typing import TYPE_CHECKING\n"
         "if TYPE_CHECKING:\n"
-        "    from service.transcript import html\n"
+        "    from agent_replay.transcript import html\n"
     )
-    assert cycles(graph(root)) == [["service.transcript.html", "service.transcript.render"]]
+    assert cycles(graph(root)) == [
+        ["agent_replay.transcript.html", "agent_replay.transcript.render"]
+    ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from service.loopevent import LoopEvent
+from agent_replay.loopevent import LoopEvent
 
 
 async def test_wait_when_set_before_then_returns_at_once() -> None:

@@ -23,7 +23,7 @@ down_revision: str | None = "0004_disconnect_policy"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-# As service.log.chunks.MAX_ERROR_CODE_CHARS when this was written; a migration
+# As agent_replay.log.chunks.MAX_ERROR_CODE_CHARS when this was written; a migration
 # keeps its own copy so it means the same whatever the service becomes.
 _MAX_CODE_CHARS = 200
 _BATCH = 500
@@ -53,7 +53,7 @@ def _code(text: str) -> str | None:
         code = error.get("code") if isinstance(error, dict) else None
     if not isinstance(code, str) or not code:
         return None
-    # What PostgreSQL text cannot hold becomes U+FFFD, as service.log.chunks.storable does.
+    # What PostgreSQL text cannot hold becomes U+FFFD, as agent_replay.log.chunks.storable does.
     return _UNSTORABLE.sub("\ufffd", code[:_MAX_CODE_CHARS])
 
 

@@ -4,7 +4,7 @@
 `created_at`'s for the runs there are, `now()`'s from here on) is copied into
 `events.run_month` by every append; `events` is partitioned by range of it, a
 partition a month (`events_YYYY_MM`), so retention drops a month whole instead
-of deleting its rows (service.log.partitions). The primary key gains the
+of deleting its rows (agent_replay.log.partitions). The primary key gains the
 partition key: (run_id, seq, run_month).
 
 Upgrade rewrites `events`: every row goes to the partition of its run's month
@@ -30,7 +30,7 @@ down_revision: str | None = "0005_error_code"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-# As service.log.partitions when this was written; a migration keeps its own copy.
+# As agent_replay.log.partitions when this was written; a migration keeps its own copy.
 _MONTH_OF = "(date_trunc('month', {} AT TIME ZONE 'UTC'))::date"
 
 _COLUMNS = "run_id, seq, type, chunk, message_id, tool_call_id, received_at"

@@ -2,13 +2,13 @@
 
 `events.n` counts the events a row holds (1 for every row written before). A
 row's `seq` is its last event's; a batch row's `chunk` and `type` are its
-events' joined with newlines (service.log.rows says why that is lossless).
+events' joined with newlines (agent_replay.log.rows says why that is lossless).
 Adding a column with a constant default rewrites nothing.
 
 The chunk column is compressed with lz4 from here on where the server has it
 (a batch row is a large value, and lz4 compresses it at a fraction of pglz's
 CPU): on `events` and each existing partition (a partition does not take it
-from its parent; service.log.partitions copies it into new ones). Values
+from its parent; agent_replay.log.partitions copies it into new ones). Values
 already stored keep their compression.
 
 Downgrade splits every batch row back into a row per event (the layout

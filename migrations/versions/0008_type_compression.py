@@ -5,7 +5,7 @@ A batch row's `type` is its events' types joined with newlines (revision
 it, with pglz unless told otherwise. pglz took more of the database's CPU per
 large append than lz4 did for the far larger chunks beside it. As 0007 does for
 `chunk`: on `events` and each existing partition (a partition does not take it
-from its parent; service.log.partitions copies it into new ones). Values
+from its parent; agent_replay.log.partitions copies it into new ones). Values
 already stored keep their compression; downgrade gives the column back the
 server's default.
 

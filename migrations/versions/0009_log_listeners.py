@@ -1,11 +1,11 @@
 """Log listeners: which LISTEN connections hear the log's commits, by process.
 
 The plain append statements (`append_plain`, `append_tools` in
-service/log/queries.sql) queue their NOTIFY only when a process other than the
+agent_replay/log/queries.sql) queue their NOTIFY only when a process other than the
 committing one listens: a lone process hears its own commits in-process, and
 the notification cost the database more per group than anything else those
 statements add to the insert. A listener registers here after its LISTEN, under
-a lock that waits out the statements in flight (service.log.listener), so no
+a lock that waits out the statements in flight (agent_replay.log.listener), so no
 commit falls between what it re-reads and what it is told.
 
 Revision ID: 0009_log_listeners

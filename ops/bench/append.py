@@ -4,11 +4,11 @@
 
 Prints events/s for batches of 1, 10, 100 and 1,000 chunks (each producer on
 its own run; for batches of 1 also all producers on one run): over HTTP (a
-`replay serve` process on loopback), through the in-process writer, and for
+`agent-replay serve` process on loopback), through the in-process writer, and for
 the baselines, raw asyncpg with one transaction per batch that bumps the run
 row and inserts the events: as one row each (unnest and COPY, into a table
 shaped as the log was before revision 0005), and as the log stores a large
-batch since revision 0007 (service.log.rows): rows of up to 256 events, the
+batch since revision 0007 (agent_replay.log.rows): rows of up to 256 events, the
 chunks and types joined with newlines, lz4-compressed as the log's columns are
 (and the same into a pglz copy of the table). "of raw" is against the raw
 limit of the layout the log uses (lz4 batch rows if its `events` has `n`).
@@ -102,8 +102,8 @@ from common import (
     server_process,
 )
 
-from service.log import EventLog
-from service.workers import tune_collector
+from agent_replay.log import EventLog
+from agent_replay.workers import tune_collector
 
 PRODUCERS_SINGLE = 50
 
@@ -188,7 +188,7 @@ async def drive(
 ) -> tuple[float, list[float]]:
     """Run `work` across `producers` tasks; return events/s and per-append latencies (ms).
 
-    Every phase runs with `replay serve`'s collector settings (the in-process writer
+    Every phase runs with `agent-replay serve`'s collector settings (the in-process writer
     runs here as it would there), and with `work` (built once, up to 400,000 dicts)
     kept out of the collections, as the server keeps its startup objects: left in,
     full collections walked it and stalled a phase at 1,000 chunks per append by
@@ -242,7 +242,7 @@ INSERT INTO raw_events (run_id, seq, type, chunk, message_id, tool_call_id)
 SELECT $1, s, t, c, m, NULL
 FROM unnest($2::bigint[], $3::text[], $4::text[], $5::text[]) AS u(s, t, c, m)
 """
-# A batch's rows (as service.log.rows packs them: the row's seq is its last event's).
+# A batch's rows (as agent_replay.log.rows packs them: the row's seq is its last event's).
 BATCH_ROWS = """
 INSERT INTO {table} (run_id, seq, n, type, chunk)
 SELECT $1, s, n, t, c FROM unnest($2::bigint[], $3::int[], $4::text[], $5::text[]) AS u(s, n, t, c)
@@ -691,7 +691,7 @@ def main() -> None:
         "--workers",
         type=int,
         default=2,
-        help="also over HTTP to `replay serve --workers N` (default 2; 1: not)",
+        help="also over HTTP to `agent-replay serve --workers N` (default 2; 1: not)",
     )
     args = parser.parse_args()
     scale = 0.2 if args.quick else 1.0

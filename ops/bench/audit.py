@@ -5,7 +5,7 @@
 Builds the population straight in SQL in a scratch database (generate_series:
 N runs of M events, their maintained columns set to match the events), then
 times `GET /v1/runs` pages (limit 50) for each filter and some combinations,
-over HTTP to a `replay serve` process on loopback, and the identical statement
+over HTTP to a `agent-replay serve` process on loopback, and the identical statement
 (compiled from the same SQLAlchemy query) through raw asyncpg. Prints p50/p99
 in ms. Sequential requests, one at a time: latency, not throughput.
 """
@@ -26,8 +26,8 @@ import httpx
 from common import pct, scratch_database, server_process, write_json
 from sqlalchemy.dialects import postgresql
 
-from service.audit.filters import RunFilter
-from service.audit.queries import page_query
+from agent_replay.audit.filters import RunFilter
+from agent_replay.audit.queries import page_query
 
 TOOLS = 12
 # Built in slices so progress shows and no single statement runs for minutes.

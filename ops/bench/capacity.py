@@ -27,7 +27,7 @@ same K between the tie and the lowest K any of them failed, until one passes
 where another fails (`--settle N`: at most N such K, default 2).
 
 The systems:
-- replay: `replay serve` (PostgreSQL, each event durable before it is
+- replay: `agent-replay serve` (PostgreSQL, each event durable before it is
   served), the upstream as a `REPLAY_AGENTS` agent, runs started with
   `POST /v1/agents/capacity/runs`, followed on `GET /v1/runs/{id}/stream`;
 - resumable-stream: Vercel's `resumable-stream` (npm, Redis) in a Node
@@ -38,7 +38,7 @@ The systems:
   process (`peer/capacity/durable-reader.mjs`) appending each upstream
   event with the protocol's IdempotentProducer, followers on `live=sse`.
 
-`--baseline DIR` adds a system "baseline": `replay serve` from another
+`--baseline DIR` adds a system "baseline": `agent-replay serve` from another
 checkout (a commit to compare against, this venv); `--baseline-env NAME=VALUE`
 gives the baseline a setting of its own (alone: this checkout with that
 setting against it without). `--at K,K,...` replaces the
@@ -48,7 +48,7 @@ rounds), all the systems' servers up at once, so a change and its baseline
 meet the same machine load within minutes of each other; it prints each K's
 p99 side by side and, with a baseline, ours / baseline per K and round.
 
-Memory is the RSS of the serving processes (replay serve; the Node server,
+Memory is the RSS of the serving processes (agent-replay serve; the Node server,
 plus Redis's used memory apart; the Durable Streams server plus its reader),
 sampled before the runs, after they started, after their followers
 attached, and at its peak during the trial. On a shared machine the figures
@@ -82,13 +82,23 @@ import httpx
 import orjson
 from capacity_follow import BUCKET_MS
 from capacity_upstream import plan
-from common import ROOT, backends, cpu_seconds, free_port, healthy, scratch_database, stop
+from common import (
+    ROOT,
+    backends,
+    command,
+    cpu_seconds,
+    free_port,
+    healthy,
+    is_checkout,
+    scratch_database,
+    stop,
+)
 
 HERE = Path(__file__).resolve().parent
 PEER_DIR = HERE / "peer"
 NODE_DIR = PEER_DIR / "capacity"
 SYSTEMS = ("replay", "resumable-stream", "durable-streams")
-# `--baseline DIR`: replay serve from another checkout, beside ours.
+# `--baseline DIR`: agent-replay serve from another checkout, beside ours.
 BASELINE = "baseline"
 
 
@@ -348,7 +358,7 @@ def _redis(url: str) -> Iterator[str]:
 def replay_target(
     upstream: str, root: Path = ROOT, name: str = "replay", settings: dict[str, str] | None = None
 ) -> Iterator[Target]:
-    """`replay serve` with its defaults (from checkout `root`, with `settings` in its
+    """`agent-replay serve` with its defaults (from checkout `root`, with `settings` in its
     environment); its log goes to a file read after each trial."""
     port = free_port()
     env = {**os.environ, **(settings or {}), "REPLAY_AGENTS": json.dumps({"capacity": upstream})}
@@ -358,15 +368,14 @@ def replay_target(
         scratch_database(migrated_by) as db,
         tempfile.NamedTemporaryFile("w+b", suffix=".log") as log,
     ):
+        argv, code_env = command(root, "serve", "--port", str(port), "--log-level", "warning")
         proc = subprocess.Popen(
-            [sys.executable, "-m", "service.cli", "serve", "--port", str(port),
-             "--log-level", "warning"],
-            env={**env, "REPLAY_DATABASE_URL": db}, cwd=root, stderr=log,
-        )  # fmt: skip
+            argv, env={**env, **code_env, "REPLAY_DATABASE_URL": db}, cwd=root, stderr=log
+        )
         base = f"http://127.0.0.1:{port}"
         try:
             if not healthy(proc, base):
-                raise RuntimeError("replay serve did not start: " + _tail(log.name))
+                raise RuntimeError("agent-replay serve did not start: " + _tail(log.name))
             yield Target(
                 name,
                 f"{base}/v1/agents/capacity/runs",
@@ -732,7 +741,7 @@ def main() -> None:
     )  # fmt: skip
     parser.add_argument(
         "--baseline", type=Path, metavar="DIR",
-        help="also measure replay serve from this checkout (system 'baseline')",
+        help="also measure agent-replay serve from this checkout (system 'baseline')",
     )  # fmt: skip
     parser.add_argument(
         "--at", metavar="K,K,...",
@@ -757,7 +766,7 @@ def main() -> None:
     if baseline_env and args.baseline is None:
         args.baseline = ROOT
     if args.baseline is not None:
-        if not (args.baseline / "service" / "cli.py").exists():
+        if not is_checkout(args.baseline):
             parser.error(f"--baseline {args.baseline} is not a checkout of this repository")
         systems.append(BASELINE)
     at = [int(k) for k in args.at.split(",")] if args.at else []

@@ -23,7 +23,23 @@ import httpx
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from service import migrate  # noqa: E402
+from agent_replay import migrate  # noqa: E402
+
+
+def command(root: Path, *args: str) -> tuple[list[str], dict[str, str]]:
+    """`agent-replay ARGS` as checkout `root`'s code runs it (this venv), and the environment
+    that makes its package the one imported: a baseline's, not this checkout's. A checkout
+    from before the package's rename (`service/cli.py`) runs as it did then, from its top."""
+    if (root / "service" / "cli.py").exists():
+        return [sys.executable, "-m", "service.cli", *args], {}
+    return [sys.executable, "-m", "agent_replay.cli", *args], {"PYTHONPATH": str(root / "service")}
+
+
+def is_checkout(root: Path) -> bool:
+    return (root / "service" / "agent_replay" / "cli.py").exists() or (
+        root / "service" / "cli.py"
+    ).exists()
+
 
 SERVER = os.environ.get("REPLAY_BENCH_DATABASE_URL", "postgresql://root@127.0.0.1:5432/postgres")
 
@@ -81,9 +97,10 @@ def scratch_database(root: Path | None = None) -> Iterator[str]:
         if root is None:
             migrate.upgrade(url)
         else:
+            argv, code_env = command(root, "migrate")
             subprocess.run(
-                [sys.executable, "-m", "service.cli", "migrate"],
-                env={**os.environ, "REPLAY_DATABASE_URL": url},
+                argv,
+                env={**os.environ, **code_env, "REPLAY_DATABASE_URL": url},
                 cwd=root,
                 check=True,
                 stdout=subprocess.DEVNULL,
@@ -111,20 +128,13 @@ def healthy(proc: subprocess.Popen[bytes], base: str, seconds: float = 30) -> bo
 def server_process(
     url: str, port: int | None = None, root: Path | None = None, **env: str
 ) -> Iterator[str]:
-    """`replay serve` on `url`; `root`: another checkout's code (this venv), e.g. a baseline."""
+    """`agent-replay serve` on `url`; `root`: another checkout's code (this venv), e.g. a
+    baseline."""
     port = port or free_port()
+    argv, code_env = command(root or ROOT, "serve", "--port", str(port), "--log-level", "warning")
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "service.cli",
-            "serve",
-            "--port",
-            str(port),
-            "--log-level",
-            "warning",
-        ],
-        env={**os.environ, "REPLAY_DATABASE_URL": url, **env},
+        argv,
+        env={**os.environ, **code_env, "REPLAY_DATABASE_URL": url, **env},
         cwd=root or ROOT,
     )
     base = f"http://127.0.0.1:{port}"

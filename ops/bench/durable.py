@@ -18,7 +18,7 @@ for appends, httpx for reads), each on its own streams:
   is from just before its POST is sent to its arrival at the follower.
 
 The peer is npm `@durable-streams/server` with its file store (each append
-fdatasync'd), started by `ops/bench/peer`; ours is `replay serve` with
+fdatasync'd), started by `ops/bench/peer`; ours is `agent-replay serve` with
 PostgreSQL at synchronous_commit=on. Ratios are ours / the peer's (above 1:
 ours is faster, or for latencies lower). On a shared machine the figures are
 indicative only.
@@ -317,7 +317,10 @@ def main() -> None:
         "--only", default=",".join(WORKLOADS), help=f"comma-separated of {', '.join(WORKLOADS)}"
     )
     parser.add_argument(
-        "--baseline", type=Path, metavar="DIR", help="also measure this checkout's replay serve"
+        "--baseline",
+        type=Path,
+        metavar="DIR",
+        help="also measure this checkout's agent-replay serve",
     )
     parser.add_argument("--repeat", type=int, default=1, help="rounds of every workload")
     args = parser.parse_args()
@@ -347,7 +350,7 @@ def main() -> None:
     for r, figures in enumerate(rounds, 1):
         load = ", ".join(f"{x:.1f}" for x in figures["load_average"])
         print(
-            f"Durable Streams, round {r}/{len(rounds)}: replay serve vs the reference server "
+            f"Durable Streams, round {r}/{len(rounds)}: agent-replay serve vs the reference server "
             f"(load average {load} at the start: indicative only)"
         )
         for line in report(figures["ours"], figures["peer"]):

@@ -3,8 +3,8 @@
     python ops/bench/key_compare.py [--keys 20] [--rounds 30] [--json FILE]
 
 An API key is looked up by comparing its digest with every configured key's
-(`service.access.keys.KeyRing`), a token's signature by PyJWT's constant-time
-comparison (`service.access.tokens.TokenSigner`). This times, interleaved
+(`agent_replay.access.keys.KeyRing`), a token's signature by PyJWT's constant-time
+comparison (`agent_replay.access.tokens.TokenSigner`). This times, interleaved
 round by round, the lookup of the first configured key (the baseline), of
 the last, of an unknown secret of the same length and of one differing from
 a key in its last character only; and the refusal of a token whose signature
@@ -28,8 +28,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from service.access import KeyRing, TokenScope, TokenSigner
-from service.access.tokens import TokenInvalid
+from agent_replay.access import KeyRing, TokenScope, TokenSigner
+from agent_replay.access.tokens import TokenInvalid
 
 BATCH = 2000
 

@@ -3,8 +3,8 @@
     python ops/bench/outage.py [--rounds 3] [--outage 6] [--producers 4] [--json FILE]
 
 Starts a private PostgreSQL cluster (tests/cluster.py: never the shared server,
-which must not be stopped) and one `replay serve` on it. `--producers` runs
-each get a `service.client.Producer` submitting one chunk every 10 ms, and a
+which must not be stopped) and one `agent-replay serve` on it. `--producers` runs
+each get a `agent_replay.client.Producer` submitting one chunk every 10 ms, and a
 probe appends one chunk (with `expected_seq`) every 50 ms and times each
 answer. Each round stops PostgreSQL (`pg_ctl stop -m fast`) for `--outage`
 seconds, starts it again and waits for appends to be stored. Per round:
@@ -36,9 +36,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import httpx
 from common import pct, server_process
 
-from service import migrate
-from service.client import Producer, RetryPolicy
-from tests.cluster import Cluster, running_cluster
+from agent_replay import migrate
+from agent_replay.client import Producer, RetryPolicy
+from tests.support.cluster import Cluster, running_cluster
 
 DATABASE = "replay"
 

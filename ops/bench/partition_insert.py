@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import asyncpg
 from common import scratch_database
 
-from service.log import partitions
+from agent_replay.log import partitions
 
 COLUMNS = ["run_id", "seq", "type", "chunk", "message_id", "tool_call_id", "run_month"]
 CHUNK = '{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"' + "x" * 60 + '"}'

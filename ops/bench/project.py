@@ -33,8 +33,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from agent_replay.projector import Projector, project  # noqa: E402
 from ops.bench.common import write_json  # noqa: E402
-from service.projector import Projector, project  # noqa: E402
 
 NODE_DIR = Path(__file__).resolve().parent / "node"
 ARGS_BYTES = 50_000

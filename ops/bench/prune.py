@@ -1,4 +1,4 @@
-"""Retention at scale: append latency while `replay prune` deletes millions of events,
+"""Retention at scale: append latency while `agent-replay prune` deletes millions of events,
 row by row and by dropping whole monthly partitions, in the same run.
 
     python ops/bench/prune.py [--runs 3000] [--events 1000] [--rate 500] [--seconds 20]
@@ -6,18 +6,18 @@ row by row and by dropping whole monthly partitions, in the same run.
 
 Builds `runs x events` closed, old events straight in SQL in a scratch database,
 their runs created over six months of 2025 (so `events` holds six monthly
-partitions), starts `replay serve`, and drives the same open-loop append load
+partitions), starts `agent-replay serve`, and drives the same open-loop append load
 (single-chunk POSTs, each producer on its own open run, paced to `--rate`
 appends/s in total and timed from when each append was due) through the phases
 of one run:
 
 1. baseline: appends alone, `--seconds` long;
-2. prune: the same appends while `replay prune --rows-only` (a separate
+2. prune: the same appends while `agent-replay prune --rows-only` (a separate
    process, as an operator runs it) deletes the first two months' runs row by
    row, as fast as it goes (how retention worked before partitioning);
-3. paced prune: the same while `replay prune --rows-only --max-rate` deletes
+3. paced prune: the same while `agent-replay prune --rows-only --max-rate` deletes
    the next two months' row by row;
-4. drop: the same while `replay prune` takes the last two months by dropping
+4. drop: the same while `agent-replay prune` takes the last two months by dropping
    their partitions whole (and the four emptied ones);
    (each prune phase lasts at least `--seconds`, appends going on after the prune, so
    every phase's p99 is over as many appends);
@@ -49,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import asyncpg
 from common import ROOT, RawPoster, free_port, pct, scratch_database, server_process
 
-from service.log import partitions
+from agent_replay.log import partitions
 
 # Built in slices so progress shows and no statement runs for minutes.
 SLICE = 200
@@ -177,7 +177,7 @@ async def phase(
     seconds: float | None = None,
     prune: list[str] | None = None,
 ) -> tuple[dict[str, float], dict[str, Any]]:
-    """The paced appends for `seconds`, or for as long as `replay prune <prune>` runs
+    """The paced appends for `seconds`, or for as long as `agent-replay prune <prune>` runs
     and at least `seconds`."""
     poster = RawPoster(port, connections=producers)
     await poster.open()
@@ -188,12 +188,12 @@ async def phase(
     try:
         if prune is not None:
             proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "service.cli", "prune", *prune,
+                sys.executable, "-m", "agent_replay.cli", "prune", *prune,
                 cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             )  # fmt: skip
             out, err = await proc.communicate()
             if proc.returncode != 0:
-                raise RuntimeError(f"replay prune failed: {err.decode()}")
+                raise RuntimeError(f"agent-replay prune failed: {err.decode()}")
             extra["seconds"] = time.perf_counter() - started
             extra["output"] = out.decode().strip()
             if seconds is not None:

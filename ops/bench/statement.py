@@ -53,10 +53,10 @@ import asyncpg
 import orjson
 from common import cpu_seconds, scratch_database
 
-from service.log import sql
-from service.log.chunks import StoredChunk
-from service.log.request import EventRows, ones_columns
-from service.log.writer import COMMIT_SETTINGS
+from agent_replay.log import sql
+from agent_replay.log.chunks import StoredChunk
+from agent_replay.log.request import EventRows, ones_columns
+from agent_replay.log.writer import COMMIT_SETTINGS
 
 CHUNK = orjson.dumps(
     {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": "tokens "}

@@ -82,7 +82,7 @@ def baseline_server(port: int, dsn: str) -> None:
                     )
                 if not rows:
                     return
-                # A batch row (service.log.rows): its events, split at the newlines.
+                # A batch row (agent_replay.log.rows): its events, split at the newlines.
                 yield "".join(
                     [
                         f"id: {seq - n + 1 + i}\ndata: {text}\n\n"
@@ -304,7 +304,7 @@ def _run(coro: object) -> None:
 
 
 async def seed(url: str, run: str, chunks: int, batch_min: int | None) -> None:
-    from service.log import EventLog
+    from agent_replay.log import EventLog
 
     async with EventLog.connect(url, batch_min=batch_min) as log:
         for start in range(0, chunks, 10_000):

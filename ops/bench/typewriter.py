@@ -6,7 +6,7 @@ One file-writing tool call, `{"filePath": ..., "content": <code with quotes,
 line breaks and non-ASCII>}` (about --bytes of JSON text), streamed `--step`
 characters per delta. Printed, in one run:
 
-* decoder: `service.projector.typewriter.Decoder` fed every delta (measured
+* decoder: `agent_replay.projector.typewriter.Decoder` fed every delta (measured
   whole), its throughput, and a check that its output is the decoded content;
 * re-parse (the seed's method): accumulate, parse the whole text so far with
   PyPI `partial-json-parser` after each delta, print the suffix past what was
@@ -39,8 +39,8 @@ sys.path.insert(0, str(ROOT))
 
 from partial_json_parser import loads as pjp_loads  # noqa: E402
 
-from service.projector.partial_json import NO_VALUE, parse_partial  # noqa: E402
-from service.projector.typewriter import Decoder  # noqa: E402
+from agent_replay.projector.partial_json import NO_VALUE, parse_partial  # noqa: E402
+from agent_replay.projector.typewriter import Decoder  # noqa: E402
 
 LINE = '    const label = "näive \\ value"; // a line of a file, written by a tool ✓\n'
 

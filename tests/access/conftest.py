@@ -15,7 +15,7 @@ import jwt
 import pytest
 
 from tests.conftest import settings_for
-from tests.servers import Running, serve_in_process
+from tests.support.servers import Running, serve_in_process
 
 SECRET = "matrix-token-secret-0123456789abcdef-0123456789"
 KEYS = "k-admin, k-read:read, k-append:append, k-run:run, k-multi:read+append"

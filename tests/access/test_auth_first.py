@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from tests.conftest import settings_for
-from tests.servers import serve_in_process
+from tests.support.servers import serve_in_process
 
 BODIES = [
     pytest.param(b"{not json", id="not-json"),

@@ -13,14 +13,14 @@ import httpx
 import pytest
 from fastapi.routing import APIRoute
 
-from service.api.app import create_app
-from service.api.auth import rule_of
-from service.api.bodies import GuardedRoute
-from service.config import Settings
+from agent_replay.api.app import create_app
+from agent_replay.api.auth import rule_of
+from agent_replay.api.bodies import GuardedRoute
+from agent_replay.config import Settings
 from tests.access.conftest import ADMIN, bearer, log_digest, mint, wait_hosted_closed
 from tests.access.wire import chunked_until_answered, declared_not_sent
 from tests.conftest import settings_for
-from tests.servers import Running, serve_in_process
+from tests.support.servers import Running, serve_in_process
 
 KEYS = "k-admin, k-append:append, k-run:run"
 SECRET = "limits-token-secret-0123456789abcdef-0123456789"

@@ -9,10 +9,10 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from service.log import EventLog
+from agent_replay.log import EventLog
 from tests.access.conftest import ADMIN, bearer
 from tests.conftest import settings_for
-from tests.servers import Running, serve_in_process
+from tests.support.servers import Running, serve_in_process
 
 # What belongs to bob's runs and must not reach another credential.
 BOBS = ("bobs-thread-7731", "bobs-agent-7731", "bobs-metadata-7731", "bobs-input-7731")

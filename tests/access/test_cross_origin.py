@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from tests.access.conftest import log_digest
 from tests.conftest import settings_for
-from tests.servers import Running, serve_in_process
+from tests.support.servers import Running, serve_in_process
 
 LISTED = "https://app.example.com"
 EVENTS = {"events": [{"type": "CUSTOM", "name": "x", "value": 1}]}

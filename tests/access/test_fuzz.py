@@ -16,10 +16,10 @@ import requests
 import schemathesis
 from hypothesis import HealthCheck, settings
 
-from service.api.app import create_app
-from service.config import Settings
-from tests.pg import Databases
-from tests.servers import serve_subprocess
+from agent_replay.api.app import create_app
+from agent_replay.config import Settings
+from tests.support.pg import Databases
+from tests.support.servers import serve_subprocess
 
 ADMIN = {"Authorization": "Bearer k-fuzz-admin"}
 DOC = create_app(Settings(database_url="postgresql://unused@127.0.0.1:1/x")).openapi()

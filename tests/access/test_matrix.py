@@ -11,9 +11,9 @@ import asyncpg
 import httpx
 import pytest
 
-from service.api.app import create_app
-from service.api.auth import endpoints
-from service.config import Settings
+from agent_replay.api.app import create_app
+from agent_replay.api.auth import endpoints
+from agent_replay.config import Settings
 from tests.access.conftest import Keyed, log_digest, wait_hosted_closed
 
 CREDENTIALS = ["none", "admin", "read", "append", "run", "thread", "run_token", "other",

@@ -12,7 +12,7 @@ import pytest
 
 from tests.access.conftest import ADMIN, log_digest, mint
 from tests.conftest import settings_for
-from tests.servers import Running, serve_in_process
+from tests.support.servers import Running, serve_in_process
 
 JSON_TYPE = {"Content-Type": "application/json"}
 

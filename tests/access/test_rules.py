@@ -1,4 +1,4 @@
-"""The pure parts of service.access, for any input: keys, tokens, and what tampering does."""
+"""The pure parts of agent_replay.access, for any input: keys, tokens, and what tampering does."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.access import KeyRing, Scope, TokenScope, TokenSigner
-from service.access.tokens import TokenInvalid
+from agent_replay.access import KeyRing, Scope, TokenScope, TokenSigner
+from agent_replay.access.tokens import TokenInvalid
 
 SECRET = "rules-token-secret-0123456789abcdef-0123456789"
 # Secrets as an operator writes them: no commas or spaces, no ':' (that starts the scopes).

@@ -14,7 +14,7 @@ import pytest
 
 from tests.access.conftest import ADMIN, bearer, log_digest, wait_hosted_closed
 from tests.conftest import settings_for
-from tests.servers import serve_in_process
+from tests.support.servers import serve_in_process
 
 SECRET_TEXT = "the-plain-run-secret-4242"
 RUN_KEY = bearer("k-run")

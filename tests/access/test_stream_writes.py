@@ -13,7 +13,7 @@ import pytest
 
 from tests.access.conftest import ADMIN, bearer, log_digest, mint
 from tests.conftest import settings_for
-from tests.servers import Running, serve_in_process
+from tests.support.servers import Running, serve_in_process
 
 APPEND = bearer("k-append")
 JSON_TYPE = {"Content-Type": "application/json"}

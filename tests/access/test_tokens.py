@@ -16,9 +16,9 @@ import pytest
 
 from tests.access.conftest import ADMIN, SECRET, bearer, forged
 from tests.conftest import settings_for
-from tests.pg import Databases
-from tests.servers import serve_in_process
 from tests.stream.wire import SseReader
+from tests.support.pg import Databases
+from tests.support.servers import serve_in_process
 
 KEYS = "k-admin"
 
@@ -105,7 +105,7 @@ async def test_create_token_when_ttl_unnamed_then_replay_token_ttl_seconds_appli
 def test_token_ttl_setting_when_out_of_range_then_refused_at_start() -> None:
     from pydantic import ValidationError
 
-    from service.config import Settings
+    from agent_replay.config import Settings
 
     for ttl in (0, 86_401):
         with pytest.raises(ValidationError):
@@ -235,7 +235,7 @@ async def test_query_token_when_request_logged_then_token_never_in_any_log(
 ) -> None:
     from uvicorn import Config, Server
 
-    from service.api.app import create_app
+    from agent_replay.api.app import create_app
 
     settings = settings_for(database_url, api_keys=KEYS, token_secret=SECRET, access_log=True)
     token = forged(SECRET, thread_id="t-log", scope="read", exp=int(time.time()) + 60)

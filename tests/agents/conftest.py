@@ -11,8 +11,8 @@ import pytest
 
 from tests.agents.upstreams import upstream_app
 from tests.conftest import settings_for
-from tests.servers import Running, free_port, serve_asgi, serve_in_process
 from tests.stream.wire import SseReader
+from tests.support.servers import Running, free_port, serve_asgi, serve_in_process
 
 
 @pytest.fixture(scope="module")

@@ -25,8 +25,8 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from tests.agents.upstreams import sse
-from tests.servers import serve_asgi, serve_subprocess
 from tests.stream.wire import SseReader
+from tests.support.servers import serve_asgi, serve_subprocess
 
 GRACE = 2.0
 LEASE = 1.5  # renewed (and readers heartbeated) every 0.5 s; a row is stale after 1.5 s

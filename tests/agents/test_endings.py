@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from service.agents import ENDINGS, EndReason
-from service.agents.endings import close_run
-from service.log import EventLog
+from agent_replay.agents import ENDINGS, EndReason
+from agent_replay.agents.endings import close_run
+from agent_replay.log import EventLog
 
 EXPECTED = {
     # reason: (status, RUN_ERROR code or None, message or None)

@@ -19,7 +19,7 @@ from starlette.routing import Route
 
 from tests.agents.conftest import follow
 from tests.conftest import settings_for
-from tests.servers import serve_asgi, serve_in_process
+from tests.support.servers import serve_asgi, serve_in_process
 
 # More than aiohttp's default connection pool (100), the cap this guards against.
 RUNS = 130

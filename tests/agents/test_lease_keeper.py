@@ -8,9 +8,9 @@ import asyncio
 import asyncpg
 import httpx
 
-from service.config import asyncpg_dsn
+from agent_replay.config import asyncpg_dsn
 from tests.conftest import settings_for
-from tests.servers import serve_in_process
+from tests.support.servers import serve_in_process
 
 DEADLINE = 20.0
 

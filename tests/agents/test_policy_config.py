@@ -10,9 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from service.agents import load_catalog
-from service.agents.demo import demo_agent
-from service.agents.policy import (
+from agent_replay.agents import load_catalog
+from agent_replay.agents.demo import demo_agent
+from agent_replay.agents.policy import (
     CANCEL,
     CANCEL_AFTER,
     CONTINUE,
@@ -22,7 +22,7 @@ from service.agents.policy import (
     parse,
     parse_text,
 )
-from service.config import Settings
+from agent_replay.config import Settings
 
 
 def _catalog(value: Any) -> OnDisconnect:

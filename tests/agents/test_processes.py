@@ -12,8 +12,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.servers import serve_subprocess
 from tests.stream.wire import SseReader
+from tests.support.servers import serve_subprocess
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from service.agents.sse import ndjson_batches, sse_batches
+from agent_replay.agents.sse import ndjson_batches, sse_batches
 
 SSE = (
     b": keepalive\r\n\r\n"

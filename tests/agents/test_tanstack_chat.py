@@ -19,9 +19,9 @@ import httpx
 import pytest
 
 from tests.conftest import settings_for
-from tests.nodejs import cut_on_cue
-from tests.relay import relay_to
-from tests.servers import Running, serve_in_process
+from tests.support.nodejs import cut_on_cue
+from tests.support.relay import relay_to
+from tests.support.servers import Running, serve_in_process
 
 NODE = Path(__file__).resolve().parents[1] / "node"
 

@@ -2,7 +2,7 @@
 reach its upstream and nobody else: however the upstream fails, the run's RUN_ERROR, its
 error field, /metrics and the service's log name it by scheme://host:port/path only.
 
-Against a real `replay serve` (its log read from its stderr) and upstreams on loopback
+Against a real `agent-replay serve` (its log read from its stderr) and upstreams on loopback
 that fail each way: nothing listening, an HTTP 500 whose page echoes the request it got
 (query string and headers), an event that is not JSON, an answer that is not HTTP.
 """
@@ -18,9 +18,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from service.agents.wire import upstream_name
+from agent_replay.agents.wire import upstream_name
 from tests.agents.conftest import follow
-from tests.servers import free_port, serve_subprocess
+from tests.support.servers import free_port, serve_subprocess
 
 SECRET = "secret"
 HEADERS = {"X-Api-Key": f"{SECRET}-header"}

@@ -1,4 +1,4 @@
-"""A hosted run's HTTP upstream read by its protocol (service.agents.wire), against
+"""A hosted run's HTTP upstream read by its protocol (agent_replay.agents.wire), against
 scripted HTTP servers on loopback: how the answer is framed, backpressure, and how
 each way an answer goes wrong is worded."""
 
@@ -12,11 +12,11 @@ from contextlib import asynccontextmanager
 
 import pytest
 
-from service.agents.catalog import HttpAgent
-from service.agents.upstream import UpstreamError
-from service.agents.wire import HttpUpstream
-from service.ingest import Limits
-from service.log import StoredChunk
+from agent_replay.agents.catalog import HttpAgent
+from agent_replay.agents.upstream import UpstreamError
+from agent_replay.agents.wire import HttpUpstream
+from agent_replay.ingest import Limits
+from agent_replay.log import StoredChunk
 
 Script = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 

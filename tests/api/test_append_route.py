@@ -5,8 +5,8 @@ from __future__ import annotations
 import httpx
 from starlette.routing import Route
 
-from service.api.app import create_app
-from service.config import Settings
+from agent_replay.api.app import create_app
+from agent_replay.config import Settings
 
 
 def test_app_when_built_then_one_route_handles_post_events() -> None:

@@ -21,7 +21,7 @@ from starlette.routing import Route
 
 from tests.access.conftest import log_digest
 from tests.conftest import settings_for
-from tests.servers import Running, serve_asgi, serve_in_process
+from tests.support.servers import Running, serve_asgi, serve_in_process
 
 NODE = Path(__file__).resolve().parents[1] / "node"
 SECRET = "the victim's secret answer"

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import httpx
 
-from service.projector.jsvalues import MAX_DEPTH
-from tests.servers import serve_subprocess
+from agent_replay.projector.jsvalues import MAX_DEPTH
 from tests.stream.wire import SseReader
+from tests.support.servers import serve_subprocess
 
 LEVELS = 400_000
 ARGUMENTS = '{"a":' + "[" * LEVELS + "]" * LEVELS + "}"

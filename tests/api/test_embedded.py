@@ -1,4 +1,4 @@
-"""The zero-setup default: `replay serve` with no database URL runs its own PostgreSQL."""
+"""The zero-setup default: `agent-replay serve` with no database URL runs its own PostgreSQL."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.servers import serve_subprocess
+from tests.support.servers import serve_subprocess
 
 
 def test_serve_without_database_url_then_embedded_postgres_and_data_survives_restart(

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 import httpx
 import pytest
 
-from service.api.app import create_app
+from agent_replay.api.app import create_app
 from tests.conftest import settings_for
-from tests.servers import serve_asgi
+from tests.support.servers import serve_asgi
 
 KEYS = "k-admin, k-read:read, k-append:append"
 ORIGIN = "https://app.example"

@@ -16,8 +16,8 @@ import httpx
 import pytest
 
 from tests.conftest import settings_for
-from tests.relay import Relay, relay_to
-from tests.servers import Running, serve_in_process
+from tests.support.relay import Relay, relay_to
+from tests.support.servers import Running, serve_in_process
 
 NODE = Path(__file__).resolve().parents[1] / "node"
 STEP_TIMEOUT = 60.0

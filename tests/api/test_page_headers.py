@@ -20,7 +20,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse
 from starlette.routing import Route
 
-from tests.servers import serve_asgi
+from tests.support.servers import serve_asgi
 
 NODE = Path(__file__).resolve().parents[1] / "node"
 PAGES = ["/", "/docs", "/docs/oauth2-redirect", "/redoc", "/inspect", "/inspect/runs/r-1"]

@@ -1,11 +1,11 @@
-"""Request ids the service makes up (service.api.access.fresh_request_id)."""
+"""Request ids the service makes up (agent_replay.api.access.fresh_request_id)."""
 
 from __future__ import annotations
 
 import os
 import re
 
-from service.api.access import fresh_request_id
+from agent_replay.api.access import fresh_request_id
 
 
 def test_fresh_request_id_when_drawn_many_times_then_32_hex_digits_all_distinct() -> None:

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from tests.conftest import settings_for
-from tests.servers import serve_in_process
+from tests.support.servers import serve_in_process
 
 NDJSON = {"Content-Type": "application/x-ndjson"}
 JSON_TYPE = {"Content-Type": "application/json"}

@@ -12,7 +12,7 @@ import json
 
 import httpx
 
-from service.log import EventLog
+from agent_replay.log import EventLog
 
 RAW = [
     '{"type":"RUN_STARTED","threadId":"t\\u0000x","runId":"odd-1"}',

@@ -11,8 +11,8 @@ from typing import Any
 import asyncpg
 import pytest
 
-from service import cli
-from service.log import EventLog
+from agent_replay import cli
+from agent_replay.log import EventLog
 from tests.audit.data import every_part, failing, run_input, simple
 
 _TABLES = {

@@ -10,13 +10,13 @@ import httpx
 import orjson
 import pytest
 
-from service.audit.cache import thread_messages
-from service.log import EventLog
-from service.log.chunks import loads
-from service.log.rows import chunks_of
-from service.projector import project
+from agent_replay.audit.cache import thread_messages
+from agent_replay.log import EventLog
+from agent_replay.log.chunks import loads
+from agent_replay.log.rows import chunks_of
+from agent_replay.projector import project
 from tests.audit.helpers import fingerprint, listing, read, replay, store_thread, write
-from tests.pg import Databases
+from tests.support.pg import Databases
 
 THREAD = "arch-t"
 
@@ -79,7 +79,7 @@ async def test_export_import_export_when_into_empty_database_then_bytes_and_proj
     assert read(again) == read(exported)
     # The maintained columns were rebuilt from the events as appends keep them.
     assert await _aggregates(empty_url) == await _aggregates(database_url)
-    from service.archive.commands import engine_for
+    from agent_replay.archive.commands import engine_for
 
     async with engine_for(database_url) as source, engine_for(empty_url) as target:
         assert await thread_messages(target, THREAD) == await thread_messages(source, THREAD)
@@ -90,7 +90,7 @@ async def test_export_when_chunk_has_lone_surrogate_then_line_holds_the_stored_t
 ) -> None:
     conn = await asyncpg.connect(database_url)
     try:
-        # A batch row holds its events' texts joined by newlines (service.log.rows).
+        # A batch row holds its events' texts joined by newlines (agent_replay.log.rows).
         texts = [text for r in await conn.fetch(
             "SELECT chunk FROM events WHERE run_id = $1 ORDER BY seq", stored[0])
             for text in r["chunk"].split("\n")]  # fmt: skip

@@ -11,10 +11,10 @@ import json
 
 import httpx
 
-from service.audit.projection import messages_json, project_run
-from service.log import EventLog
-from service.log.chunks import MAX_EVENT_DEPTH, nesting
-from service.projector.jsvalues import MAX_DEPTH
+from agent_replay.audit.projection import messages_json, project_run
+from agent_replay.log import EventLog
+from agent_replay.log.chunks import MAX_EVENT_DEPTH, nesting
+from agent_replay.projector.jsvalues import MAX_DEPTH
 
 DEEP = 350
 

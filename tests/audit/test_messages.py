@@ -9,10 +9,10 @@ import asyncpg
 import httpx
 import pytest
 
-from service.audit.projection import id_prefix
-from service.log import EventLog
-from service.projector import project
-from service.projector.jsvalues import parse_json
+from agent_replay.audit.projection import id_prefix
+from agent_replay.log import EventLog
+from agent_replay.projector import project
+from agent_replay.projector.jsvalues import parse_json
 from tests.audit.data import every_part, run_input, simple
 from tests.audit.helpers import store, store_thread
 

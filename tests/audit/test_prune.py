@@ -1,4 +1,4 @@
-"""replay prune: closed runs older than a date go (events, cached projections, rows) in
+"""agent-replay prune: closed runs older than a date go (events, cached projections, rows) in
 small batches; open and newer runs stay; --dry-run only counts."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 import pytest
 
-from service.archive.commands import engine_for
-from service.audit.cache import StoredRun, final_projections
-from service.log import EventLog
+from agent_replay.archive.commands import engine_for
+from agent_replay.audit.cache import StoredRun, final_projections
+from agent_replay.log import EventLog
 from tests.audit.helpers import fingerprint, replay
 
 CUTOFF = datetime(2026, 1, 1, tzinfo=UTC)

@@ -13,7 +13,7 @@ import asyncpg
 import httpx
 import pytest
 
-from service.log import EventLog
+from agent_replay.log import EventLog
 
 BASE = datetime(2026, 3, 1, tzinfo=UTC)
 TOOLS = ("search", "fetch", "calc", "write")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from service.audit.threads import ThreadRun, assemble_thread, user_turns
-from service.log.chunks import dumps
+from agent_replay.audit.threads import ThreadRun, assemble_thread, user_turns
+from agent_replay.log.chunks import dumps
 from tests.stream.test_layering import _modules, _offending
 
 
@@ -54,10 +54,18 @@ def test_assemble_thread_when_projection_holds_the_user_turn_then_not_repeated()
 @pytest.mark.parametrize(
     ("package", "forbidden"),
     [
-        ("log", ("service.audit", "service.archive", "service.transcript")),
-        ("audit", ("service.api", "service.stream", "service.archive", "service.transcript")),
-        ("archive", ("service.api", "service.stream", "service.transcript")),
-        ("transcript", ("service.api", "service.stream")),
+        ("log", ("agent_replay.audit", "agent_replay.archive", "agent_replay.transcript")),
+        (
+            "audit",
+            (
+                "agent_replay.api",
+                "agent_replay.stream",
+                "agent_replay.archive",
+                "agent_replay.transcript",
+            ),
+        ),
+        ("archive", ("agent_replay.api", "agent_replay.stream", "agent_replay.transcript")),
+        ("transcript", ("agent_replay.api", "agent_replay.stream")),
     ],
 )
 def test_layers_when_audit_packages_import_to_their_right_then_fails(

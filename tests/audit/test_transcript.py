@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from service.archive.commands import engine_for
-from service.audit.cache import thread_messages
-from service.log import EventLog
-from service.log.chunks import loads
+from agent_replay.archive.commands import engine_for
+from agent_replay.audit.cache import thread_messages
+from agent_replay.log import EventLog
+from agent_replay.log.chunks import loads
 from tests.audit.data import every_part, failing, run_input
 from tests.audit.helpers import store
 
@@ -40,7 +40,7 @@ async def export_file(database_url: str, tmp_path_factory: pytest.TempPathFactor
         await log.close()
     out = tmp_path_factory.mktemp("transcript") / "thread.jsonl"
     status = await asyncio.to_thread(
-        __import__("service.cli", fromlist=["main"]).main,
+        __import__("agent_replay.cli", fromlist=["main"]).main,
         ["export", "--thread", THREAD, "--out", str(out), "--database-url", database_url],
     )
     assert status == 0
@@ -48,9 +48,9 @@ async def export_file(database_url: str, tmp_path_factory: pytest.TempPathFactor
 
 
 def transcript_without_database(export: Path, fmt: str) -> str:
-    """`replay transcript FILE` in its own process, with the database unreachable."""
+    """`agent-replay transcript FILE` in its own process, with the database unreachable."""
     done = subprocess.run(
-        [sys.executable, "-m", "service.cli", "transcript", str(export), "--format", fmt],
+        [sys.executable, "-m", "agent_replay.cli", "transcript", str(export), "--format", fmt],
         env={**os.environ, "REPLAY_DATABASE_URL": NO_DATABASE},
         capture_output=True,
         timeout=60,
@@ -185,8 +185,8 @@ async def test_transcript_html_in_chromium_then_turns_visible_in_order_and_reaso
 def test_transcript_tool_call_when_arguments_cut_mid_stream_then_fields_that_arrived_shown() -> (
     None
 ):
-    from service.projector import project
-    from service.transcript.blocks import blocks
+    from agent_replay.projector import project
+    from agent_replay.transcript.blocks import blocks
 
     chunks = [
         {"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant"},

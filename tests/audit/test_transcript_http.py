@@ -1,4 +1,4 @@
-"""Transcripts over HTTP: what `replay transcript` writes, for a run and a thread."""
+"""Transcripts over HTTP: what `agent-replay transcript` writes, for a run and a thread."""
 
 from __future__ import annotations
 

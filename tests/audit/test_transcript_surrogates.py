@@ -2,7 +2,7 @@
 
 JavaScript producers split emoji between deltas, so the log keeps such text
 exactly. A transcript renders it (U+FFFD in Markdown and HTML, a JSON escape
-in JSON) and never fails: over HTTP and from `replay transcript`.
+in JSON) and never fails: over HTTP and from `agent-replay transcript`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from asyncio.subprocess import PIPE
 import httpx
 import pytest
 
-from service.transcript.render import FORMATS
+from agent_replay.transcript.render import FORMATS
 
 RUN, THREAD = "lone-1", "lone-thread"
 # Raw JSON text: the escapes stay lone surrogates once parsed.
@@ -69,7 +69,7 @@ async def test_transcript_command_of_lone_surrogates_in_names_ids_and_errors_ren
 ) -> None:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("REPLAY_")}
     command = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "service.cli", "transcript", "--run", lone_run,
+        sys.executable, "-m", "agent_replay.cli", "transcript", "--run", lone_run,
         "--format", fmt, "--database-url", database_url,
         stdout=PIPE, stderr=PIPE, env=clean,
     )  # fmt: skip

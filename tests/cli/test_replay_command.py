@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from service.cli import build_parser, when
-from service.log import EventLog
-from tests.pg import Databases
+from agent_replay.cli import build_parser, when
+from agent_replay.log import EventLog
 from tests.projector.conftest import CASES
+from tests.support.pg import Databases
 
 CHUNKS = CASES / "text_plain.jsonl"
 
@@ -28,7 +28,7 @@ def _replay(
 ) -> subprocess.CompletedProcess[bytes]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("REPLAY_")}
     return subprocess.run(
-        [sys.executable, "-m", "service.cli", *args],
+        [sys.executable, "-m", "agent_replay.cli", *args],
         input=stdin,
         capture_output=True,
         env={**clean, **env},
@@ -70,7 +70,7 @@ def test_replay_help_when_asked_then_examples_name_every_subcommand() -> None:
     examples = text[text.index("examples:") :]
     for name in set(_subcommands()) - {"import"}:
         assert f"replay {name}" in examples, name
-    assert "replay import" in examples
+    assert "agent-replay import" in examples
 
 
 def test_replay_when_no_command_then_help_on_stderr_and_exit_2() -> None:
@@ -100,14 +100,14 @@ def test_project_when_json_array_holds_a_non_object_then_exit_2_naming_the_item(
 
 def test_project_when_reader_closes_the_pipe_then_no_traceback(tmp_path: Path) -> None:
     # Enough output to fill the pipe many times over: the writer is still writing when the
-    # reader goes, as with `replay project --snapshots f | head -1`.
+    # reader goes, as with `agent-replay project --snapshots f | head -1`.
     deltas = [{"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant"}]
     deltas += [{"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "word "}] * 3000
     big = tmp_path / "big.jsonl"
     big.write_text("\n".join(json.dumps(c) for c in deltas), "utf-8")
     clean = {k: v for k, v in os.environ.items() if not k.startswith("REPLAY_")}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "service.cli", "project", "--snapshots", str(big)],
+        [sys.executable, "-m", "agent_replay.cli", "project", "--snapshots", str(big)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=clean,
@@ -163,7 +163,7 @@ async def export_file(databases: Databases, home: Path) -> Path:
     done = _replay("export", "--run", "cli-run-1", "--out", str(out), "--database-url", url)
     await databases.drop(url)
     assert done.returncode == 0, done.stderr
-    assert done.stderr.decode() == f"replay export: wrote {len(chunks)} events to {out}\n"
+    assert done.stderr.decode() == f"agent-replay export: wrote {len(chunks)} events to {out}\n"
     return out
 
 
@@ -173,7 +173,7 @@ def test_read_only_commands_on_the_embedded_database_when_not_verbose_then_no_lo
     data = str(home / "data")
     load = _replay("import", str(export_file), "--data-dir", data)
     assert load.returncode == 0, load.stderr
-    assert load.stdout.decode().startswith("replay import: 1 run imported (")
+    assert load.stdout.decode().startswith("agent-replay import: 1 run imported (")
     assert load.stderr == b""
 
     export = _replay("export", "--run", "cli-run-1", "--data-dir", data)

@@ -1,4 +1,4 @@
-"""`replay serve` against slow and idle clients, over raw sockets: a client that sends a
+"""`agent-replay serve` against slow and idle clients, over raw sockets: a client that sends a
 request's head slowly (or nothing), stops mid-body, or sits idle is cut off within the
 configured bounds, and one past the connection cap is refused; a stream that writes
 nothing for longer than all of them stays open.
@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 import httpx
 import pytest
 
-from tests.servers import serve_subprocess
+from tests.support.servers import serve_subprocess
 
 # Small in the test, so a cut comes fast; the bound each wait allows is far above it.
 TIMEOUT = 0.5

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from tests.nodejs import node_script
-from tests.servers import serve_subprocess
+from tests.support.nodejs import node_script
+from tests.support.servers import serve_subprocess
 
 DEADLINE = 120.0
 

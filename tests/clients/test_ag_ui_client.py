@@ -21,8 +21,8 @@ import pytest
 
 from tests.clients.conftest import Replicas, run_node
 from tests.clients.upstream import upstream_app
-from tests.proxies import CuttingProxy
-from tests.servers import serve_asgi, serve_subprocess
+from tests.support.proxies import CuttingProxy
+from tests.support.servers import serve_asgi, serve_subprocess
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from tests.clients.conftest import Replicas, run_node
-from tests.proxies import CuttingProxy
+from tests.support.proxies import CuttingProxy
 
 
 def _normalized(message: dict[str, Any]) -> dict[str, Any]:

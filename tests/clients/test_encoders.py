@@ -13,10 +13,10 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.agents.demo import demo_agent
-from service.projector.agui import AguiProjection, AguiRelay, AguiResume
-from service.projector.ai_sdk import UIMessageStreamEncoder
-from service.projector.ai_sdk_messages import build_message
+from agent_replay.agents.demo import demo_agent
+from agent_replay.projector.agui import AguiProjection, AguiRelay, AguiResume
+from agent_replay.projector.ai_sdk import UIMessageStreamEncoder
+from agent_replay.projector.ai_sdk_messages import build_message
 from tests.projector.strategies import chunks, json_values, scalars
 
 V5_TYPES = {

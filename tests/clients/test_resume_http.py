@@ -8,8 +8,8 @@ from typing import Any
 
 import httpx
 
-from service.projector.agui import AguiProjection
-from service.projector.ai_sdk_messages import build_message
+from agent_replay.projector.agui import AguiProjection
+from agent_replay.projector.ai_sdk_messages import build_message
 from tests.clients.conftest import Replicas
 from tests.clients.test_encoders import V5_TYPES, check_agui_sequence, check_ui_stream
 

@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from service.agents.demo import demo_agent
+from agent_replay.agents.demo import demo_agent
 from tests.agents.upstreams import pydantic_agent
 
 DELAY = 0.02

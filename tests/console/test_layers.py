@@ -1,17 +1,17 @@
-"""`replay tail` is a client of the public API: it never reaches into the service."""
+"""`agent-replay tail` is a client of the public API: it never reaches into the service."""
 
 from __future__ import annotations
 
 from tests.stream.test_layering import _modules, _offending
 
 INTERNALS = (
-    "service.api",
-    "service.log",
-    "service.stream",
-    "service.ingest",
-    "service.audit",
-    "service.archive",
-    "service.agents",
+    "agent_replay.api",
+    "agent_replay.log",
+    "agent_replay.stream",
+    "agent_replay.ingest",
+    "agent_replay.audit",
+    "agent_replay.archive",
+    "agent_replay.agents",
 )
 
 

@@ -1,4 +1,4 @@
-"""`replay tail` as a person runs it: on a real pseudo-terminal and piped, against a live
+"""`agent-replay tail` as a person runs it: on a real pseudo-terminal and piped, against a live
 run served over a real socket, through a relay whose connection the test cuts mid-run."""
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ import pyte
 import pytest
 
 from tests.conftest import settings_for
-from tests.relay import Relay, relay_to
-from tests.servers import Running, serve_in_process
+from tests.support.relay import Relay, relay_to
+from tests.support.servers import Running, serve_in_process
 
 ROOT = Path(__file__).resolve().parents[2]
 DEADLINE = 30.0
@@ -109,11 +109,11 @@ SUMMARY = re.compile(r"— run (\S+) finished · events (\d+) · \d+\.\d s\n")
 
 
 def _command(*args: str) -> list[str]:
-    return [sys.executable, "-m", "service.cli", "tail", *args]
+    return [sys.executable, "-m", "agent_replay.cli", "tail", *args]
 
 
 async def _tail(*args: str) -> subprocess.CompletedProcess[bytes]:
-    """Run `replay tail` to its end off the event loop (which serves the service)."""
+    """Run `agent-replay tail` to its end off the event loop (which serves the service)."""
     return await asyncio.to_thread(
         subprocess.run,
         _command(*args),
@@ -174,7 +174,7 @@ class Terminal:
 
 
 class Piped:
-    """`replay tail` with stdout and stderr on pipes, read without blocking the loop."""
+    """`agent-replay tail` with stdout and stderr on pipes, read without blocking the loop."""
 
     def __init__(self, *args: str) -> None:
         self.proc = subprocess.Popen(
@@ -209,7 +209,7 @@ class Piped:
 
 
 async def _wait_exit(proc: subprocess.Popen[bytes]) -> int:
-    await _until(lambda: proc.poll() is not None, "replay tail to exit")
+    await _until(lambda: proc.poll() is not None, "agent-replay tail to exit")
     assert proc.returncode is not None
     return proc.returncode
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.servers import serve_subprocess
+from tests.support.servers import serve_subprocess
 
 
 def test_client_when_connection_cut_and_reader_moves_replica_then_every_message_once_in_order(

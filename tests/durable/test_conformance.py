@@ -1,7 +1,7 @@
-"""The Durable Streams protocol's own conformance suite against `replay serve`.
+"""The Durable Streams protocol's own conformance suite against `agent-replay serve`.
 
 `@durable-streams/server-conformance-tests` (pinned in tests/durable/node)
-runs under vitest against a real `replay serve` process on loopback, backed
+runs under vitest against a real `agent-replay serve` process on loopback, backed
 by this module's own PostgreSQL database. Every test that is not one of the
 reserved subscription APIs (skipped by the suite unless asked for) must pass.
 It runs with the rest of `ops/test` (Node packages installed by it up front).
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.servers import serve_subprocess
+from tests.support.servers import serve_subprocess
 
 # The suite's count in the pinned version: 338 tests, 6 of them the reserved
 # subscription APIs it skips unless asked for.

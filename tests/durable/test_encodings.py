@@ -8,11 +8,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from service.durable import bodies, sse
-from service.durable.cursor import current_interval, response_cursor
-from service.durable.offsets import MAX_OFFSET_SEQ, NOW, format_offset, parse_offset
-from service.errors import EmptyArray, InvalidJson, InvalidOffset
-from service.log.chunks import dumps, loads
+from agent_replay.durable import bodies, sse
+from agent_replay.durable.cursor import current_interval, response_cursor
+from agent_replay.durable.offsets import MAX_OFFSET_SEQ, NOW, format_offset, parse_offset
+from agent_replay.errors import EmptyArray, InvalidJson, InvalidOffset
+from agent_replay.log.chunks import dumps, loads
 
 seqs = st.integers(min_value=0, max_value=MAX_OFFSET_SEQ)
 

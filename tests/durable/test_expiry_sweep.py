@@ -1,5 +1,5 @@
 """Expired streams are deleted with their runs: by the service on its own
-(REPLAY_DURABLE_SWEEP_SECONDS) and by `replay prune --expired-streams`."""
+(REPLAY_DURABLE_SWEEP_SECONDS) and by `agent-replay prune --expired-streams`."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 from tests.audit.helpers import replay
 from tests.conftest import settings_for
-from tests.servers import serve_in_process
+from tests.support.servers import serve_in_process
 
 DEADLINE = 20.0
 JSON = {"Content-Type": "application/json"}

@@ -6,7 +6,7 @@ import json
 
 import httpx
 
-from service.durable.offsets import format_offset
+from agent_replay.durable.offsets import format_offset
 
 CHUNKS = [
     {"type": "RUN_STARTED", "threadId": "t-fork", "runId": "fork-src"},

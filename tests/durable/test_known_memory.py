@@ -1,13 +1,13 @@
-"""What a process remembers of streams (service.durable.known): pure, no PostgreSQL."""
+"""What a process remembers of streams (agent_replay.durable.known): pure, no PostgreSQL."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from service.durable.bodies import is_json
-from service.durable.known import KnownStreams, media_type
-from service.log.streams import StreamState
+from agent_replay.durable.bodies import is_json
+from agent_replay.durable.known import KnownStreams, media_type
+from agent_replay.log.streams import StreamState
 
 BORN = datetime(2026, 12, 1, 15, 0, tzinfo=UTC)
 

@@ -1,4 +1,4 @@
-"""A plain append to a stream a replica remembers skips the lookup (service.durable.known).
+"""A plain append to a stream a replica remembers skips the lookup (agent_replay.durable.known).
 
 Each test makes the first replica remember a stream (an append through it), changes
 the stream through the second, then appends through the first again: the answer must
@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from tests.conftest import settings_for
-from tests.servers import serve_in_process
+from tests.support.servers import serve_in_process
 
 JSON = {"Content-Type": "application/json"}
 

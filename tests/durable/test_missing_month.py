@@ -1,5 +1,5 @@
 """A Durable Streams write whose month of `events` has no partition yet makes it and
-commits, as the group commit does (service.log.partitions): a PUT with a body and a
+commits, as the group commit does (agent_replay.log.partitions): a PUT with a body and a
 guarded (producer) append run their own transactions, outside the group commit."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import asyncpg
 import httpx
 import pytest
 
-from service.log import partitions
+from agent_replay.log import partitions
 from tests.conftest import settings_for
-from tests.pg import Databases
-from tests.servers import serve_in_process
+from tests.support.pg import Databases
+from tests.support.servers import serve_in_process
 
 JSON = {"Content-Type": "application/json"}
 

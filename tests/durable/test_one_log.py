@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import httpx
 
-from service.durable.offsets import format_offset
+from agent_replay.durable.offsets import format_offset
 
 AGUI = [
     {"type": "RUN_STARTED", "threadId": "t-ds", "runId": "ds-run-1"},

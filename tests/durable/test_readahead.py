@@ -11,14 +11,14 @@ from dataclasses import dataclass
 import httpx
 import pytest
 
-from service.api.app import create_app
-from service.durable.offsets import format_offset
-from service.durable.readahead import ReadAhead
-from service.log import EventLog
-from service.log.chunks import stored
-from service.log.streams import NewStream, StreamState, StreamStore
+from agent_replay.api.app import create_app
+from agent_replay.durable.offsets import format_offset
+from agent_replay.durable.readahead import ReadAhead
+from agent_replay.log import EventLog
+from agent_replay.log.chunks import stored
+from agent_replay.log.streams import NewStream, StreamState, StreamStore
 from tests.conftest import settings_for
-from tests.servers import serve_asgi
+from tests.support.servers import serve_asgi
 
 JSON = {"Content-Type": "application/json"}
 PAGE = 3

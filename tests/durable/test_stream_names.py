@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from tests.access.conftest import log_digest
-from tests.servers import Running
+from tests.support.servers import Running
 
 
 async def _raw(base: str, request: bytes) -> tuple[int, bytes, bytes]:
@@ -69,7 +69,7 @@ async def test_put_with_nul_in_a_stored_header_is_refused_and_nothing_made(
     service: Running, database_url: str, header: bytes
 ) -> None:
     # The HTTP parser refuses it before the service sees it; the service's own check
-    # (service.durable.headers.check_storable) stands behind any server that lets it by.
+    # (agent_replay.durable.headers.check_storable) stands behind any server that lets it by.
     conn = await asyncpg.connect(database_url)
     try:
         before = await log_digest(conn), await conn.fetchval("SELECT count(*) FROM streams")

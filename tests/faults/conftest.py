@@ -1,5 +1,5 @@
 """Fault tests: each on its own PostgreSQL cluster (tests/cluster.py), the service as
-real `replay serve` processes, producers that retry (service.client), followers that
+real `agent-replay serve` processes, producers that retry (agent_replay.client), followers that
 resume with Last-Event-ID."""
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from typing import IO, Any
 import httpx
 import pytest
 
-from service import migrate
-from service.client import Producer
-from tests.cluster import Cluster, running_cluster
-from tests.servers import serve_subprocess
+from agent_replay import migrate
+from agent_replay.client import Producer
 from tests.stream.wire import NdjsonReader, SseReader
+from tests.support.cluster import Cluster, running_cluster
+from tests.support.servers import serve_subprocess
 
 DATABASE = "replay"
 # The service promises an answer within this long while the database is away.
@@ -71,7 +71,7 @@ def service_env(url: str, **extra: str) -> dict[str, str]:
 def replica(
     url: str, log: IO[bytes] | None = None, **extra: str
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """`replay serve` on the cluster, as its own process (killable, signalable)."""
+    """`agent-replay serve` on the cluster, as its own process (killable, signalable)."""
     with serve_subprocess(service_env(url, **extra), log_file=log) as running:
         yield running
 
@@ -83,7 +83,7 @@ def server_log() -> Iterator[IO[bytes]]:
         yield f
         f.seek(0)
         tail = f.read()[-8000:].decode(errors="replace")
-        print("--- replay serve log (tail) ---\n" + tail)
+        print("--- agent-replay serve log (tail) ---\n" + tail)
 
 
 def chunk(run_id: str, n: int) -> dict[str, Any]:

@@ -9,10 +9,10 @@ import asyncio
 
 import pytest
 
-from service.errors import Unavailable
-from service.log import EventLog
-from tests.cluster import Cluster
+from agent_replay.errors import Unavailable
+from agent_replay.log import EventLog
 from tests.faults.conftest import chunk
+from tests.support.cluster import Cluster
 
 BOUND = 0.6
 # The second append comes this long after the first: its bound ends after the first's.

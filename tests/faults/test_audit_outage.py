@@ -11,8 +11,8 @@ from typing import IO
 
 import httpx
 
-from tests.cluster import Cluster
 from tests.faults.conftest import replica, until
+from tests.support.cluster import Cluster
 
 ANSWER_BOUND = 5.0
 THREAD = "t-audit"

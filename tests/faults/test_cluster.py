@@ -10,7 +10,7 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from tests.cluster import running_cluster, tmpfs
+from tests.support.cluster import running_cluster, tmpfs
 
 
 async def _value(url: str, sql: str) -> object:

@@ -14,9 +14,9 @@ from typing import IO, Any
 import httpx
 import pytest
 
-from service.client import Producer
-from tests.cluster import Cluster, running_cluster, tmpfs
+from agent_replay.client import Producer
 from tests.faults.conftest import chunk, prepare, replica, stored
+from tests.support.cluster import Cluster, running_cluster, tmpfs
 
 # Room for an initialized, migrated cluster (about 25 MB without its WAL) and a little more.
 DATA_VOLUME = "40m"

@@ -1,7 +1,7 @@
 """Failover: the primary dies (SIGKILL, a lost host) under load and its synchronous standby
 is promoted. The service is given both hosts in one DSN with
 `target_session_attrs=read-write`, so its pool, its LISTEN connection and the audit's
-engine find whichever is the primary now. Producers retry (service.client), followers
+engine find whichever is the primary now. Producers retry (agent_replay.client), followers
 resume; the log on the new primary holds exactly the acknowledged events once, in order,
 and every follower got exactly that.
 
@@ -20,9 +20,8 @@ from typing import IO
 
 import httpx
 
-from service import migrate
-from service.client import Producer, RetryPolicy
-from tests.cluster import Cluster
+from agent_replay import migrate
+from agent_replay.client import Producer, RetryPolicy
 from tests.faults.conftest import (
     DATABASE,
     Follower,
@@ -35,6 +34,7 @@ from tests.faults.conftest import (
     until,
 )
 from tests.ops.scrape import scrape, value
+from tests.support.cluster import Cluster
 
 RUNS = 4
 FOLLOWERS_PER_RUN = 2

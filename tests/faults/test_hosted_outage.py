@@ -11,9 +11,9 @@ from typing import IO
 
 import httpx
 
-from tests.cluster import Cluster
 from tests.faults.agents import PACED_DELTAS, PACED_SECONDS
 from tests.faults.conftest import Follower, following, replica, stored, until
+from tests.support.cluster import Cluster
 
 OUTAGE_SECONDS = 10.0
 AGENTS = json.dumps({"paced": "python:tests.faults.agents:paced"})

@@ -10,9 +10,9 @@ from typing import IO
 
 import httpx
 
-from service.client import Ack, Producer
-from tests.cluster import Cluster
+from agent_replay.client import Ack, Producer
 from tests.faults.conftest import chunk, replica, stored
+from tests.support.cluster import Cluster
 
 ANSWER_BOUND = 5.0
 

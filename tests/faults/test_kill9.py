@@ -11,7 +11,7 @@ from typing import IO
 import asyncpg
 import httpx
 
-from service.client import Ack, Producer
+from agent_replay.client import Ack, Producer
 from tests.faults.conftest import chunk, replica, stored, until
 
 EVENTS = 10_000
@@ -65,7 +65,7 @@ async def test_service_killed_9_mid_append_of_10000_then_all_or_nothing_and_retr
                         answer = None
             if writing:
                 await _gone(conn, writing)
-            # Events, not rows: a batch row holds `n` of them (service.log.rows).
+            # Events, not rows: a batch row holds `n` of them (agent_replay.log.rows).
             count = await conn.fetchval(
                 "SELECT coalesce(sum(n), 0) FROM events WHERE run_id = $1", run_id
             )

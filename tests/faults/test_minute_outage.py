@@ -19,7 +19,6 @@ from typing import IO, Any
 
 import httpx
 
-from tests.cluster import Cluster
 from tests.faults.agents import SLOW_DELTAS, SLOW_SECONDS
 from tests.faults.conftest import (
     ANSWER_BOUND,
@@ -32,6 +31,7 @@ from tests.faults.conftest import (
     until,
 )
 from tests.ops.scrape import scrape, value
+from tests.support.cluster import Cluster
 
 OUTAGE_SECONDS = 60.0
 LEASE_SECONDS = 30

@@ -10,8 +10,7 @@ from typing import IO, Any
 
 import httpx
 
-from service.client import Producer, RetryPolicy
-from tests.cluster import Cluster
+from agent_replay.client import Producer, RetryPolicy
 from tests.faults.conftest import (
     Follower,
     chunk,
@@ -22,6 +21,7 @@ from tests.faults.conftest import (
     replica,
     stored,
 )
+from tests.support.cluster import Cluster
 
 RUNS = 4
 FOLLOWERS_PER_RUN = 2

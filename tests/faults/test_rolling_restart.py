@@ -14,8 +14,7 @@ from typing import IO, Any
 
 import httpx
 
-from service.client import Producer, RetryPolicy
-from tests.cluster import Cluster
+from agent_replay.client import Producer, RetryPolicy
 from tests.faults.agents import PACED_DELTAS
 from tests.faults.conftest import (
     Follower,
@@ -27,7 +26,8 @@ from tests.faults.conftest import (
     until,
 )
 from tests.ops.scrape import scrape, value
-from tests.proxy import nginx_in_front
+from tests.support.cluster import Cluster
+from tests.support.proxy import nginx_in_front
 
 RUNS = 10
 FOLLOWERS_PER_RUN = 5

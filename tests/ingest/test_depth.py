@@ -18,10 +18,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from service.errors import NestedTooDeep
-from service.log import EventLog
-from service.log.chunks import MAX_EVENT_DEPTH, nesting
-from service.log.rows import BATCH_MIN
+from agent_replay.errors import NestedTooDeep
+from agent_replay.log import EventLog
+from agent_replay.log.chunks import MAX_EVENT_DEPTH, nesting
+from agent_replay.log.rows import BATCH_MIN
 
 
 def deep_event(levels: int) -> dict[str, Any]:
@@ -164,7 +164,15 @@ def test_import_of_an_event_nested_past_the_bound_is_refused(
     file.write_text(json.dumps(header) + "\n" + event + "\n")
     clean = {k: v for k, v in os.environ.items() if not k.startswith("REPLAY_")}
     done = subprocess.run(
-        [sys.executable, "-m", "service.cli", "import", str(file), "--database-url", database_url],
+        [
+            sys.executable,
+            "-m",
+            "agent_replay.cli",
+            "import",
+            str(file),
+            "--database-url",
+            database_url,
+        ],
         capture_output=True,
         env=clean,
         timeout=120,

@@ -12,11 +12,11 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from service.errors import InvalidEvent, InvalidJson, InvalidRequest, PayloadTooLarge
-from service.ingest import Limits, parse_json_batch
-from service.ingest.verbatim import split_events
-from service.log.chunks import Chunks, loads, storable, text_at, texts_of, types_of
-from service.log.rows import BATCH_MIN
+from agent_replay.errors import InvalidEvent, InvalidJson, InvalidRequest, PayloadTooLarge
+from agent_replay.ingest import Limits, parse_json_batch
+from agent_replay.ingest.verbatim import split_events
+from agent_replay.log.chunks import Chunks, loads, storable, text_at, texts_of, types_of
+from agent_replay.log.rows import BATCH_MIN
 from tests.ingest.jsonvalues import same
 
 LIMITS = Limits()

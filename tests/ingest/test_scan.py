@@ -1,4 +1,4 @@
-"""The C scan of a large JSON or NDJSON append body (`service/ingest/_scan.c`): built
+"""The C scan of a large JSON or NDJSON append body (`service/agent_replay/ingest/_scan.c`): built
 where the tests run, it reads exactly what msgspec's passes (or the line-by-line path)
 read, and a body it vouches for is one the exact parser reads the same way, however the
 body was damaged."""
@@ -13,11 +13,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from service.errors import InvalidEvent, InvalidJson, InvalidRequest
-from service.ingest import Limits, parse_json_batch, parse_ndjson_batch, verbatim
-from service.ingest.verbatim import split_decoded, split_lines, split_scanned
-from service.log.chunks import Chunks, loads, texts_of, types_of
-from service.log.rows import BATCH_MIN
+from agent_replay.errors import InvalidEvent, InvalidJson, InvalidRequest
+from agent_replay.ingest import Limits, parse_json_batch, parse_ndjson_batch, verbatim
+from agent_replay.ingest.verbatim import split_decoded, split_lines, split_scanned
+from agent_replay.log.chunks import Chunks, loads, texts_of, types_of
+from agent_replay.log.rows import BATCH_MIN
 from tests.ingest.jsonvalues import same
 
 LIMITS = Limits()

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.sanitized import ROOT, run_sanitized
+from tests.support.sanitized import ROOT, run_sanitized
 
-SOURCE = ROOT / "service" / "ingest" / "_scan.c"
+SOURCE = ROOT / "service" / "agent_replay" / "ingest" / "_scan.c"
 
 # Run on the sanitized build (`built`, see `run_sanitized`). Deterministic: seeded, no hypothesis.
 FUZZ = r"""

@@ -1,7 +1,7 @@
 """The `LogStore` contract, as a suite any implementation runs.
 
 Modelled on eventsourcing's `ApplicationRecorderTestCase`: the tests are
-written against the Protocol only (`service.log.store.LogStore`), and an
+written against the Protocol only (`agent_replay.log.store.LogStore`), and an
 implementation runs them by subclassing `LogStoreContract` and providing a
 `store` fixture that yields a fresh, working store (and a `second_store`
 fixture: another handle on the same log, as another process would have):
@@ -32,7 +32,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from service.errors import (
+from agent_replay.errors import (
     InvalidRunId,
     ReplayError,
     RunClosed,
@@ -40,8 +40,8 @@ from service.errors import (
     RunNotFound,
     SeqConflict,
 )
-from service.ingest import Limits, chunk_from_text
-from service.log import MAX_SEQ, LogStore, Notice
+from agent_replay.ingest import Limits, chunk_from_text
+from agent_replay.log import MAX_SEQ, LogStore, Notice
 
 DEADLINE = 10.0
 

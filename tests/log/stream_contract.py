@@ -12,7 +12,7 @@ As `tests.log.contract` does for `LogStore`: the tests are written against
 
 Each test uses stream names of its own, so the suite may share one database.
 What a stream is (a run whose events are its messages) is the log's rule;
-which header means what is the protocol's (`service.durable`), not tested here.
+which header means what is the protocol's (`agent_replay.durable`), not tested here.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from service.errors import (
+from agent_replay.errors import (
     ProducerEpochSeq,
     ProducerFenced,
     ProducerSeqGap,
@@ -39,8 +39,8 @@ from service.errors import (
     StreamNotFound,
     StreamSeqConflict,
 )
-from service.log.chunks import StoredChunk, stored
-from service.log.streams import NewStream, Producer, StreamState, StreamStore, run_id_for
+from agent_replay.log.chunks import StoredChunk, stored
+from agent_replay.log.streams import NewStream, Producer, StreamState, StreamStore, run_id_for
 
 Age = Callable[[str, float], Awaitable[None]]
 JSON = "application/json"

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from service.config import asyncpg_dsn
-from service.errors import (
+from agent_replay.config import asyncpg_dsn
+from agent_replay.errors import (
     InvalidEvent,
     InvalidRunId,
     ProducerRefused,
@@ -24,10 +24,10 @@ from service.errors import (
     SeqConflict,
     Unavailable,
 )
-from service.ingest.verbatim import split_events
-from service.log import EventLog, sql
-from service.log.chunks import Chunks, stored, stored_values
-from service.log.request import Group, Pending
+from agent_replay.ingest.verbatim import split_events
+from agent_replay.log import EventLog, sql
+from agent_replay.log.chunks import Chunks, stored, stored_values
+from agent_replay.log.request import Group, Pending
 
 
 async def stored_texts(log: EventLog, run_id: str) -> list[str]:
@@ -810,7 +810,7 @@ async def test_appends_when_a_group_waits_on_a_run_lock_then_other_runs_commit_b
 
 def _groups_committed() -> float:
     """How many groups this process has committed (the group-size histogram's count)."""
-    from service import metrics
+    from agent_replay import metrics
 
     return metrics.GROUP_COMMIT_EVENTS.count
 

@@ -6,10 +6,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from service.log import EventLog, LogStore
+from agent_replay.log import EventLog, LogStore
 from tests.log.contract import LogStoreContract
 
-# Both layouts of `events` (service.log.rows): a row per event, and batch rows for
+# Both layouts of `events` (agent_replay.log.rows): a row per event, and batch rows for
 # every append of two chunks or more (so nearly every read starts or ends inside one).
 LAYOUTS = [pytest.param(None, id="row-per-event"), pytest.param(2, id="batch-rows")]
 

@@ -9,14 +9,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from service.errors import Unavailable, Unstorable
-from service.log import EventLog, sql
-from service.log.chunks import stored
-from service.log.listener import register
-from service.log.notifications import CHANNEL, READERS_CHANNEL, Notice, decode, encode
-from service.log.request import Group, Pending
-from service.log.sql import QUERIES, SOURCE, parse
-from tests.servers import free_port
+from agent_replay.errors import Unavailable, Unstorable
+from agent_replay.log import EventLog, sql
+from agent_replay.log.chunks import stored
+from agent_replay.log.listener import register
+from agent_replay.log.notifications import CHANNEL, READERS_CHANNEL, Notice, decode, encode
+from agent_replay.log.request import Group, Pending
+from agent_replay.log.sql import QUERIES, SOURCE, parse
+from tests.support.servers import free_port
 
 DEADLINE = 10.0
 

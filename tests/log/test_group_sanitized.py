@@ -1,4 +1,4 @@
-"""The C of a commit lane's loops (`service/log/_group.c`) built with AddressSanitizer and
+"""The C of a commit lane's loops (`agent_replay/log/_group.c`) built with AddressSanitizer and
 UndefinedBehaviorSanitizer, fed groups and rows of every shape: a read of freed memory, a
 reference leaked or dropped, or undefined behaviour stops the run with the sanitizer's
 report; every answer is also held to the Python twins'."""
@@ -7,18 +7,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.sanitized import ROOT, run_sanitized
+from tests.support.sanitized import ROOT, run_sanitized
 
-SOURCE = ROOT / "service" / "log" / "_group.c"
+SOURCE = ROOT / "service" / "agent_replay" / "log" / "_group.c"
 
 # Run on the sanitized build (`built`, see `run_sanitized`). Deterministic: seeded, no hypothesis.
 FUZZ = r"""
 import random, sys
-from service.log.chunks import StoredChunk
+from agent_replay.log.chunks import StoredChunk
 from collections import deque
-from service.log.request import (AppendResult, Pending, RunShare, ones_columns_python,
+from agent_replay.log.request import (AppendResult, Pending, RunShare, ones_columns_python,
                                  ones_python, settle_loop_python, take_python)
-from service.log.summary import SUMMARIZED
+from agent_replay.log.summary import SUMMARIZED
 
 class Future:
     def __init__(self, done):

@@ -16,10 +16,10 @@ from collections.abc import AsyncIterator, Callable
 import asyncpg
 import pytest
 
-from service.log import EventLog
-from service.log.listener import register
-from service.log.notifications import CHANNEL, Notice, decode
-from tests.pg import Databases
+from agent_replay.log import EventLog
+from agent_replay.log.listener import register
+from agent_replay.log.notifications import CHANNEL, Notice, decode
+from tests.support.pg import Databases
 
 DEADLINE = 10.0
 # Listeners started one after another beside the appends (each a chance to race).

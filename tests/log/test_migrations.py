@@ -11,11 +11,11 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from service import migrate
-from service.config import sqlalchemy_url
-from service.log import EventLog, partitions
-from service.log.schema import include_object, metadata
-from tests.pg import Databases
+from agent_replay import migrate
+from agent_replay.config import sqlalchemy_url
+from agent_replay.log import EventLog, partitions
+from agent_replay.log.schema import include_object, metadata
+from tests.support.pg import Databases
 
 
 async def _diff(url: str) -> list[object]:

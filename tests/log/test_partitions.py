@@ -10,11 +10,11 @@ from datetime import UTC, date, datetime, timedelta
 import asyncpg
 import pytest
 
-from service.log import EventLog, partitions
-from service.log.bulk import LoadedRun, LoggedEvent, RunRecord
-from service.log.chunks import stored
-from service.log.sql import QUERIES
-from tests.pg import Databases
+from agent_replay.log import EventLog, partitions
+from agent_replay.log.bulk import LoadedRun, LoggedEvent, RunRecord
+from agent_replay.log.chunks import stored
+from agent_replay.log.sql import QUERIES
+from tests.support.pg import Databases
 
 OLD = date(2025, 3, 1)  # a month whose runs are all closed long ago
 HELD = date(2025, 4, 1)  # one of its runs is still open
@@ -164,7 +164,7 @@ async def _prune_setup(database_url: str) -> None:
         await log.close()
     conn = await asyncpg.connect(database_url)
     try:
-        # A run of this month forked from `source` at its seq 5 (as service.log.streams
+        # A run of this month forked from `source` at its seq 5 (as agent_replay.log.streams
         # stores a fork: its prefix is read from the source's events).
         await conn.execute("UPDATE runs SET last_seq = 7 WHERE run_id = 'fork'")
         await conn.execute("UPDATE events SET seq = seq + 5 WHERE run_id = 'fork'")

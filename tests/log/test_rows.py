@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from service.config import Settings
-from service.durable.bodies import message_chunk
-from service.errors import InvalidEvent
-from service.log import chunks, rows
-from service.log.chunks import (
+from agent_replay.config import Settings
+from agent_replay.durable.bodies import message_chunk
+from agent_replay.errors import InvalidEvent
+from agent_replay.log import chunks, rows
+from agent_replay.log.chunks import (
     StoredChunk,
     stored,
     stored_one,
@@ -23,9 +23,9 @@ from service.log.chunks import (
     stored_token_python,
     stored_values,
 )
-from service.log.sql import SOURCE
+from agent_replay.log.sql import SOURCE
 
-# Texts as the log holds them: no raw newline (see service.log.rows).
+# Texts as the log holds them: no raw newline (see agent_replay.log.rows).
 texts = st.text(st.characters(blacklist_characters="\n"), max_size=8)
 
 
@@ -62,7 +62,7 @@ def test_rows_when_cut_from_any_seq_to_any_bound_then_each_event_once_in_order(
     stored_rows, seqs = _rows_of(sizes)
     assert all(n <= rows.BATCH_MAX for _, n, _, _, _ in stored_rows)
     want = [s for s in seqs if s > after and (upto is None or s <= upto)][:limit]
-    # What a read's WHERE keeps: rows holding any seq in the range (service.log.rows).
+    # What a read's WHERE keeps: rows holding any seq in the range (agent_replay.log.rows).
     kept = [r for r in stored_rows if r[0] > after and (upto is None or r[0] - r[1] < upto)]
     events = rows.events_of(kept, after, upto, limit)
     assert [(seq, kind, chunk) for seq, kind, chunk, _ in events] == [

@@ -14,10 +14,10 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from service.errors import ProducerRefused, RunClosed, RunNotFound, SeqConflict
-from service.log import request, sql
-from service.log.chunks import stored
-from service.log.request import (
+from agent_replay.errors import ProducerRefused, RunClosed, RunNotFound, SeqConflict
+from agent_replay.log import request, sql
+from agent_replay.log.chunks import stored
+from agent_replay.log.request import (
     AppendResult,
     EventRows,
     Group,
@@ -31,8 +31,8 @@ from service.log.request import (
     settle_loop_python,
     take_python,
 )
-from service.log.store import RunState
-from service.log.summary import SUMMARIZED, summarize
+from agent_replay.log.store import RunState
+from agent_replay.log.summary import SUMMARIZED, summarize
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The C of a run's token (`service/log/_stored.c`) built with AddressSanitizer and
+"""The C of a run's token (`service/agent_replay/log/_stored.c`) built with AddressSanitizer and
 UndefinedBehaviorSanitizer, fed objects of every shape: a read of freed memory, a reference
 leaked or dropped, or undefined behaviour stops the run with the sanitizer's report."""
 
@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.sanitized import ROOT, run_sanitized
+from tests.support.sanitized import ROOT, run_sanitized
 
-SOURCE = ROOT / "service" / "log" / "_stored.c"
+SOURCE = ROOT / "service" / "agent_replay" / "log" / "_stored.c"
 
 # Run on the sanitized build (`built`, see `run_sanitized`). Deterministic: seeded, no hypothesis.
 FUZZ = r"""
 import random, sys
-from service.log.chunks import StoredChunk, stored, stored_one_python
+from agent_replay.log.chunks import StoredChunk, stored, stored_one_python
 
 class Unencodable:
     pass

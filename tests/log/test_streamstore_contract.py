@@ -8,8 +8,8 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 
-from service.log import EventLog
-from service.log.streams import Producer, StreamStore, run_id_for
+from agent_replay.log import EventLog
+from agent_replay.log.streams import Producer, StreamStore, run_id_for
 from tests.log.stream_contract import (
     Age,
     StreamStoreContract,

@@ -1,5 +1,5 @@
 // TanStack AI's own server-side chunk normalization, for the differential test of
-// `replay project --normalize`: one JSON chunk per stdin line in, one JSON array per line out.
+// `agent-replay project --normalize`: one JSON chunk per stdin line in, one JSON array per line out.
 import { normalizeStreamChunk } from "@tanstack/ai";
 import { createInterface } from "node:readline";
 

@@ -1,4 +1,4 @@
-"""Access lines and request ids, read from a real `replay serve`'s stderr.
+"""Access lines and request ids, read from a real `agent-replay serve`'s stderr.
 
 JSON lines (`REPLAY_LOG_FORMAT=json`) are parsed; text lines are checked for
 the same facts. No line may carry a key or a token, wherever it was sent.
@@ -17,8 +17,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.servers import serve_subprocess
 from tests.stream.wire import SseReader
+from tests.support.servers import serve_subprocess
 
 KEY = "sk-live-7f3a9c1e5b"
 TOKEN = "tok-8d2e4f6a0c"
@@ -161,7 +161,7 @@ async def test_access_log_when_key_and_token_sent_then_neither_is_ever_written(
     text = path.read_text()
     assert KEY not in text and TOKEN not in text
     (line,) = _access(path, "req-token")
-    # ?token= never reaches the log: it is taken out of the URL first (service.api.edge).
+    # ?token= never reaches the log: it is taken out of the URL first (agent_replay.api.edge).
     assert line["path"] == "/v1/runs/acc-tok/stream?offset=-1&api_key=REDACTED"
     assert line["status"] == 404
     assert [entry["status"] for entry in _json_lines(path) if entry.get("route") == "/v1/runs"] == [

@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 
-from service.metrics import LoopCounter, LoopHistogram, _Unlocked
+from agent_replay.metrics import LoopCounter, LoopHistogram, _Unlocked
 
 _BOUNDS = (0, 1, 10, 100, 1000, 10_000, 100_000, 1_000_000)
 

@@ -17,8 +17,8 @@ import pytest
 
 from tests.conftest import settings_for
 from tests.ops.scrape import Samples, delta, scrape, value
-from tests.servers import Running, serve_in_process
 from tests.stream.wire import SseReader
+from tests.support.servers import Running, serve_in_process
 
 
 @pytest.fixture(scope="module")
@@ -154,7 +154,7 @@ async def test_metrics_when_a_follower_streams_a_live_run_then_gauge_and_events_
         lambda s: value(s, "replay_stream_followers") == value(before, "replay_stream_followers"),
     )
     # The five it read itself its task sent; the two committed while it waited caught
-    # up, the commit wrote (service.stream.outlet).
+    # up, the commit wrote (agent_replay.stream.outlet).
     sent = "replay_stream_events_sent_total"
     assert delta(before, after, sent, {"by": "follower"}) == 5
     assert delta(before, after, sent, {"by": "commit"}) == 2

@@ -1,4 +1,4 @@
-"""ops/nginx/replay.conf in front of two `replay serve` processes: streams go through live.
+"""ops/nginx/replay.conf in front of two `agent-replay serve` processes: streams go through live.
 
 nginx's read timeout is compressed to 2 s and the replicas' heartbeat to
 0.3 s, so an idle minute in production is a few seconds here.
@@ -22,9 +22,9 @@ import pytest
 
 from tests.conftest import settings_for
 from tests.ops.scrape import scrape, value
-from tests.proxy import nginx_in_front
-from tests.servers import serve_in_process, serve_subprocess
 from tests.stream.wire import SseReader
+from tests.support.proxy import nginx_in_front
+from tests.support.servers import serve_in_process, serve_subprocess
 
 READ_TIMEOUT_SECONDS = 2
 HEARTBEAT_SECONDS = 0.3

@@ -1,4 +1,4 @@
-"""replay prune --max-rate: retention paced to spare the appends' I/O, and still complete."""
+"""agent-replay prune --max-rate: retention paced to spare the appends' I/O, and still complete."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 import asyncpg
 import pytest
 
-from service.log import EventLog
+from agent_replay.log import EventLog
 from tests.audit.helpers import replay
 
 

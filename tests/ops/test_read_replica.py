@@ -18,12 +18,12 @@ import asyncpg
 import httpx
 import pytest
 
-from service import migrate
-from tests.cluster import Cluster, running_cluster
+from agent_replay import migrate
 from tests.conftest import settings_for
 from tests.ops.scrape import delta, scrape
-from tests.servers import serve_in_process
 from tests.stream.wire import SseReader
+from tests.support.cluster import Cluster, running_cluster
+from tests.support.servers import serve_in_process
 
 
 @pytest.fixture(scope="module")

@@ -18,8 +18,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from tests.servers import serve_asgi, serve_subprocess
 from tests.stream.wire import SseReader
+from tests.support.servers import serve_asgi, serve_subprocess
 
 
 class Receiver:
@@ -92,7 +92,7 @@ async def test_tracing_when_endpoint_set_then_request_spans_with_their_statement
 def test_tracing_when_no_endpoint_then_the_sdk_is_never_imported() -> None:
     probe = (
         "import sys\n"
-        "from service.api.app import create_app\n"
+        "from agent_replay.api.app import create_app\n"
         "create_app()\n"
         "print(sorted(m for m in sys.modules"
         " if m.startswith(('opentelemetry.sdk', 'opentelemetry.instrumentation',"

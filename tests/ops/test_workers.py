@@ -1,4 +1,4 @@
-"""`replay serve --workers N`: processes on one port, joined as replicas are."""
+"""`agent-replay serve --workers N`: processes on one port, joined as replicas are."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import httpx
 import orjson
 import pytest
 
-from tests.pg import Databases
-from tests.servers import serve_subprocess
+from tests.support.pg import Databases
+from tests.support.servers import serve_subprocess
 
 DEADLINE = 30.0
 
@@ -118,7 +118,7 @@ async def test_serve_when_workers_on_the_embedded_database_then_the_parent_runs_
 def test_serve_when_workers_not_a_positive_number_then_refused_before_starting() -> None:
     for bad in ("0", "-1", "two", "65"):
         done = subprocess.run(
-            [sys.executable, "-m", "service.cli", "serve", "--workers", bad],
+            [sys.executable, "-m", "agent_replay.cli", "serve", "--workers", bad],
             capture_output=True,
             text=True,
             timeout=DEADLINE,

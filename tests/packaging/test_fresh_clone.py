@@ -11,8 +11,10 @@ CASES = 16  # the golden corpus's cases (tests/projector/golden/*.jsonl) at leas
 
 
 def _in_clone(clone: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    # The clone's own `service` and `tests` come first on sys.path (the working directory).
+    # The clone's own `tests` (the working directory) and `agent_replay` (its src folder,
+    # service/) come first on sys.path.
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = str(clone / "service")
     return subprocess.run(
         [sys.executable, *args], cwd=clone, env=env, capture_output=True, text=True, timeout=300
     )
@@ -21,7 +23,9 @@ def _in_clone(clone: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def test_fresh_clone_when_nothing_beside_it_then_corpus_found_inside_it(clone: Path) -> None:
     # Alone in its folder: nothing beside it (no reference material) to lean on.
     assert [p.name for p in clone.parent.iterdir()] == [clone.name]
-    code = "import tests.projector.conftest as c, service; print(c.CASES, service.__file__)"
+    code = (
+        "import tests.projector.conftest as c, agent_replay; print(c.CASES, agent_replay.__file__)"
+    )
     where = _in_clone(clone, "-c", code)
     assert where.returncode == 0, where.stderr
     cases, package = (Path(p) for p in where.stdout.split())

@@ -1,7 +1,7 @@
 """`pip wheel .` and `pip install` of that wheel into a clean venv outside the repository:
-the installed `replay` migrates, serves and finds its own files (alembic scripts, static
-files) from the installed package. pip's cache is reused, so this takes seconds once the
-dependencies have been downloaded."""
+the installed `agent-replay` (and its alias `replay`) migrates, serves and finds its own
+files (alembic scripts, static files) from the installed package. pip's cache is reused,
+so this takes seconds once the dependencies have been downloaded."""
 
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from service import migrate
-from tests.pg import Databases
-from tests.servers import free_port
+from agent_replay import migrate
+from tests.support.pg import Databases
+from tests.support.servers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -40,9 +40,11 @@ class Installed:
         env["PATH"] = f"{self.bin}{os.pathsep}{env.get('PATH', '')}"
         return {**env, **extra}
 
-    def replay(self, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    def replay(
+        self, *args: str, command: str = "agent-replay", **env: str
+    ) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [str(self.bin / "replay"), *args],
+            [str(self.bin / command), *args],
             cwd=self.elsewhere,
             env=self.env(**env),
             capture_output=True,
@@ -77,26 +79,32 @@ def test_wheel_when_built_then_ships_migrations_and_static_files(installed: Inst
     assert migrate.MIGRATIONS == ROOT / "migrations"
     revisions = {p.name for p in migrate.MIGRATIONS.glob("versions/*.py")}
     assert revisions
-    assert {f"service/migrations/versions/{r}" for r in revisions} <= names
-    assert {"service/migrations/env.py", "service/migrations/script.py.mako"} <= names
-    assert "service/api/static/demo.html" in names
+    assert {f"agent_replay/migrations/versions/{r}" for r in revisions} <= names
+    assert {"agent_replay/migrations/env.py", "agent_replay/migrations/script.py.mako"} <= names
+    assert "agent_replay/api/static/demo.html" in names
     assert not any(n.startswith(("tests/", "migrations/")) for n in names)
 
 
 def test_wheel_when_built_then_holds_every_module_of_the_checkout(
     installed: Installed, clone: Path
 ) -> None:
-    # pyproject lists the packages (one of them mapped from `migrations/`): a package
-    # added to the checkout but not to that list would be missing from every install.
+    # Packages are found, not listed (the alembic scripts through the package's link to
+    # `migrations/`): every module of the checkout must be in every install.
     names = set(zipfile.ZipFile(installed.wheel).namelist())
-    modules = {p.relative_to(clone).as_posix() for p in (clone / "service").rglob("*.py")}
+    package = clone / "service" / "agent_replay"
+    modules = {
+        "agent_replay/" + p.relative_to(package).as_posix()
+        for p in package.rglob("*.py")
+        if p.relative_to(package).parts[0] != "migrations"
+    }
     modules |= {
-        "service/" + p.relative_to(clone).as_posix() for p in (clone / "migrations").rglob("*.py")
+        "agent_replay/" + p.relative_to(clone).as_posix()
+        for p in (clone / "migrations").rglob("*.py")
     }
     assert modules
     assert modules - names == set()
     # And the append body's C scan, compiled for this platform.
-    assert any(n.startswith("service/ingest/_scan.") and n.endswith(".so") for n in names)
+    assert any(n.startswith("agent_replay/ingest/_scan.") and n.endswith(".so") for n in names)
 
 
 def test_installed_replay_when_run_outside_repo_then_imports_the_installed_package(
@@ -104,7 +112,7 @@ def test_installed_replay_when_run_outside_repo_then_imports_the_installed_packa
 ) -> None:
     python = installed.bin / "python"
     where = subprocess.run(
-        [str(python), "-c", "import service; print(service.__file__)"],
+        [str(python), "-c", "import agent_replay; print(agent_replay.__file__)"],
         cwd=installed.elsewhere,
         env=installed.env(),
         capture_output=True,
@@ -112,18 +120,36 @@ def test_installed_replay_when_run_outside_repo_then_imports_the_installed_packa
         check=True,
     )
     assert Path(where.stdout.strip()).is_relative_to(installed.bin.parent)
-    assert installed.replay("--help").returncode == 0
+    helped = installed.replay("--help")
+    assert helped.returncode == 0, helped.stderr
+    assert helped.stdout.startswith("usage: agent-replay ")
+    # The short alias runs the same command.
+    alias = installed.replay("--help", command="replay")
+    assert alias.returncode == 0, alias.stderr
+    assert alias.stdout.split("\n", 1)[1] == helped.stdout.split("\n", 1)[1]
+
+
+def test_wheel_when_installed_then_its_only_top_level_name_is_agent_replay(
+    installed: Installed,
+) -> None:
+    # Nothing generic (`service`, `migrations`, `tests`) lands in site-packages, where it
+    # would shadow an application's own package of that name or be shadowed by it.
+    names = zipfile.ZipFile(installed.wheel).namelist()
+    tops = {n.split("/", 1)[0] for n in names if not n.split("/", 1)[0].endswith(".dist-info")}
+    assert tops == {"agent_replay"}
+    (top_level,) = [n for n in names if n.endswith(".dist-info/top_level.txt")]
+    assert zipfile.ZipFile(installed.wheel).read(top_level).decode().split() == ["agent_replay"]
 
 
 def test_installed_package_when_every_module_imported_then_its_dependencies_are_declared(
     installed: Installed,
 ) -> None:
     # The clean venv holds only what pyproject's `dependencies` bring (no dev extras): a
-    # module importing anything else fails here, not on a user's first `replay tail`.
+    # module importing anything else fails here, not on a user's first `agent-replay tail`.
     code = (
-        "import importlib, pkgutil, service\n"
-        "for m in pkgutil.walk_packages(service.__path__, 'service.'):\n"
-        "    if not m.name.startswith('service.migrations'):\n"
+        "import importlib, pkgutil, agent_replay\n"
+        "for m in pkgutil.walk_packages(agent_replay.__path__, 'agent_replay.'):\n"
+        "    if not m.name.startswith('agent_replay.migrations'):\n"
         "        importlib.import_module(m.name)\n"
     )
     done = subprocess.run(
@@ -153,7 +179,7 @@ async def test_installed_replay_migrate_when_database_configured_then_schema_at_
 
 @pytest.fixture(scope="module")
 def served(installed: Installed) -> Iterator[str]:
-    """`replay serve` from the installed package on its embedded default database."""
+    """`agent-replay serve` from the installed package on its embedded default database."""
     port = free_port()
     log = (installed.elsewhere / "serve.log").open("wb")
     proc = subprocess.Popen(
@@ -174,7 +200,7 @@ def served(installed: Installed) -> Iterator[str]:
                 pass
             if proc.poll() is not None or time.monotonic() > deadline:
                 output = (installed.elsewhere / "serve.log").read_text(errors="replace")
-                pytest.fail(f"installed replay serve never became ready:\n{output[-3000:]}")
+                pytest.fail(f"installed agent-replay serve never became ready:\n{output[-3000:]}")
             time.sleep(0.1)
         yield base
     finally:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from service.projector.cli import main
+from agent_replay.projector.cli import main
 from tests.projector.conftest import CASES
 
 TEXT_CASE = CASES / "text_plain.jsonl"

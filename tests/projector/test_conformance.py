@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from service.projector import Projector, project
+from agent_replay.projector import Projector, project
 from tests.projector.conftest import CASES, load_compare
 
 compare = load_compare()

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from service.projector.jsvalues import (
+from agent_replay.projector.jsvalues import (
     JSONParseError,
     concat,
     number_text,
@@ -15,7 +15,7 @@ from service.projector.jsvalues import (
     stringify,
     trim,
 )
-from service.projector.partial_json import NO_VALUE, parse_partial
+from agent_replay.projector.partial_json import NO_VALUE, parse_partial
 
 
 @pytest.mark.parametrize(

@@ -6,9 +6,9 @@ import ast
 import sys
 from pathlib import Path
 
-import service.projector
+import agent_replay.projector
 
-PACKAGE = Path(service.projector.__file__).parent
+PACKAGE = Path(agent_replay.projector.__file__).parent
 
 
 def test_projector_modules_when_parsed_then_import_only_stdlib_and_projector() -> None:
@@ -22,7 +22,9 @@ def test_projector_modules_when_parsed_then_import_only_stdlib_and_projector() -
                 names = [node.module]
             for name in names:
                 top = name.split(".")[0]
-                inside = name == "service.projector" or name.startswith("service.projector.")
+                inside = name == "agent_replay.projector" or name.startswith(
+                    "agent_replay.projector."
+                )
                 if not inside and top not in sys.stdlib_module_names:
                     offenders.append(f"{path.name}: {name}")
     assert offenders == []

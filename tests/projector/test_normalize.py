@@ -11,8 +11,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from service.projector import project
-from service.projector.normalize import normalize_chunk
+from agent_replay.projector import project
+from agent_replay.projector.normalize import normalize_chunk
 from tests.projector.strategies import TYPES
 
 # One case per legacy form the reference rewrites (and a spec chunk it leaves alone).

@@ -8,8 +8,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.projector import Projector, project
-from service.projector.jsvalues import join_surrogates, stringify
+from agent_replay.projector import Projector, project
+from agent_replay.projector.jsvalues import join_surrogates, stringify
 from tests.projector.strategies import logs
 
 FAST = settings(max_examples=150, deadline=None)

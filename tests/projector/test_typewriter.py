@@ -9,8 +9,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.projector.jsvalues import MAX_DEPTH
-from service.projector.typewriter import Decoder, Piece, pointer
+from agent_replay.projector.jsvalues import MAX_DEPTH
+from agent_replay.projector.typewriter import Decoder, Piece, pointer
 
 scalars = st.one_of(
     st.none(),

@@ -11,11 +11,11 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from service.api.app import create_app
-from service.config import Settings
-from service.stream import Hub
+from agent_replay.api.app import create_app
+from agent_replay.config import Settings
+from agent_replay.stream import Hub
 from tests.conftest import settings_for
-from tests.servers import serve_asgi
+from tests.support.servers import serve_asgi
 
 
 @dataclass

@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-from service.log import EventLog
+from agent_replay.log import EventLog
 
 DEADLINE = 10.0
 CONTENT = 'import React from "react";\n\nexport const App = () => <p>héllo 😀</p>;\n'

@@ -17,11 +17,11 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from service.log import EventLog
-from service.log.store import RunState
-from service.stream import Encoding, Hub
-from service.stream.channel import Batch
-from service.stream.framing import Row
+from agent_replay.log import EventLog
+from agent_replay.log.store import RunState
+from agent_replay.stream import Encoding, Hub
+from agent_replay.stream.channel import Batch
+from agent_replay.stream.framing import Row
 from tests.stream.wire import SseReader
 
 DEADLINE = 10.0

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import asyncio
 
-from service.log import EventLog
-from service.stream import NOW, Encoding, Hub, plan_stream, tail
+from agent_replay.log import EventLog
+from agent_replay.stream import NOW, Encoding, Hub, plan_stream, tail
 from tests.stream.wire import SseReader
 
 DEADLINE = 10.0

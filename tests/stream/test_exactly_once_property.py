@@ -22,11 +22,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from service.log import EventLog
-from service.log.typefilter import TypeFilter
-from service.stream import Encoding, Hub, Limits, plan_stream, tail
-from service.stream.audience import audience_framer, chunk_type
-from service.stream.framing import Framer, Row
+from agent_replay.log import EventLog
+from agent_replay.log.typefilter import TypeFilter
+from agent_replay.stream import Encoding, Hub, Limits, plan_stream, tail
+from agent_replay.stream.audience import audience_framer, chunk_type
+from agent_replay.stream.framing import Framer, Row
 from tests.stream.wire import SseReader
 
 DEADLINE = 10.0

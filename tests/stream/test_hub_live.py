@@ -8,7 +8,7 @@ import random
 import asyncpg
 import httpx
 
-from service.log import EventLog
+from agent_replay.log import EventLog
 from tests.stream.conftest import Served, wait_for
 from tests.stream.wire import SseReader
 

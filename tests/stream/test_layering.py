@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-SERVICE = Path(__file__).resolve().parents[2] / "service"
+SERVICE = Path(__file__).resolve().parents[2] / "service" / "agent_replay"
 
 
 def _imports(path: Path) -> set[str]:
@@ -40,16 +40,32 @@ def _offending(paths: list[Path], forbidden: tuple[str, ...]) -> list[str]:
         (
             "log",
             (
-                "service.stream",
-                "service.api",
-                "service.projector",
-                "service.ingest",
-                "service.durable",
+                "agent_replay.stream",
+                "agent_replay.api",
+                "agent_replay.projector",
+                "agent_replay.ingest",
+                "agent_replay.durable",
             ),
         ),
-        ("stream", ("service.api", "service.projector", "service.ingest", "service.durable")),
+        (
+            "stream",
+            (
+                "agent_replay.api",
+                "agent_replay.projector",
+                "agent_replay.ingest",
+                "agent_replay.durable",
+            ),
+        ),
         # Durable Streams: beside the stream, over the log; never the HTTP layer.
-        ("durable", ("service.api", "service.projector", "service.audit", "service.agents")),
+        (
+            "durable",
+            (
+                "agent_replay.api",
+                "agent_replay.projector",
+                "agent_replay.audit",
+                "agent_replay.agents",
+            ),
+        ),
     ],
 )
 def test_layers_when_package_imports_a_layer_to_its_right_then_fails(
@@ -64,10 +80,10 @@ def test_layers_when_anything_but_cli_imports_http_layer_then_fails() -> None:
         for p in SERVICE.rglob("*.py")
         if SERVICE / "api" not in p.parents and p != SERVICE / "cli.py"
     ]
-    assert _offending(outside, ("service.api",)) == []
+    assert _offending(outside, ("agent_replay.api",)) == []
 
 
 def test_layers_checker_when_given_a_violation_then_reports_it(tmp_path: Path) -> None:
     bad = tmp_path / "bad.py"
-    bad.write_text("from service.api.deps import AppState\nimport service.stream.hub\n")
-    assert len(_offending([bad], ("service.api", "service.stream"))) == 3
+    bad.write_text("from agent_replay.api.deps import AppState\nimport agent_replay.stream.hub\n")
+    assert len(_offending([bad], ("agent_replay.api", "agent_replay.stream"))) == 3

@@ -14,7 +14,7 @@ import asyncio
 
 import httpx
 
-from service.log import EventLog
+from agent_replay.log import EventLog
 from tests.ops.scrape import delta, scrape
 from tests.stream.conftest import Served
 from tests.stream.wire import SseReader, dechunk, open_slow_reader

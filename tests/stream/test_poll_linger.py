@@ -17,9 +17,9 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from service.log import EventLog
-from service.log.store import RunState
-from service.stream import Hub
+from agent_replay.log import EventLog
+from agent_replay.log.store import RunState
+from agent_replay.stream import Hub
 from tests.conftest import settings_for
 from tests.stream.conftest import Served, serve_app, wait_for
 

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 import httpx
 import pytest
 
-from service.log import EventLog
-from tests.servers import serve_subprocess
+from agent_replay.log import EventLog
 from tests.stream.wire import NdjsonReader, SseReader
+from tests.support.servers import serve_subprocess
 
 TOTAL = 2000
 DEADLINE = 90.0

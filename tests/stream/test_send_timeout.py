@@ -9,7 +9,7 @@ import pytest
 from sse_starlette.sse import SendTimeoutError
 from starlette.types import Message
 
-from service.api.sse import StreamResponse
+from agent_replay.api.sse import StreamResponse
 
 SCOPE = {"type": "http", "method": "GET", "path": "/", "headers": []}
 

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from service.log import EventLog
+from agent_replay.log import EventLog
 from tests.conftest import settings_for
 from tests.stream.conftest import Served, serve_app
 from tests.stream.wire import SseReader, dechunk, open_slow_reader

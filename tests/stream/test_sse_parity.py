@@ -1,6 +1,6 @@
 """`StreamResponse` against the pinned sse-starlette's `EventSourceResponse`, on its public API.
 
-The service streams with its own small ASGI response (see service.api.sse for
+The service streams with its own small ASGI response (see agent_replay.api.sse for
 why); where the two meet, a client must not tell them apart: the same start
 message and headers, the same bytes, the same end, HEAD answered alike, the
 same heartbeat shape, and the client's disconnect ending both.
@@ -18,7 +18,7 @@ import sse_starlette
 from sse_starlette import EventSourceResponse
 from starlette.types import Message
 
-from service.api.sse import StreamResponse
+from agent_replay.api.sse import StreamResponse
 
 PINNED = "3.7.0"
 EVENTS = [b"retry: 1000\n\nid: 1\ndata: {}\n\n", b'id: 2\ndata: {"a":1}\n\nid: 3\ndata: []\n\n']

@@ -11,7 +11,7 @@ from contextlib import asynccontextmanager
 import httpx
 import pytest
 
-from service.log import EventLog
+from agent_replay.log import EventLog
 from tests.stream.conftest import Served
 from tests.stream.wire import NdjsonReader, SseReader
 

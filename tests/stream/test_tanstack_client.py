@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from service.log import EventLog
-from tests.nodejs import node_script
-from tests.proxies import CuttingProxy
+from agent_replay.log import EventLog
 from tests.stream.conftest import Served
+from tests.support.nodejs import node_script
+from tests.support.proxies import CuttingProxy
 
 HARNESS = Path(__file__).resolve().parents[1] / "node"
 DEADLINE = 60.0

@@ -1,0 +1,114 @@
+"""Which agents exist: the built-in `demo` plus what `REPLAY_AGENTS` names.
+
+`REPLAY_AGENTS` is a JSON object mapping a name to either the URL of an
+AG-UI HTTP agent, `{"url": ..., "headers": {...}}`, or `"python:module:function"`
+for an in-process async generator `function(run_input) -> AsyncIterator[dict]`.
+The object form may give the agent's disconnect policy (`agent_replay.agents.policy`):
+`{"url": ..., "on_disconnect": {"policy": "cancel_after", "grace_seconds": 30}}`
+(`url` may be a `python:` one there too).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from agent_replay.agents.policy import DEFAULT, OnDisconnect, parse
+from agent_replay.errors import InvalidRequest, NotFound
+
+RunInput = dict[str, Any]
+ChunkSource = Callable[[RunInput], AsyncIterator[dict[str, Any]]]
+
+
+class AgentNotFound(NotFound):
+    code = "agent_not_found"
+
+
+@dataclass(frozen=True)
+class HttpAgent:
+    name: str
+    url: str
+    headers: Mapping[str, str] = field(default_factory=dict)
+    on_disconnect: OnDisconnect = DEFAULT
+
+    @property
+    def kind(self) -> str:
+        return "ag-ui-http"
+
+
+@dataclass(frozen=True)
+class PythonAgent:
+    name: str
+    source: ChunkSource
+    on_disconnect: OnDisconnect = DEFAULT
+
+    @property
+    def kind(self) -> str:
+        return "python"
+
+
+Agent = HttpAgent | PythonAgent
+
+
+@dataclass(frozen=True)
+class AgentCatalog:
+    agents: Mapping[str, Agent]
+
+    def get(self, name: str) -> Agent:
+        agent = self.agents.get(name)
+        if agent is None:
+            known = ", ".join(sorted(self.agents))
+            raise AgentNotFound(f"no agent named {name!r} (known: {known})")
+        return agent
+
+
+def _import_source(spec: str, name: str) -> ChunkSource:
+    module_name, _, attr = spec.partition(":")
+    try:
+        source = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise InvalidRequest(f"agent {name!r}: cannot import {spec!r}: {exc}") from exc
+    if not callable(source):
+        raise InvalidRequest(f"agent {name!r}: {spec!r} is not callable")
+    return source  # type: ignore[no-any-return]
+
+
+def _agent(name: str, value: Any) -> Agent:
+    if isinstance(value, str) and value.startswith("python:"):
+        return PythonAgent(name, _import_source(value[len("python:") :], name))
+    if isinstance(value, str) and value.startswith(("http://", "https://")):
+        return HttpAgent(name, value)
+    if isinstance(value, dict) and isinstance(value.get("url"), str) and "on_disconnect" in value:
+        rest = {k: v for k, v in value.items() if k != "on_disconnect"}
+        on_disconnect = parse(value["on_disconnect"], f"agent {name!r}: on_disconnect")
+        agent = _agent(name, rest["url"] if set(rest) == {"url"} else rest)
+        return replace(agent, on_disconnect=on_disconnect)
+    if isinstance(value, dict) and isinstance(value.get("url"), str):
+        headers = value.get("headers") or {}
+        if not isinstance(headers, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in headers.items()
+        ):
+            raise InvalidRequest(f"agent {name!r}: headers must map strings to strings")
+        return HttpAgent(name, value["url"], dict(headers))
+    raise InvalidRequest(
+        f'agent {name!r}: expected a http(s) URL, {{"url": ..., "headers": ..., '
+        '"on_disconnect": ...}} '
+        'or "python:module:function"'
+    )
+
+
+def load_catalog(spec: str | None, builtins: Mapping[str, Agent]) -> AgentCatalog:
+    agents: dict[str, Agent] = dict(builtins)
+    if spec and spec.strip():
+        try:
+            configured = json.loads(spec)
+        except json.JSONDecodeError as exc:
+            raise InvalidRequest(f"REPLAY_AGENTS is not JSON: {exc}") from exc
+        if not isinstance(configured, dict):
+            raise InvalidRequest("REPLAY_AGENTS must be a JSON object {name: url, ...}")
+        for name, value in configured.items():
+            agents[name] = _agent(name, value)
+    return AgentCatalog(agents)

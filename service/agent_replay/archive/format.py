@@ -1,0 +1,54 @@
+"""Writing the export format: the header line and one line per event.
+
+Both are deterministic functions of what is stored, so exporting a run,
+importing it elsewhere and exporting it again gives the same bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from agent_replay.log.bulk import RunRecord
+from agent_replay.log.chunks import dumps, loads
+
+FORMAT = "agent-replay.export"
+VERSION = 1
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.isoformat()
+
+
+def run_json(run: RunRecord) -> dict[str, Any]:
+    return {
+        "run_id": run.run_id,
+        "thread_id": run.thread_id,
+        "agent": run.agent,
+        "status": run.status,
+        "created_at": _iso(run.created_at),
+        "updated_at": _iso(run.updated_at),
+        "closed_at": _iso(run.closed_at),
+        "last_seq": run.last_seq,
+        "error_message": run.error_message,
+        "error_code": run.error_code,
+        "metadata": run.metadata,
+        "input": None if run.input is None else loads(run.input),
+    }
+
+
+def header_line(runs: Sequence[RunRecord]) -> bytes:
+    header = {"format": FORMAT, "version": VERSION, "runs": [run_json(r) for r in runs]}
+    return dumps(header).encode() + b"\n"
+
+
+def event_prefix(run_id: str, seq: int, received_at: str) -> str:
+    """Everything of an event line before the chunk text."""
+    return f'{{"run_id":{dumps(run_id)},"seq":{seq},"received_at":{dumps(received_at)},"chunk":'
+
+
+def event_line(run_id: str, seq: int, received_at: datetime, chunk_text: str) -> bytes:
+    # The stored text is spliced in: re-encoding could change it (escapes,
+    # number spelling), and the export promises the chunk exactly as stored.
+    return (event_prefix(run_id, seq, received_at.isoformat()) + chunk_text + "}\n").encode()

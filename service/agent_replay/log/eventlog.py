@@ -1,0 +1,830 @@
+"""`EventLog`: the PostgreSQL `LogStore`, the one way into and out of the log.
+
+It owns the pool, the group committer and the LISTEN connection; every other
+layer is handed it as a `LogStore` (`agent_replay.log.store`). The HTTP layer and
+in-process producers share it, so there is one append path:
+
+    async with EventLog.connect(url) as log:
+        await log.append("run-1", [{"type": "RUN_STARTED", ...}])
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import uuid
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from itertools import starmap
+from operator import itemgetter
+from types import TracebackType
+from typing import Any, TypeVar
+
+import asyncpg
+
+from agent_replay import metrics
+from agent_replay.config import asyncpg_dsn
+from agent_replay.errors import InvalidRequest, InvalidRunId, RunConflict, RunNotFound, Unavailable
+from agent_replay.log import bulk, leases, partitions, readers, retention
+from agent_replay.log import rows as log_rows
+from agent_replay.log.chunks import (
+    Chunks,
+    StoredChunk,
+    check_nesting,
+    dumps,
+    loads,
+    storable,
+    stored,
+    stored_token,
+    stored_values,
+)
+from agent_replay.log.faults import acquire, translated
+from agent_replay.log.listener import Listener
+from agent_replay.log.notifications import Notice
+from agent_replay.log.request import AppendResult
+from agent_replay.log.sql import QUERIES
+from agent_replay.log.store import CommitHook, CommitRowsHook, Page, PoolStats, RunState
+from agent_replay.log.summary import BIGINT_MAX
+from agent_replay.log.writer import COMMIT_SETTINGS, GroupCommitter
+
+_CREATE_RUN = QUERIES["create_run"]
+_GET_RUN = QUERIES["get_run"]
+_RUN_INPUT = QUERIES["run_input"]
+_READ_EVENTS = QUERIES["read_events"]
+_READ_PAGE = QUERIES["read_page"]
+# A fork's prefix is its source's (agent_replay.log.streams): read through the chain
+# only when a plain read does not start right after the cursor.
+_READ_EVENTS_STITCHED = QUERIES["read_events_stitched"]
+_READ_STITCHED = QUERIES["stream_read"]
+_RUN_STATES = QUERIES["run_states"]
+_SCHEMA_VERSION = QUERIES["schema_version"]
+_INSERT_SECRET = QUERIES["insert_secret"]
+_GET_SECRET = QUERIES["get_secret"]
+
+_READ = "the event log cannot be read"
+
+_log = logging.getLogger("replay.log")
+_T = TypeVar("_T")
+
+RUN_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+
+# The run ids an append has checked lately (`EventLog._queue`): a set lookup instead of a
+# match per append, forgotten as a whole when it grows this large.
+_CHECKED_RUNS_MAX = 4096
+
+
+def check_run_id(run_id: str) -> str:
+    if not RUN_ID.fullmatch(run_id):
+        raise InvalidRunId(
+            f"run id {run_id[:140]!r} must be 1-128 characters of A-Z a-z 0-9 . _ : -"
+        )
+    return run_id
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    run_id: str
+    thread_id: str | None
+    agent: str | None
+    status: str
+    last_seq: int
+    closed: bool
+    created_at: datetime
+    updated_at: datetime
+    closed_at: datetime | None
+    metadata: dict[str, Any]
+    last_terminal: str | None
+    error_message: str | None
+    error_code: str | None  # the code of that RUN_ERROR (`cancelled`, `abandoned`, ...)
+    lease_owner: str | None
+    lease_expires_at: datetime | None
+    tool_names: list[str]
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    total_tokens: int | None
+    # A hosted run's disconnect policy (None: not hosted) and its readers' last leave.
+    on_disconnect: str | None = None
+    grace_seconds: float | None = None
+    reader_left_at: datetime | None = None
+
+    @classmethod
+    def from_record(cls, row: asyncpg.Record | Mapping[str, Any]) -> Run:
+        fields = dict(row)
+        fields["metadata"] = loads(fields["metadata"])
+        return cls(**fields)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "thread_id": self.thread_id,
+            "agent": self.agent,
+            "status": self.status,
+            "last_seq": self.last_seq,
+            "closed": self.closed,
+            "created_at": self.created_at.isoformat(),
+            "updated_at": self.updated_at.isoformat(),
+            "closed_at": self.closed_at.isoformat() if self.closed_at else None,
+            "metadata": self.metadata,
+            "error": self.error_message,
+            "error_code": self.error_code,
+            "tool_names": self.tool_names,
+            "usage": None
+            if self.total_tokens is None and self.prompt_tokens is None
+            else {
+                "promptTokens": self.prompt_tokens,
+                "completionTokens": self.completion_tokens,
+                "totalTokens": self.total_tokens,
+            },
+            "on_disconnect": None
+            if self.on_disconnect is None
+            else {
+                "policy": self.on_disconnect,
+                **({"grace_seconds": self.grace_seconds} if self.grace_seconds is not None else {}),
+                "reader_left_at": self.reader_left_at.isoformat() if self.reader_left_at else None,
+            },
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    seq: int
+    type: str
+    chunk: str  # the stored JSON text
+    received_at: datetime
+
+
+def _stored_chunks(
+    chunks: Iterable[StoredChunk | Mapping[str, Any]],
+) -> Sequence[StoredChunk]:
+    # (A list of one object that needs no repair, the commonest append, is the
+    # caller's `stored_token`.)
+    if type(chunks) is Chunks:
+        return chunks  # a large body's, from the ingest layer
+    if type(chunks) is list:
+        if len(chunks) == 1 and type(chunks[0]) is dict:
+            return [stored(chunks[0], 0)]  # one that needs repair, or the error naming why
+        kinds = set(map(type, chunks))  # checked in C: this runs per append
+        if kinds <= {StoredChunk}:
+            return chunks  # the ingest layer's
+        if kinds == {dict}:
+            return stored_values(chunks)  # a caller's parsed events, a column at a time
+    return [c if isinstance(c, StoredChunk) else stored(c, i) for i, c in enumerate(chunks)]
+
+
+# read_page's row: (last_seq, closed, seq, n, chunk).
+_ROW_N = itemgetter(3)
+_ROW_CHUNK = itemgetter(2, 4)
+
+# Seqs are bigint: a position past this can be neither stored nor asked for.
+MAX_SEQ = BIGINT_MAX
+
+
+class _Backends:
+    """The server pids of a pool's open connections: its `init` adds each new one, and
+    the connection's end removes it (a pid is reused only after its backend exits)."""
+
+    def __init__(self) -> None:
+        self._pids: set[int] = set()
+
+    async def opened(self, conn: asyncpg.Connection) -> None:
+        pid = conn.get_server_pid()
+        self._pids.add(pid)
+        conn.add_termination_listener(lambda _conn: self._pids.discard(pid))
+
+    def __contains__(self, pid: object) -> bool:
+        return pid in self._pids
+
+
+class PooledConnection(asyncpg.Connection):
+    """A pool connection released without asyncpg's reset query.
+
+    The reset (unlock advisory locks, close cursors, UNLISTEN, RESET ALL) is a
+    round trip on every release: one more per group commit and per stream
+    read. Nothing here leaves session state on a pooled connection (no SET,
+    LISTEN or advisory lock; cursors live inside transactions), and asyncpg
+    still rolls back a transaction left open, so there is nothing to reset.
+    """
+
+    def get_reset_query(self) -> str:
+        return ""
+
+
+# How often the answer bound's timer looks at the appends waiting (while any wait).
+_DEADLINE_GRAIN_SECONDS = 0.05
+
+
+class _Deadlines:
+    """Fails an append's future once its answer bound has passed, with one timer for all.
+
+    Appends share one bound, so their deadlines come in the order they were made. The
+    timer, every grain while any wait, takes the appends made since it last looked,
+    keeps those still unanswered (a grain later, nearly none) under one deadline (its
+    own time plus the bound: never before any of theirs, at most a grain after), and
+    fails the unanswered of every deadline that has passed. An append then costs a list
+    append: a timer each would cost a heap push and a cancel, and a deadline each a
+    clock read and an entry the timer pops one by one.
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self._seconds = seconds
+        self._grain = min(seconds, _DEADLINE_GRAIN_SECONDS)
+        # Made since the timer last looked.
+        self._fresh: list[asyncio.Future[AppendResult]] = []
+        # (deadline, the appends it bounds), in order.
+        self._waiting: deque[tuple[float, list[asyncio.Future[AppendResult]]]] = deque()
+        self._timer: asyncio.TimerHandle | None = None
+
+    def add(self, future: asyncio.Future[AppendResult]) -> None:
+        self._fresh.append(future)
+        if self._timer is None:
+            loop = future.get_loop()
+            self._timer = loop.call_later(self._grain, self._look, loop)
+
+    def _look(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._timer = None
+        now = loop.time()
+        fresh, self._fresh = self._fresh, []
+        unanswered = [future for future in fresh if not future.done()]
+        waiting = self._waiting
+        if unanswered:
+            waiting.append((now + self._seconds, unanswered))
+        while waiting and waiting[0][0] <= now:
+            for future in waiting.popleft()[1]:
+                if not future.done():
+                    message = f"the database did not answer within {self._seconds:g}s"
+                    future.set_exception(
+                        Unavailable(f"{message}; retry with the same expected_seq")
+                    )
+        if waiting:
+            wait = min(waiting[0][0] - now, self._grain)
+            self._timer = loop.call_later(max(wait, 0.0), self._look, loop)
+
+    def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+
+class EventLog:
+    """A pool, a group committer, the log's reads, leases and the LISTEN connection."""
+
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        *,
+        dsn: str | None = None,
+        commit_lanes: int = 4,
+        commit_overlap_seconds: float = 0.05,
+        commit_pace_seconds: float = 0.002,
+        group_max_events: int = 1000,
+        answer_seconds: float = 4.5,
+        statement_seconds: float = 30.0,
+        read_pool: asyncpg.Pool | None = None,
+        commit_pool: asyncpg.Pool | None = None,
+        batch_min: int | None = log_rows.BATCH_MIN,
+    ):
+        # Kept for tests and benchmarks that inspect the database directly;
+        # no other layer of the service touches it.
+        self.pool = pool
+        self._dsn = dsn
+        # The commit lanes' own connections (see `open`), or None: they share `pool`.
+        self.commit_pool = commit_pool
+        # This handle's key among the processes that listen (`log_listeners`): its
+        # listener registers under it, and its plain commits notify only when a
+        # listener under another key is there (its own hooks hear of them in-process).
+        self.process = uuid.uuid4().hex
+        self._committer = GroupCommitter(
+            pool if commit_pool is None else commit_pool,
+            lanes=commit_lanes,
+            overlap_seconds=commit_overlap_seconds,
+            pace_seconds=commit_pace_seconds,
+            max_events=group_max_events,
+            statement_seconds=statement_seconds,
+            batch_min=batch_min,
+            process=self.process,
+        )
+        # A run's share of an append of at least this many chunks is stored in batch
+        # rows (agent_replay.log.rows); None: a row per event (the layout before 0007).
+        self.batch_min = batch_min
+        self._answer_seconds = answer_seconds
+        self._deadlines = _Deadlines(answer_seconds)
+        self._checked_runs: set[str] = set()
+        # A hot standby for catch-up reads (see `read_page`), or None.
+        self.read_pool = read_pool
+        # Creates `events`' partitions ahead while the log is open (see `open`).
+        self._ahead = partitions.Ahead(pool)
+        # The server pids of `pool`'s connections, when `open` made the pool (see
+        # `listen`); a pool handed in is not tracked, and all its notifications count.
+        self._backends: _Backends | None = None
+
+    @classmethod
+    async def open(
+        cls,
+        url: str,
+        *,
+        pool_size: int = 10,
+        commit_lanes: int = 4,
+        commit_overlap_seconds: float = 0.05,
+        commit_pace_seconds: float = 0.002,
+        group_max_events: int = 1000,
+        answer_seconds: float = 4.5,
+        connect_seconds: float = 3.0,
+        statement_seconds: float = 30.0,
+        read_url: str | None = None,
+        read_pool_size: int | None = None,
+        batch_min: int | None = log_rows.BATCH_MIN,
+    ) -> EventLog:
+        """`answer_seconds`: the longest an append waits for its commit before it is
+        `Unavailable` (the database stopped answering); `connect_seconds` bounds each new
+        connection (a server that accepts TCP but never answers), `statement_seconds`
+        every statement (a connection that hangs without a FIN), so the pool heals.
+        `read_url`: a hot standby of `url` for catch-up reads (see `read_page`)."""
+        dsn = asyncpg_dsn(url)
+        backends = _Backends()
+
+        async def primary_pool(
+            min_size: int, max_size: int, settings: Mapping[str, str] | None = None
+        ) -> asyncpg.Pool:
+            with translated("cannot connect to the database"):
+                return await asyncpg.create_pool(
+                    dsn,
+                    init=backends.opened,
+                    min_size=min_size,
+                    max_size=max_size,
+                    connection_class=PooledConnection,
+                    timeout=connect_seconds,
+                    command_timeout=statement_seconds,
+                    server_settings=None if settings is None else dict(settings),
+                )
+
+        pool = await primary_pool(min(2, pool_size), pool_size)
+        try:
+            # The lanes' own, planned as `writer.COMMIT_SETTINGS` says (a session's settings,
+            # sent with the connection's startup: no round trip of their own), with one more
+            # for a lane's fallback that makes a missing partition (agent_replay.log.partitions)
+            # while every lane holds one.
+            commit_pool = await primary_pool(1, commit_lanes + 1, COMMIT_SETTINGS)
+        except BaseException:
+            await pool.close()
+            raise
+        read_pool = None
+        if read_url:
+            # Connects lazily: a standby that is down only sends its reads to the primary.
+            read_pool = await asyncpg.create_pool(
+                asyncpg_dsn(read_url),
+                min_size=0,
+                max_size=read_pool_size or pool_size,
+                connection_class=PooledConnection,
+            )
+        event_log = cls(
+            pool,
+            dsn=dsn,
+            commit_lanes=commit_lanes,
+            commit_overlap_seconds=commit_overlap_seconds,
+            commit_pace_seconds=commit_pace_seconds,
+            group_max_events=group_max_events,
+            answer_seconds=answer_seconds,
+            statement_seconds=statement_seconds,
+            read_pool=read_pool,
+            commit_pool=commit_pool,
+            batch_min=batch_min,
+        )
+        event_log._backends = backends
+        try:
+            await partitions.ensure_ahead(pool)
+        except (asyncpg.PostgresError, OSError) as error:
+            # Not migrated yet, or the database went away: the periodic check and an
+            # append's own fallback (agent_replay.log.writer) create them later.
+            _log.warning("events partitions not created ahead: %s", error)
+        event_log._ahead.start()
+        return event_log
+
+    @classmethod
+    def connect(cls, url: str, **options: Any) -> _Opening:
+        return _Opening(url, options)
+
+    def on_commit(self, hook: CommitHook) -> Callable[[], None]:
+        """Call `hook(run_id, last_seq, closed)` after each group this process commits.
+
+        A hint for in-process followers (the stream's hub), called before the
+        appends are acknowledged and on the committer's task, so it must be
+        quick and must not block. Like a notification it says the log *may*
+        be at `last_seq`; it never replaces reading the table. Returns a
+        function that removes the hook.
+        """
+        return self._committer.on_commit(hook)
+
+    def on_commit_rows(
+        self, hook: CommitRowsHook, wants: Callable[[str], bool] | None = None
+    ) -> Callable[[], None]:
+        """Call `hook(run_id, rows, last_seq, closed)` after each group this process commits,
+        with the rows it added to the run: not a hint but the committed events, exactly
+        as stored, in commit order per run (the committer never has two groups of a run
+        in flight). On the committer's task, before the appends are acknowledged: it must
+        be quick. A commit made outside the committer (`announce`) gives `rows=None`.
+        With `wants`, only for the runs `wants(run_id)` holds true of. Returns a function
+        that removes the hook.
+        """
+        return self._committer.on_commit_rows(hook, wants)
+
+    async def settled(self, run_id: str) -> None:
+        """Returns once this process has no commit of `run_id` under way: any it had
+        has been told to the `on_commit_rows` hooks (or failed)."""
+        await self._committer.settled(run_id)
+
+    def announce(self, run_id: str, last_seq: int, closed: bool) -> None:
+        """Tell the `on_commit` hooks about a commit made outside the group committer
+        (a transaction of `agent_replay.log.streams`); its NOTIFY covers other processes."""
+        self._committer.announce(run_id, last_seq, closed)
+
+    async def close(self) -> None:
+        await self._ahead.stop()
+        self._deadlines.close()
+        await self._committer.close()
+        if self.commit_pool is not None:
+            await self.commit_pool.close()
+        await self.pool.close()
+        if self.read_pool is not None:
+            await self.read_pool.close()
+
+    async def append(
+        self,
+        run_id: str,
+        chunks: Sequence[StoredChunk | Mapping[str, Any]],
+        *,
+        expected_seq: int | None = None,
+        close: bool = False,
+        create: bool = True,
+        close_status: str | None = None,
+        created_at: datetime | None = None,
+        producer: tuple[str, int, int] | None = None,
+    ) -> AppendResult:
+        """Append chunks durably; returns once committed.
+
+        `expected_seq` makes a retry safe: the batch must start at that seq,
+        or be already stored there with equal content (then nothing is added).
+        `create` makes a missing run (taking a RUN_STARTED chunk's threadId).
+        `close_status` (with `close`) records cancelled / interrupted instead of
+        the status the last terminal chunk implies. `created_at` appends only
+        to the run made at that time: one deleted and made again since is
+        `RunNotFound`, checked by the append statement itself. `producer`
+        (id, epoch, seq) appends only what that idempotent producer's stored
+        state admits next and records it in the same statement; anything else
+        is `ProducerRefused`, with nothing written.
+        """
+        # Positional: this runs per append, and a call by keywords costs more.
+        return await self._queue(
+            run_id, chunks, expected_seq, close, create, close_status, created_at, producer
+        )
+
+    def submit_append(
+        self, run_id: str, chunks: Sequence[StoredChunk], *, expected_seq: int, create: bool = False
+    ) -> asyncio.Future[AppendResult]:
+        return self._queue(run_id, chunks, expected_seq=expected_seq, create=create)
+
+    def _queue(
+        self,
+        run_id: str,
+        chunks: Sequence[StoredChunk | Mapping[str, Any]],
+        expected_seq: int | None = None,
+        close: bool = False,
+        create: bool = True,
+        close_status: str | None = None,
+        created_at: datetime | None = None,
+        producer: tuple[str, int, int] | None = None,
+    ) -> asyncio.Future[AppendResult]:
+        """An append checked and queued: its commit's outcome, or `Unavailable` once
+        `answer_seconds` have passed.
+
+        A timed-out append still queued is withdrawn (the committer skips a done
+        future), so it is never stored; one already committing may yet commit,
+        which is why a producer retries with the same `expected_seq`.
+        """
+        checked = self._checked_runs
+        if run_id not in checked:
+            check_run_id(run_id)  # raises, naming what is wrong
+            if len(checked) >= _CHECKED_RUNS_MAX:
+                checked.clear()
+            checked.add(run_id)
+        if expected_seq is not None and not 1 <= expected_seq <= MAX_SEQ:
+            raise InvalidRequest(f"expected_seq must be from 1 to {MAX_SEQ}")
+        to_store = stored_token(chunks) or _stored_chunks(chunks)
+        check_nesting(to_store)
+        future = self._committer.submit(
+            run_id,
+            to_store,
+            expected_seq,
+            close,
+            create,
+            close_status,
+            created_at,
+            producer,
+        )
+        self._deadlines.add(future)
+        return future
+
+    async def close_run(self, run_id: str) -> Run:
+        """Close a run's log (idempotent). Goes through the committer, after pending appends."""
+        await self._queue(run_id, [], close=True, create=False)
+        return await self.get_run(run_id)
+
+    async def create_run(
+        self,
+        run_id: str,
+        *,
+        thread_id: str | None = None,
+        agent: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        input: Any = None,
+        on_disconnect: str | None = None,
+        grace_seconds: float | None = None,
+    ) -> tuple[Run, bool]:
+        """Create a run; idempotent. Returns (run, created). An existing run
+        with a different thread, agent, metadata or input is a conflict."""
+        check_run_id(run_id)
+        # As a RUN_STARTED chunk's threadId is stored: lookups sanitize alike.
+        thread_id = None if thread_id is None else storable(thread_id)
+        agent = None if agent is None else storable(agent)
+        meta = dict(metadata or {})
+        meta_text = dumps(meta)
+        input_text = None if input is None else dumps(input)
+        with translated("the run cannot be created", refused="metadata cannot be stored"):
+            async with self.pool.acquire() as conn:
+                created = await conn.fetchval(
+                    _CREATE_RUN, run_id, thread_id, agent, meta_text, input_text,
+                    on_disconnect, grace_seconds,
+                )  # fmt: skip
+                row = await conn.fetchrow(_GET_RUN, run_id)
+                stored_input = (
+                    await conn.fetchval(_RUN_INPUT, run_id)
+                    if created is None and input is not None
+                    else None
+                )
+        assert row is not None  # just inserted or already there; runs are only pruned when closed
+        run = Run.from_record(row)
+        if created is None and (
+            (thread_id is not None and run.thread_id != thread_id)
+            or (metadata is not None and run.metadata != meta)
+            or (agent is not None and run.agent != agent)
+            or (input is not None and (stored_input is None or loads(stored_input) != input))
+        ):
+            # Nothing of the stored run: the caller may not be allowed to read it.
+            raise RunConflict(
+                f"run {run_id!r} exists with another thread, agent, metadata or input"
+            )
+        return run, created is not None
+
+    async def find_run(self, run_id: str) -> Run | None:
+        with translated(_READ):
+            row = await self.pool.fetchrow(_GET_RUN, run_id)
+        return None if row is None else Run.from_record(row)
+
+    async def get_run(self, run_id: str) -> Run:
+        check_run_id(run_id)
+        run = await self.find_run(run_id)
+        if run is None:
+            raise RunNotFound(run_id)
+        return run
+
+    async def shared_secret(self, name: str, candidate: str) -> str:
+        """The deployment's secret `name`: `candidate` if this call is the first
+        to store one, else the value stored before."""
+        with translated("the service's secrets cannot be read"):
+            async with self.pool.acquire() as conn:
+                value: str | None = await conn.fetchval(_INSERT_SECRET, name, candidate)
+                if value is None:
+                    value = await conn.fetchval(_GET_SECRET, name)
+        assert value is not None  # secrets are never deleted
+        return value
+
+    async def read_events(
+        self, run_id: str, after: int = 0, limit: int = 1000, *, through: int | None = None
+    ) -> list[Event]:
+        """Events with seq > `after`, at most `limit`, in seq order.
+
+        `through`: the run's `last_seq` as the primary last reported it. With it
+        (and a standby configured) the standby serves the page, and whatever
+        the standby has not replayed yet up to `through` is read from the primary.
+        """
+        if through is None or self.read_pool is None:
+            return await _events(self.pool, run_id, after, limit)
+        want = min(after + limit, through)
+        rows = await self._from_standby(_events, run_id, after, limit)
+        if rows is None:
+            return await _events(self.pool, run_id, after, limit)
+        end = rows[-1].seq if rows else after
+        if end >= want or len(rows) == limit:
+            metrics.REPLICA_READS.labels("standby").inc()
+            return rows
+        metrics.REPLICA_READS.labels("topped_up").inc()
+        return rows + await _events(self.pool, run_id, end, limit - len(rows))
+
+    async def read_page(
+        self, run_id: str, after: int, limit: int, *, catch_up: bool = False
+    ) -> Page | None:
+        """Events with seq > `after` (at most `limit`) and the run's state; None if no such run.
+
+        `catch_up=True` lets a standby serve it. A standby is behind the primary
+        by its replay lag (or without limit, when replay is paused), so its
+        page is trusted only as far as it goes: a full page, or a run it
+        already has closed and whole. Anything shorter is completed from the
+        primary, in the same call, so a reader never skips what the standby
+        lacks, nor waits for it. The state returned is then the primary's.
+        """
+        if not catch_up or self.read_pool is None:
+            return await _page(self.pool, run_id, after, limit)
+        page = await self._from_standby(_page, run_id, after, limit)
+        if page is None:
+            # Not on the standby yet (a new run), or the standby failed.
+            return await _page(self.pool, run_id, after, limit)
+        if len(page.rows) == limit or page.complete:
+            metrics.REPLICA_READS.labels("standby").inc()
+            return page
+        end = page.rows[-1][0] if page.rows else after
+        rest = await _page(self.pool, run_id, end, limit - len(page.rows))
+        metrics.REPLICA_READS.labels("topped_up").inc()
+        if rest is None:
+            return None  # pruned on the primary meanwhile
+        return Page(rest.state, page.rows + rest.rows)
+
+    async def _from_standby(self, read: Callable[..., Awaitable[_T]], *args: Any) -> _T | None:
+        """`read(standby_pool, *args)`; None (counted) if the standby cannot answer."""
+        assert self.read_pool is not None
+        try:
+            result = await read(self.read_pool, *args)
+        except Unavailable as exc:
+            metrics.REPLICA_READS.labels("primary").inc()
+            _log.warning("standby read failed, reading the primary: %s", exc)
+            return None
+        if result is None:
+            metrics.REPLICA_READS.labels("primary").inc()
+        return result
+
+    async def read_states(self, run_ids: Sequence[str]) -> dict[str, RunState]:
+        with translated(_READ):
+            async with acquire(self.pool) as conn:
+                records = await conn.fetch(_RUN_STATES, list(run_ids))
+        return {r[0]: RunState(r[1], r[2], r[3]) for r in records}
+
+    async def listen(
+        self,
+        on_notices: Callable[[list[Notice]], None],
+        on_connect: Callable[[], None],
+        *,
+        wait_seconds: float = 5.0,
+        on_readers_left: Callable[[list[str]], None] | None = None,
+    ) -> Listener:
+        """Decoded notifications of every process's commits, on a connection of their own.
+
+        Returns once listening, or after `wait_seconds` (it keeps trying; the
+        caller's re-check covers the gap). `on_connect` runs at every (re)connect, and
+        whenever a group commit of this store's failed (it may have committed unheard).
+        `on_readers_left`, if given, hears the runs whose last reader just left.
+        """
+        if self._dsn is None:
+            raise Unavailable("this event log was made from a pool: it has no URL to LISTEN on")
+        own = None if self._backends is None else self._backends.__contains__
+        listener = Listener(self._dsn, on_notices, on_connect, on_readers_left, own, self.process)
+        # The listener drops this pool's own notifications (the hooks told of those
+        # commits), so a group whose answer was lost, committed or not, is the caller's
+        # to re-check, as after a reconnect.
+        listener.on_stop(self._committer.on_unsure(on_connect))
+        return await listener.start(wait_seconds)
+
+    # -- leases ---------------------------------------------------------------
+
+    async def claim_lease(self, run_id: str, owner: str, seconds: float) -> bool:
+        return await leases.claim(self.pool, run_id, owner, seconds)
+
+    async def claim_expired_lease(self, run_id: str, owner: str, seconds: float) -> bool:
+        return await leases.claim_expired(self.pool, run_id, owner, seconds)
+
+    async def renew_lease(self, run_id: str, owner: str, seconds: float) -> bool:
+        return await leases.renew(self.pool, run_id, owner, seconds)
+
+    async def renew_leases(self, run_ids: list[str], owner: str, seconds: float) -> set[str]:
+        return await leases.renew_many(self.pool, run_ids, owner, seconds)
+
+    async def expired_leases(self, limit: int = 100) -> list[str]:
+        return await leases.expired(self.pool, limit)
+
+    async def orphaned_leases(self, instance: str, owner: str) -> list[str]:
+        return await leases.orphans(self.pool, instance, owner)
+
+    async def take_over_lease(self, run_id: str, owner: str, seconds: float, instance: str) -> bool:
+        return await leases.take_over(self.pool, run_id, owner, seconds, instance)
+
+    # -- readers (hosted runs' disconnect policies) ---------------------------
+
+    async def readers_heartbeat(self, holder: str, run_ids: Sequence[str]) -> list[str]:
+        return await readers.heartbeat(self.pool, holder, run_ids)
+
+    async def readers_left(
+        self, holder: str, run_ids: Sequence[str], fresh_seconds: float
+    ) -> list[str]:
+        return await readers.left(self.pool, holder, run_ids, fresh_seconds)
+
+    async def reader_absence(self, run_id: str, fresh_seconds: float) -> readers.Absence | None:
+        return await readers.absence(self.pool, run_id, fresh_seconds)
+
+    # -- whole runs and readiness ---------------------------------------------
+
+    async def load_runs(self, runs: Sequence[bulk.LoadedRun]) -> bulk.LoadReport:
+        return await bulk.load_runs(self.pool, runs)
+
+    async def count_prunable(self, closed_before: datetime) -> retention.PruneReport:
+        return await retention.count_prunable(self.pool, closed_before)
+
+    async def prune(
+        self,
+        closed_before: datetime,
+        *,
+        batch_events: int = 10_000,
+        max_rate: float | None = None,
+        whole_months: bool = True,
+    ) -> retention.PruneReport:
+        return await retention.prune(
+            self.pool,
+            closed_before,
+            batch_events=batch_events,
+            max_rate=max_rate,
+            whole_months=whole_months,
+        )
+
+    def pool_stats(self) -> PoolStats:
+        return _stats(self.pool)
+
+    def replica_pool_stats(self) -> PoolStats | None:
+        return None if self.read_pool is None else _stats(self.read_pool)
+
+    def commit_pool_stats(self) -> PoolStats | None:
+        return None if self.commit_pool is None else _stats(self.commit_pool)
+
+    async def schema_version(self) -> str | None:
+        """The migration the schema is at; raises Unavailable if the database does not answer."""
+        with translated("the database does not answer"):
+            async with self.pool.acquire(timeout=2) as conn:
+                version: str | None = await conn.fetchval(_SCHEMA_VERSION, timeout=2)
+        return version
+
+
+def _stats(pool: asyncpg.Pool) -> PoolStats:
+    return PoolStats(pool.get_size() - pool.get_idle_size(), pool.get_size(), pool.get_max_size())
+
+
+async def _events(pool: asyncpg.Pool, run_id: str, after: int, limit: int) -> list[Event]:
+    with translated(_READ):
+        rows = await pool.fetch(_READ_EVENTS, run_id, after, limit)
+        # The first row holding `after + 1` starts at or before it; anything else is a
+        # gap: a fork's inherited prefix, or nothing there.
+        if not rows or rows[0]["seq"] - rows[0]["n"] > after:
+            rows = await pool.fetch(_READ_EVENTS_STITCHED, run_id, after, limit)
+    return list(starmap(Event, log_rows.events_of(rows, after, limit=limit)))
+
+
+async def _page(pool: asyncpg.Pool, run_id: str, after: int, limit: int) -> Page | None:
+    with translated(_READ):
+        async with acquire(pool) as conn:
+            records = await conn.fetch(_READ_PAGE, run_id, after, limit)
+    if not records:
+        return None
+    first = records[0]
+    state = RunState(first[0], first[1])
+    if (first[2] is None and after < state.last_seq) or (
+        first[2] is not None and first[2] - first[3] > after
+    ):
+        # A gap right after the cursor: a fork's inherited prefix (its own
+        # events start after the fork point), read from its source.
+        with translated(_READ):
+            rows = await pool.fetch(_READ_STITCHED, run_id, after, state.last_seq, limit)
+        return Page(state, log_rows.chunks_of(rows, after, limit=limit))
+    if first[2] is None:
+        return Page(state, [])
+    if len(records) <= limit and sum(map(_ROW_N, records)) == len(records):
+        return Page(state, list(map(_ROW_CHUNK, records)))  # a row per event (in C)
+    return Page(state, log_rows.chunks_of([r[2:] for r in records], after, limit=limit))
+
+
+class _Opening:
+    """`async with EventLog.connect(url) as log:` opens and closes the log."""
+
+    def __init__(self, url: str, options: dict[str, Any]) -> None:
+        self._url = url
+        self._options = options
+        self._log: EventLog | None = None
+
+    async def __aenter__(self) -> EventLog:
+        self._log = await EventLog.open(self._url, **self._options)
+        return self._log
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._log is not None:
+            await self._log.close()
+
+    def __await__(self) -> Any:
+        return EventLog.open(self._url, **self._options).__await__()

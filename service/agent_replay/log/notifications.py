@@ -1,0 +1,61 @@
+"""The log's notifications: one definition of the channel and its payload.
+
+The append statements (`queries.sql`) queue a NOTIFY on `CHANNEL` at commit;
+the LISTEN connection (`agent_replay.log.listener`) decodes it here. The plain ones
+(`append_plain`, `append_tools`: no close among them) queue it only when a
+process other than the committing one listens (`log_listeners`, where each
+LISTEN connection registers): a lone process hears its own commits in-process.
+A payload is one line per run the commit changed:
+
+    <run_id> <last_seq>[ c]          "c": the commit closed the run
+
+Run ids never hold a space or a line break (`check_run_id`). The version is in
+the channel's name: a new payload format (or a new rule for when one is sent,
+as version 2's registration) gets a new channel, so a process of
+one version never misreads another's (during a rolling upgrade the old and
+new processes simply do not hear each other, and the stream's slow re-check
+covers the difference). A notification is only a hint: late, lost or repeated
+ones change when a reader reads, never what.
+
+A second channel, `READERS_CHANNEL`, says which hosted runs have just lost
+their last reader on every process (`readers_left` in `queries.sql`): one run
+id a line. The run's driver, on whichever process, judges its disconnect
+policy at once instead of at its next poll; the poll stays, for what a lost
+notification or a dead process leaves unsaid.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import NamedTuple
+
+VERSION = 2
+CHANNEL = f"replay_events_v{VERSION}"
+READERS_CHANNEL = f"replay_readers_v{VERSION}"
+
+
+class Notice(NamedTuple):
+    run_id: str
+    last_seq: int
+    closed: bool
+
+
+def encode(notices: Iterable[Notice]) -> str:
+    """A payload, as the append statement's `note` step writes it (tests use this)."""
+    return "\n".join(f"{n.run_id} {n.last_seq}{' c' if n.closed else ''}" for n in notices)
+
+
+def decode(payload: str) -> list[Notice]:
+    """The notices in a payload; a line that does not parse is skipped (a hint, not a record)."""
+    notices = []
+    for line in payload.split("\n"):
+        run_id, _, rest = line.partition(" ")
+        seq, _, flag = rest.partition(" ")
+        if run_id and seq.isascii() and seq.isdigit() and flag in ("", "c"):
+            notices.append(Notice(run_id, int(seq), flag == "c"))
+    return notices
+
+
+def decode_left(payload: str) -> list[str]:
+    """The runs in a `READERS_CHANNEL` payload (a line each; blank ones skipped)."""
+    return [line for line in payload.split("\n") if line and " " not in line]

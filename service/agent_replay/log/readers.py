@@ -1,0 +1,59 @@
+"""Who reads a hosted run, across processes: the `run_readers` rows.
+
+Each process holds a row per run it has followers of (whose policy watches
+readers), refreshes it while they stay and deletes it when the last one
+leaves, recording then when the run's last reader left if no other process
+has one. A row nobody refreshes is a dead process's: `absence` removes it and
+takes its last heartbeat as the time its reader left. Reached through
+`LogStore`'s reader methods.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+import asyncpg
+
+from agent_replay.log.faults import translated
+from agent_replay.log.sql import QUERIES
+
+_HEARTBEAT = QUERIES["readers_heartbeat"]
+_LEFT = QUERIES["readers_left"]
+_ABSENCE = QUERIES["reader_absence"]
+
+_ACTION = "the run's readers cannot be counted"
+
+
+@dataclass(frozen=True, slots=True)
+class Absence:
+    """A run's readers as the log knows them."""
+
+    readers: int  # processes with a follower of the run right now
+    closed: bool
+    left_at: datetime | None  # when its last reader left (None: never read)
+    absent_seconds: float  # how long nobody has read it (since its start, if never)
+
+
+async def heartbeat(pool: asyncpg.Pool, holder: str, run_ids: Sequence[str]) -> list[str]:
+    """The holder reads `run_ids`: refresh its rows. Returns the runs that got one."""
+    with translated(_ACTION):
+        return [r["run_id"] for r in await pool.fetch(_HEARTBEAT, holder, list(run_ids))]
+
+
+async def left(
+    pool: asyncpg.Pool, holder: str, run_ids: Sequence[str], fresh_seconds: float
+) -> list[str]:
+    """The holder's last follower of `run_ids` left. Returns the runs nobody reads now."""
+    with translated(_ACTION):
+        rows = await pool.fetch(_LEFT, holder, list(run_ids), fresh_seconds)
+    return [r["run_id"] for r in rows]
+
+
+async def absence(pool: asyncpg.Pool, run_id: str, fresh_seconds: float) -> Absence | None:
+    with translated(_ACTION):
+        row = await pool.fetchrow(_ABSENCE, run_id, fresh_seconds)
+    if row is None:
+        return None
+    return Absence(row["readers"], row["closed"], row["left_at"], row["absent_seconds"])

@@ -1,0 +1,66 @@
+"""The log's SQL: `queries.sql`, parsed once into named, literal statements.
+
+As procrastinate keeps its queries: one file a person can read (and paste into
+psql) next to the code, each statement under `-- name: <name>` with the
+comment lines after it saying what it does. Statements are sent as written;
+nothing is assembled from fragments at run time.
+
+    _READ_EVENTS = QUERIES["read_events"]   # at import: a misspelt name fails at once
+    await conn.fetch(_READ_EVENTS, run_id, after, limit)
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from types import MappingProxyType
+
+SOURCE = Path(__file__).with_name("queries.sql")
+
+_NAME = re.compile(r"^-- name: ([a-z_]+)\s*$", re.MULTILINE)
+
+
+def parse(text: str) -> Mapping[str, str]:
+    """{name: statement} from `-- name:` blocks; each statement ends with `;`.
+
+    The doc comment right after the name line is left out of the statement
+    (comments inside it stay); text between blocks is the file's own prose.
+    """
+    queries: dict[str, str] = {}
+    parts = _NAME.split(text)
+    for name, block in zip(parts[1::2], parts[2::2], strict=True):
+        lines = block.strip().splitlines()
+        while lines and lines[0].startswith("--"):
+            lines.pop(0)
+        body = "\n".join(lines)
+        end = body.find(";\n")
+        statement = (body if end < 0 else body[: end + 1]).strip()
+        if not statement.endswith(";") or name in queries:
+            raise ValueError(f"{SOURCE.name}: query {name!r} is unterminated or named twice")
+        queries[name] = statement[:-1]
+    return MappingProxyType(queries)
+
+
+QUERIES = parse(SOURCE.read_text("utf-8"))
+
+
+# Kept as names: the plan test reads them by these.
+APPEND = QUERIES["append"]
+APPEND_PLAIN = QUERIES["append_plain"]
+APPEND_TOOLS = QUERIES["append_tools"]
+APPEND_ONES = QUERIES["append_ones"]
+BUMP = QUERIES["bump"]
+
+# The COPY path's columns for `events`, in the order of agent_replay.log.request.EventRow
+# (and the run's month, the partition key, last).
+EVENT_COLUMNS = (
+    "run_id",
+    "seq",
+    "type",
+    "chunk",
+    "message_id",
+    "tool_call_id",
+    "n",
+    "run_month",
+)

@@ -1,0 +1,1 @@
+"""Helpers the tests share: PostgreSQL, servers, clusters, proxies, Node."""
