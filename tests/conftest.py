@@ -9,12 +9,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from service.config import Settings
-from service.log import EventLog
-from tests.cluster import running_cluster
-from tests.pg import Databases, server_url
-from tests.proxy import nginx_in_front
-from tests.servers import Running, serve_in_process, serve_subprocess
+from agent_replay.config import Settings
+from agent_replay.log import EventLog
+from tests.support.cluster import running_cluster
+from tests.support.pg import Databases, server_url
+from tests.support.proxy import nginx_in_front
+from tests.support.servers import Running, serve_in_process, serve_subprocess
 
 NODE_HARNESS = Path(__file__).resolve().parent / "node"
 
@@ -97,14 +97,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--quick",
         action="store_true",
         help="leave out the tests that need Node, a browser, nginx, private PostgreSQL "
-        "clusters, `replay serve` processes or a wheel built and installed, and the "
+        "clusters, `agent-replay serve` processes or a wheel built and installed, and the "
         "thousand-example property runs (ops/test --quick)",
     )
 
 
 # What a test needs beyond Python, gcc and one PostgreSQL server, known by the fixtures it
 # asks for or by the helpers its module imports (a module that starts clusters, nginx or
-# `replay serve` processes does so for its tests), so a new test is sorted without anyone
+# `agent-replay serve` processes does so for its tests), so a new test is sorted without anyone
 # remembering a marker; a test that uses them some other way carries the marker itself, as
 # does a `slow` one (a property run of a thousand examples).
 HEAVY = ("node", "browser", "cluster", "nginx", "processes", "packaging", "slow")

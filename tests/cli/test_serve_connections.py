@@ -71,7 +71,9 @@ async def test_connection_when_it_sends_nothing_then_closed_after_the_header_tim
     assert answer == b"" and took < WITHIN
 
 
-@pytest.mark.parametrize("sent", [b"GET /v1/ru", b"GET /v1/runs HTTP/1.1\r\nHost: localhost\r\nX-A: 1"])
+@pytest.mark.parametrize(
+    "sent", [b"GET /v1/ru", b"GET /v1/runs HTTP/1.1\r\nHost: localhost\r\nX-A: 1"]
+)
 async def test_connection_when_head_left_partial_then_closed_after_the_header_timeout(
     connect: Connect, sent: bytes
 ) -> None:

@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-HELPER_MODULES = ("tests.cluster", "tests.proxy", "tests.servers")
+HELPER_MODULES = ("tests.support.cluster", "tests.support.proxy", "tests.support.servers")
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

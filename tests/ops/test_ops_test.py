@@ -13,12 +13,16 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-# The fixtures that mean Node, a browser, a private cluster, `replay serve` processes or a
+# The fixtures that mean Node, a browser, a private cluster, `agent-replay serve` processes or a
 # clone to install (tests/conftest.py, tests/faults/conftest.py, tests/clients/conftest.py,
 # tests/packaging/conftest.py); the helpers that start clusters, nginx or processes; and
 # the markers a test that uses them otherwise carries.
 HEAVY_FIXTURES = {"node_harness", "durable_harness", "chromium", "cluster", "replicas", "clone"}
-HEAVY_HELPERS = ("tests.cluster.", "tests.proxy.", "tests.servers.serve_subprocess")
+HEAVY_HELPERS = (
+    "tests.support.cluster.",
+    "tests.support.proxy.",
+    "tests.support.servers.serve_subprocess",
+)
 HEAVY_MARKERS = {"node", "browser", "cluster", "nginx", "processes", "packaging", "slow"}
 CONFORMANCE = "tests/durable/test_conformance.py::"
 
