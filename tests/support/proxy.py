@@ -23,7 +23,7 @@ import pytest
 
 from tests.support.servers import free_port
 
-CONF = Path(__file__).resolve().parents[1] / "ops" / "nginx" / "replay.conf"
+CONF = Path(__file__).resolve().parents[2] / "ops" / "nginx" / "replay.conf"
 
 
 def nginx_binary() -> str:
