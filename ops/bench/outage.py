@@ -2,7 +2,7 @@
 
     python ops/bench/outage.py [--rounds 3] [--outage 6] [--producers 4] [--json FILE]
 
-Starts a private PostgreSQL cluster (tests/cluster.py: never the shared server,
+Starts a private PostgreSQL cluster (tests/support/cluster.py: never the shared server,
 which must not be stopped) and one `agent-replay serve` on it. `--producers` runs
 each get a `agent_replay.client.Producer` submitting one chunk every 10 ms, and a
 probe appends one chunk (with `expected_seq`) every 50 ms and times each

@@ -127,7 +127,7 @@ async def _state(database_url: str) -> tuple[object, ...]:
 async def test_page_of_another_origin_reads_nothing_and_changes_nothing_in_open_mode(
     open_service: Running, database_url: str, node_harness: Path
 ) -> None:
-    assert shutil.which("chromium"), "the browser test needs Chromium (.ci/run installs it)"
+    assert shutil.which("chromium"), "the browser test needs Chromium (ops/test installs it)"
     async with httpx.AsyncClient(base_url=open_service.base_url, timeout=30) as client:
         for run_id in ("victim-run", "other-run"):
             r = await client.post(
@@ -171,7 +171,7 @@ async def test_page_of_another_origin_reads_nothing_and_changes_nothing_in_open_
 async def test_stream_bodies_of_active_types_never_run_on_the_services_origin(
     open_service: Running, node_harness: Path
 ) -> None:
-    assert shutil.which("chromium"), "the browser test needs Chromium (.ci/run installs it)"
+    assert shutil.which("chromium"), "the browser test needs Chromium (ops/test installs it)"
     site = Site()
     async with serve_asgi(site.app()) as collector:
         report = (

@@ -31,7 +31,7 @@ async def test_demo_page_when_tab_closed_mid_answer_then_reopened_page_shows_who
     node_harness: Path,
     tmp_path: Path,
 ) -> None:
-    assert shutil.which("chromium"), "the browser test needs Chromium (.ci/run installs it)"
+    assert shutil.which("chromium"), "the browser test needs Chromium (ops/test installs it)"
     shot = tmp_path / "demo.png"
     proc = await asyncio.create_subprocess_exec(
         "node", "browser_demo.mjs", paced.base_url, "th-browser", str(shot),
@@ -52,7 +52,7 @@ async def test_demo_page_when_tab_closed_mid_answer_then_reopened_page_shows_who
 async def test_demo_page_when_connection_cut_mid_answer_then_says_so_resumes_and_shows_it_once(
     database_url: str, node_harness: Path
 ) -> None:
-    assert shutil.which("chromium"), "the browser test needs Chromium (.ci/run installs it)"
+    assert shutil.which("chromium"), "the browser test needs Chromium (ops/test installs it)"
     settings = settings_for(database_url, demo_delay_seconds=0.1)
     async with serve_in_process(settings) as running, relay_to(running.base_url) as relay:
         out, _ = await cut_on_cue(
@@ -80,7 +80,7 @@ async def test_demo_page_when_connection_cut_mid_answer_then_says_so_resumes_and
 async def test_demo_page_when_keys_set_and_token_expired_at_reconnect_then_fresh_token_resumes_once(
     database_url: str, node_harness: Path
 ) -> None:
-    assert shutil.which("chromium"), "the browser test needs Chromium (.ci/run installs it)"
+    assert shutil.which("chromium"), "the browser test needs Chromium (ops/test installs it)"
     env = {
         "REPLAY_DATABASE_URL": database_url,
         "REPLAY_API_KEYS": "k-demo-admin, k-demo-read:read",

@@ -52,7 +52,7 @@ class Browser:
 
     @classmethod
     async def open(cls, base: str, scenario: str, *args: str) -> Browser:
-        assert shutil.which("chromium"), "the inspector tests need Chromium (.ci/run installs it)"
+        assert shutil.which("chromium"), "the inspector tests need Chromium (ops/test installs it)"
         proc = await asyncio.create_subprocess_exec(
             "node", "inspector.mjs", base, scenario, *args, cwd=NODE,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

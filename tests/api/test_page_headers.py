@@ -90,7 +90,7 @@ async def attacker() -> AsyncIterator[str]:
 async def test_pages_in_chromium_when_framed_by_another_origin_then_blocked_and_alone_render(
     client: httpx.AsyncClient, attacker: str, node_harness: Path
 ) -> None:
-    assert shutil.which("chromium"), "the browser test needs Chromium (.ci/run installs it)"
+    assert shutil.which("chromium"), "the browser test needs Chromium (ops/test installs it)"
     base = str(client.base_url).rstrip("/")
     proc = await asyncio.create_subprocess_exec(
         "node", "browser_pages.mjs", base, attacker, cwd=NODE,

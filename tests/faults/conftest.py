@@ -1,4 +1,4 @@
-"""Fault tests: each on its own PostgreSQL cluster (tests/cluster.py), the service as
+"""Fault tests: each on its own PostgreSQL cluster (tests/support/cluster.py), the service as
 real `agent-replay serve` processes, producers that retry (agent_replay.client), followers that
 resume with Last-Event-ID."""
 

@@ -1,6 +1,6 @@
 """Private PostgreSQL clusters that a test may stop, kill, freeze, starve or replicate.
 
-The shared server (tests/pg.py) must never be stopped; fault and replica tests
+The shared server (tests/support/pg.py) must never be stopped; fault and replica tests
 make their own instead: `initdb` into a temporary folder, `pg_ctl` on a free
 loopback port, owned by an unprivileged user when the suite runs as root
 (PostgreSQL refuses to run as root). The binaries are the installed
@@ -246,7 +246,7 @@ class Cluster:
         self._own(self.data_dir)
         self.data_dir.chmod(0o700)
         with open(self.data_dir / "postgresql.conf", "a") as conf:
-            conf.write("\n# tests/cluster.py\n")
+            conf.write("\n# tests/support/cluster.py\n")
             for key, value in self.settings.items():
                 conf.write(f"{key} = {value}\n")
         return self
