@@ -1,4 +1,4 @@
-"""REPLAY_READ_DATABASE_URL against a real hot standby (tests/support/cluster.py), replay paused or not.
+"""REPLAY_READ_DATABASE_URL against a real hot standby (tests/support/cluster.py), paused or not.
 
 A paused standby is the worst lag there is: it answers, but with the log as
 it was. Readers must still get every event exactly once (what the standby
