@@ -1,5 +1,5 @@
 /* One pass over a plain `{"events": [...]}` append body, or an NDJSON one (an event
- * per line), for service.ingest.verbatim.
+ * per line), for agent_replay.ingest.verbatim.
  *
  * The pure-Python fast path reads such a body in four C passes (msgspec for the
  * events' slices, msgspec again for their types, a byte translation and two

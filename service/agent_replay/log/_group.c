@@ -1,5 +1,5 @@
 /* A commit lane's loops over a group of single chunks, in C
- * (service.log.request: `take`, `Group.of`'s, `settle`, `ones_columns`).
+ * (agent_replay.log.request: `take`, `Group.of`'s, `settle`, `ones_columns`).
  *
  * A busy log's commonest group holds one token of each of many runs, and the
  * lane walks it four times in Python per commit: to take it from the queue,

@@ -1,4 +1,4 @@
-/* A run's token as the log stores it (service.log.chunks.stored_one), in C.
+/* A run's token as the log stores it (agent_replay.log.chunks.stored_one), in C.
  *
  * An in-process producer hands the log one parsed object per append (a token of
  * a run), and each is checked and encoded on the event loop, one at a time: the

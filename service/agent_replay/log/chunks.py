@@ -42,7 +42,7 @@ MAX_EVENT_DEPTH = 200
 
 Deeper events are refused at every append (422 `invalid_event`): no AG-UI producer comes
 near, and every later walk over stored values stays shallow. It is also the C scan's own
-bound (`MAX_DEPTH` in service/ingest/_scan.c), so what the scan vouches for (the
+bound (`MAX_DEPTH` in service/agent_replay/ingest/_scan.c), so what the scan vouches for (the
 `Chunks` it builds, `shallow`) needs no second look."""
 
 # A JSON string literal (the unrolled form: no backtracking per character).

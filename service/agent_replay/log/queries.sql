@@ -1,4 +1,4 @@
--- Every statement the service sends to PostgreSQL, by name (service.log.sql
+-- Every statement the service sends to PostgreSQL, by name (agent_replay.log.sql
 -- parses this file once). Each runs as written here: paste one into psql,
 -- replace its $n, and it runs the same.
 --
@@ -12,9 +12,9 @@
 --
 -- $1 the rows, a jsonb array of [run_id, ord, type, chunk, message_id,
 -- tool_call_id, n] (ord counts from 1 per run and is a batch row's last event's,
--- see service.log.rows), a batch row's chunk null and its place in $2 an eighth
+-- see agent_replay.log.rows), a batch row's chunk null and its place in $2 an eighth
 -- element; $2 the batch rows' chunks (text[], null when there are none); $3
--- the requests (jsonb keyed by run id, see service.log.request.RunShare), $4
+-- the requests (jsonb keyed by run id, see agent_replay.log.request.RunShare), $4
 -- their run ids; $5-$7 the group's plain shares, as `append_plain`'s $3-$5
 -- (its counts, run ids and expected seqs).
 --
@@ -36,7 +36,7 @@
 -- Each UPDATE finds its runs through `runs`' key only: `(closed_at IS NULL) IS
 -- TRUE` is `closed_at IS NULL` in a form no index answers, so the (month,
 -- closed_at) index cannot offer to read every open run instead (the commit
--- lanes' connections rule out the other scans: service.log.writer's
+-- lanes' connections rule out the other scans: agent_replay.log.writer's
 -- COMMIT_SETTINGS). The same goes for `append_plain` and `bump`.
 --
 -- The seq is taken under the run row's lock (the UPDATE) and the lock is held
@@ -52,7 +52,7 @@
 --
 -- One NOTIFY carries up to 40 runs, a line each (PostgreSQL caps a payload at
 -- 8,000 bytes; a line is at most ~150): one per run costs a group dearly. The
--- channel and the line's format are service.log.notifications'.
+-- channel and the line's format are agent_replay.log.notifications'.
 -- This statement and `bump` notify whether or not another process listens
 -- (`append_plain` and `append_tools` ask first): they may close a run, and
 -- every process's close hooks hear of every close, the committing one's too.
@@ -285,7 +285,7 @@ SELECT run_id, base, (SELECT count(*) FROM note) AS notes FROM upd;
 --
 -- A column is its values joined by U+001E; in the two that may be null, a
 -- null is U+001F. A chunk's JSON text never holds either raw, and the client
--- sends this statement only when no value holds one (service.log.request
+-- sends this statement only when no value holds one (agent_replay.log.request
 -- counts them), nor with a single run (`string_to_array` reads an empty text
 -- as no element, not as one empty one).
 --
@@ -434,7 +434,7 @@ FROM runs WHERE run_id = ANY($1::text[]);
 -- Like every per-run read of `events`, it names the run's month (from its
 -- row), so it reads the run's partition only: the subquery is an InitPlan
 -- and the executor prunes the other partitions, in generic plans too.
--- A batch row may hold seqs past $3: `seq < $3 + 256` (service.log.rows.BATCH_MAX)
+-- A batch row may hold seqs past $3: `seq < $3 + 256` (agent_replay.log.rows.BATCH_MAX)
 -- bounds the index range, written with $3 typed bigint (alone, `$3 + 256` makes
 -- PostgreSQL take $3 for an integer) and capped so the sum cannot overflow;
 -- `seq - n < $3` keeps the rows starting by $3.
@@ -460,7 +460,7 @@ RETURNING run_id;
 
 
 -- name: get_run
--- A run's row, as service.log.eventlog.Run holds it. $1 run id.
+-- A run's row, as agent_replay.log.eventlog.Run holds it. $1 run id.
 SELECT run_id, thread_id, agent, status, last_seq, closed_at IS NOT NULL AS closed,
        created_at, updated_at, closed_at, metadata::text AS metadata, last_terminal,
        error_message, error_code, lease_owner, lease_expires_at, tool_names, prompt_tokens,
@@ -476,7 +476,7 @@ SELECT input FROM runs WHERE run_id = $1;
 
 -- name: read_events
 -- A page of run $1's rows holding events with seq > $2, at most $3 rows (the
--- caller cuts the events, service.log.rows).
+-- caller cuts the events, agent_replay.log.rows).
 SELECT seq, n, type, chunk, received_at FROM events
 WHERE run_id = $1 AND seq > $2 AND run_month = (SELECT run_month FROM runs WHERE run_id = $1)
   -- Only the rows holding seqs up to $2 + $3 (a run's rows are contiguous).
@@ -621,7 +621,7 @@ WHERE run_id = $1 AND closed_at IS NULL AND lease_owner LIKE $4 || '%'
 RETURNING run_id;
 
 
--- Readers of hosted runs (service.log.readers): a row per (run, holder
+-- Readers of hosted runs (agent_replay.log.readers): a row per (run, holder
 -- process) while the holder has a follower of the run, heartbeated; only runs
 -- whose policy watches readers (not `continue`) and still open get one.
 -- $1 holder, $2 run ids, $3 how long a heartbeat keeps a row fresh (seconds).
@@ -641,7 +641,7 @@ RETURNING run_id;
 -- else reads (no fresh row of another holder) records when its last reader left.
 -- The UPDATE sees the rows as they were before the DELETE: hence `holder <> $1`.
 -- The runs nobody reads now are told to every process on their own channel
--- (service.log.notifications.READERS_CHANNEL), 40 to a NOTIFY like appends',
+-- (agent_replay.log.notifications.READERS_CHANNEL), 40 to a NOTIFY like appends',
 -- so their drivers judge at once rather than at their next poll.
 WITH gone AS (
     DELETE FROM run_readers WHERE holder = $1 AND run_id = ANY($2::text[]) RETURNING run_id
@@ -687,7 +687,7 @@ SELECT (SELECT n FROM fresh) AS readers, r.closed_at IS NOT NULL AS closed,
 FROM runs r WHERE r.run_id = $1;
 
 
--- Import (service.log.bulk): all or nothing, locks in run_id order like the
+-- Import (agent_replay.log.bulk): all or nothing, locks in run_id order like the
 -- append's, so a load and a group commit never deadlock.
 
 -- name: lock_runs
@@ -705,7 +705,7 @@ WHERE run_id = $1 AND run_month = (SELECT run_month FROM runs WHERE run_id = $1)
 
 -- name: insert_run
 -- An imported run with its maintained columns; returns its month (its events'
--- partition key: the month of its created_at, as service.log.partitions.month_of
+-- partition key: the month of its created_at, as agent_replay.log.partitions.month_of
 -- has it) unless it existed.
 INSERT INTO runs (run_id, thread_id, agent, status, created_at, updated_at, closed_at, last_seq,
                   error_message, metadata, input, last_terminal, tool_names,
@@ -716,12 +716,12 @@ ON CONFLICT (run_id) DO NOTHING
 RETURNING run_month;
 
 
--- Retention (service.log.retention): closed runs older than $1, in small
+-- Retention (agent_replay.log.retention): closed runs older than $1, in small
 -- transactions, oldest first via the partial index on `closed_at`.
 
 -- name: pick_prunable
 -- The next $2 closed runs to delete, with their sizes.
--- A run that forks still read (service.log.streams) is kept until they go.
+-- A run that forks still read (agent_replay.log.streams) is kept until they go.
 SELECT run_id, last_seq FROM runs
 WHERE closed_at IS NOT NULL AND closed_at < $1
   AND NOT EXISTS (SELECT 1 FROM run_forks f WHERE f.source_run_id = runs.run_id)
@@ -772,7 +772,7 @@ WITH gone AS (
 SELECT (SELECT count(*) FROM gone) AS runs, (SELECT coalesce(sum(n), 0) FROM evs)::bigint AS events;
 
 
--- Partitions (service.log.partitions): `events` is partitioned by its run's
+-- Partitions (agent_replay.log.partitions): `events` is partitioned by its run's
 -- month, a partition a month (`events_YYYY_MM`). The DDL that creates,
 -- detaches and drops them names a table, so it is built there, not here.
 
@@ -843,7 +843,7 @@ SELECT count(*) AS runs FROM gone;
 SELECT EXISTS (SELECT 1 FROM runs WHERE run_month = $1);
 
 
--- Durable Streams (service.log.streams): a stream is a run; its `streams`
+-- Durable Streams (agent_replay.log.streams): a stream is a run; its `streams`
 -- row holds only what the protocol adds, forks live in `run_forks`, idempotent
 -- producers in `stream_producers`.
 
@@ -1016,7 +1016,7 @@ SELECT last_seq FROM runs WHERE run_id = $1;
 -- read from its source (and its source's source): each segment of the chain is
 -- a run's own events above its fork point (lo), up to its child's (hi). A
 -- source's batch row may hold seqs past its child's fork point: each row comes
--- with the bounds of its segment (`lo` < seq <= `hi`), cut by service.log.rows,
+-- with the bounds of its segment (`lo` < seq <= `hi`), cut by agent_replay.log.rows,
 -- and the rows are in the order of their first seqs.
 WITH RECURSIVE chain(run_id, lo, hi, month) AS (
     SELECT $1::text, coalesce((SELECT fork_seq FROM run_forks WHERE run_id = $1), 0),
@@ -1041,7 +1041,7 @@ ORDER BY e.seq - e.n LIMIT $4;
 
 -- name: stream_read_own
 -- Run $1's own rows holding events after $2 up to $3, at most $4 rows (a run that
--- is no fork; the caller cuts the events, service.log.rows).
+-- is no fork; the caller cuts the events, agent_replay.log.rows).
 SELECT seq, n, chunk FROM events
 WHERE run_id = $1 AND seq > $2 AND seq - n < $3
   AND seq < least($3::bigint, 9223372036854775551) + 256
@@ -1101,7 +1101,7 @@ ORDER BY e.seq - e.n LIMIT $3;
 -- most $4 rows, and no more than $5 bytes past the first row) joined with
 -- commas, their count and last seq. One text value instead of a record per
 -- message: the response body is built in PostgreSQL. A run that is no fork.
--- A batch row (service.log.rows) is its messages joined with newlines: whole,
+-- A batch row (agent_replay.log.rows) is its messages joined with newlines: whole,
 -- its newlines become commas; cut by $2 or $3, its part is sliced out.
 SELECT coalesce(sum(k), 0)::bigint AS n, max(last) AS last,
     coalesce(string_agg(body, ',' ORDER BY last), '') AS body
@@ -1163,7 +1163,7 @@ FROM (
 WHERE before < $5;
 
 
--- Expiry (service.log.expiry): streams past their TTL or Stream-Expires-At,
+-- Expiry (agent_replay.log.expiry): streams past their TTL or Stream-Expires-At,
 -- and soft-deleted ones no fork reads any more, deleted with their runs. A
 -- source that forks still read is kept (it answers 404 meanwhile) until its
 -- last fork goes; the next sweep takes it then.
