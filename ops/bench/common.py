@@ -221,7 +221,7 @@ class RawPoster:
         answer's body (empty for 204). Not 2xx raises."""
         reader, writer = await self._free.get()
         writer.write(
-            f"{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Type: {content_type}\r\n"
+            f"{method} {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: {content_type}\r\n"
             f"{headers}Content-Length: {len(body)}\r\n\r\n".encode()
             + body
         )

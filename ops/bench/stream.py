@@ -144,7 +144,9 @@ async def _request(
     port: int, path: str, headers: str = ""
 ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{headers}\r\n".encode())
+    writer.write(
+        f"GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n{headers}\r\n".encode()
+    )
     await writer.drain()
     return reader, writer
 
@@ -237,7 +239,7 @@ async def follow(port: int, run: str, offset: str = "now") -> tuple[asyncio.Tran
     loop = asyncio.get_running_loop()
     transport, follower = await loop.create_connection(Follower, "127.0.0.1", port)
     transport.write(
-        f"GET /v1/runs/{run}/stream?offset={offset} HTTP/1.1\r\nHost: x\r\n\r\n".encode()
+        f"GET /v1/runs/{run}/stream?offset={offset} HTTP/1.1\r\nHost: localhost\r\n\r\n".encode()
     )
     await follower.started
     return transport, follower  # type: ignore[return-value]
