@@ -27,6 +27,7 @@ from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
+from agent_replay.api.edge import refuse
 from agent_replay.errors import ReplayError, RequestTimeout, TooManyConnections
 
 
@@ -45,13 +46,6 @@ def _answer(error: ReplayError) -> bytes:
         "content-type: application/json\r\n"
         f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
     ).encode() + body
-
-
-async def _refuse(error: ReplayError, send: Any) -> None:
-    body = json.dumps(error.body()).encode()
-    headers = [(b"content-type", b"application/json"), (b"connection", b"close")]
-    await send({"type": "http.response.start", "status": error.status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
 
 
 class GuardedHttpToolsProtocol(HttpToolsProtocol):
@@ -98,13 +92,13 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def _start_asgi_task(self, cycle: RequestResponseCycle, app: Any) -> None:
         if len(self.connections) > self._limits.max_connections:
-            cycle.keep_alive = False
+            cycle.keep_alive = False  # uvicorn closes the connection after this answer
             limit = self._limits.max_connections
 
-            async def refuse(scope: Any, receive: Any, send: Any) -> None:
-                await _refuse(TooManyConnections(f"over {limit} open connections"), send)
+            async def over_the_cap(scope: Any, receive: Any, send: Any) -> None:
+                await refuse(send, TooManyConnections(f"over {limit} open connections"))
 
-            app = refuse
+            app = over_the_cap
         super()._start_asgi_task(cycle, app)
 
     # -- the body ------------------------------------------------------------
