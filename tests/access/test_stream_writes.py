@@ -40,14 +40,28 @@ async def _events(conn: asyncpg.Connection, run_id: str) -> object:
     )
 
 
+async def _until(conn: asyncpg.Connection, query: str, run_id: str, why: str) -> None:
+    """Until `query` about the run holds (polled, with a deadline)."""
+    deadline = time.monotonic() + 60
+    while not await conn.fetchval(query, run_id):
+        assert time.monotonic() < deadline, why
+        await asyncio.sleep(0.02)
+
+
 async def _until_mid_answer(conn: asyncpg.Connection, run_id: str) -> None:
     """Until the hosted run has streamed some of its answer and is still open."""
-    deadline = time.monotonic() + 30
-    while not await conn.fetchval(
-        "SELECT last_seq >= 3 AND closed_at IS NULL FROM runs WHERE run_id = $1", run_id
-    ):
-        assert time.monotonic() < deadline, "the hosted run never got going"
-        await asyncio.sleep(0.02)
+    await _until(
+        conn,
+        "SELECT last_seq >= 3 AND closed_at IS NULL FROM runs WHERE run_id = $1",
+        run_id,
+        "the hosted run never got going",
+    )
+
+
+async def _until_closed(conn: asyncpg.Connection, run_id: str) -> None:
+    await _until(
+        conn, "SELECT closed_at IS NOT NULL FROM runs WHERE run_id = $1", run_id, "never closed"
+    )
 
 
 async def test_delete_through_streams_of_runs_not_made_by_put_is_refused_and_they_stay_whole(
@@ -91,12 +105,7 @@ async def test_delete_through_streams_of_runs_not_made_by_put_is_refused_and_the
             for run_id, events in before.items():
                 assert await _events(conn, run_id) == events
             # The hosted run was never cut: it goes on to its end, all of it kept.
-            deadline = time.monotonic() + 60
-            while not await conn.fetchval(
-                "SELECT closed_at IS NOT NULL FROM runs WHERE run_id = 'hosted-live'"
-            ):
-                assert time.monotonic() < deadline
-                await asyncio.sleep(0.05)
+            await _until_closed(conn, "hosted-live")
             status = await conn.fetchval("SELECT status FROM runs WHERE run_id = 'hosted-live'")
             assert status == "finished"
             # A stream PUT made is still the append key's to delete.
@@ -124,12 +133,7 @@ async def test_append_through_streams_of_a_hosted_run_follows_the_run_api(
         assert r.status_code == 201
         conn = await asyncpg.connect(database_url)
         try:
-            deadline = time.monotonic() + 60
-            while not await conn.fetchval(
-                "SELECT closed_at IS NOT NULL FROM runs WHERE run_id = 'hosted-two'"
-            ):
-                assert time.monotonic() < deadline
-                await asyncio.sleep(0.05)
+            await _until_closed(conn, "hosted-two")
             before = await _events(conn, "hosted-two")
             via_runs = await client.post(
                 "/v1/runs/hosted-two/events", headers=APPEND, json={"events": [{"type": "A"}]}
