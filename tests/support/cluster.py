@@ -287,10 +287,6 @@ class Cluster:
             timeout=timeout + 10,
         )
 
-    def restart(self, mode: str = "fast") -> None:
-        self.stop(mode)
-        self.start()
-
     def running(self) -> bool:
         out = self._run("pg_ctl", "status", "-D", str(self.data_dir), check=False)
         return "server is running" in out
