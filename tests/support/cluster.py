@@ -84,7 +84,7 @@ def bindir() -> Path:
     for c in candidates:
         if (c / "initdb").is_file() and (c / "pg_ctl").is_file():
             return c
-    # None installed: the binaries inside the wheel (service/embedded.py's).
+    # None installed: the binaries inside the wheel (agent_replay.embedded's).
     os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")  # platformdirs warns without it
     with contextlib.suppress(ImportError), warnings.catch_warnings():
         warnings.simplefilter("ignore")
