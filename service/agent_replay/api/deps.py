@@ -60,17 +60,12 @@ async def _log(request: Request) -> LogStore:
     return state_of(request).log
 
 
-async def _hub(request: Request) -> Hub:
-    return state_of(request).hub
-
-
 async def _engine(request: Request) -> AsyncEngine:
     return state_of(request).engine
 
 
 StateDep = Annotated[AppState, Depends(_state)]
 LogDep = Annotated[LogStore, Depends(_log)]
-HubDep = Annotated[Hub, Depends(_hub)]
 EngineDep = Annotated[AsyncEngine, Depends(_engine)]
 
 

@@ -77,7 +77,6 @@ _INSERT_RUN = QUERIES["insert_run"]
 _EVENT_COLUMNS = [
     "run_id", "seq", "type", "chunk", "message_id", "tool_call_id", "received_at", "run_month",
 ]  # fmt: skip
-_USAGE_KEYS = ("promptTokens", "completionTokens", "totalTokens")
 
 
 def maintained_columns(

@@ -309,7 +309,6 @@ class EventLog:
         # A run's share of an append of at least this many chunks is stored in batch
         # rows (agent_replay.log.rows); None: a row per event (the layout before 0007).
         self.batch_min = batch_min
-        self._answer_seconds = answer_seconds
         self._deadlines = _Deadlines(answer_seconds)
         self._checked_runs: set[str] = set()
         # A hot standby for catch-up reads (see `read_page`), or None.

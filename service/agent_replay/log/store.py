@@ -6,7 +6,9 @@ the log is this list, and nothing here says PostgreSQL. `EventLog` is the one
 implementation today; a sharded or replica-reading store implements the same
 Protocol and runs the same contract suite (`tests/log/contract.py`).
 
-The guarantees every implementation keeps (the suite checks each):
+The guarantees every implementation keeps (see the contract suite for which it
+checks; the replica's is checked against a real hot standby by
+`tests/ops/test_read_replica.py`):
 
 * A run's seqs are 1, 2, 3 ... without gaps; an append is durable before it
   returns, and its events are numbered contiguously in submission order.

@@ -1,9 +1,9 @@
 """Durable Streams' state in the log: lookups, creation, guarded appends, forks, deletion.
 
-A stream *is* a run (see `agent_replay.log.streams_sql`): its messages are the
-run's events, its offsets the run's seqs. What the protocol adds lives in
-small tables beside `runs`, and every change to them is made in the same
-transaction as the events it concerns:
+A stream *is* a run (its statements: the Durable Streams section of `queries.sql`):
+its messages are the run's events, its offsets the run's seqs. What the protocol
+adds lives in small tables beside `runs`, and every change to them is made in the
+same transaction as the events it concerns:
 
 * creation (the run, the stream row, a fork's link, initial content, closing)
   is one transaction, so a refused PUT leaves nothing behind;
