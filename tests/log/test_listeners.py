@@ -18,7 +18,8 @@ import pytest
 
 from agent_replay.log import EventLog
 from agent_replay.log.listener import register
-from agent_replay.log.notifications import CHANNEL, Notice, decode
+from agent_replay.log.notifications import CHANNEL, decode
+from agent_replay.log.values import Notice
 from tests.support.pg import Databases
 
 DEADLINE = 10.0

@@ -16,7 +16,6 @@ import re
 import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from itertools import starmap
 from operator import itemgetter
@@ -32,7 +31,6 @@ from agent_replay.log import bulk, leases, partitions, readers, retention
 from agent_replay.log import rows as log_rows
 from agent_replay.log.chunks import (
     Chunks,
-    StoredChunk,
     check_nesting,
     dumps,
     loads,
@@ -43,11 +41,24 @@ from agent_replay.log.chunks import (
 )
 from agent_replay.log.faults import acquire, translated
 from agent_replay.log.listener import Listener
-from agent_replay.log.notifications import Notice
-from agent_replay.log.request import AppendResult
 from agent_replay.log.sql import QUERIES
-from agent_replay.log.store import CommitHook, CommitRowsHook, Page, PoolStats, RunState
 from agent_replay.log.summary import BIGINT_MAX
+from agent_replay.log.values import (
+    Absence,
+    AppendResult,
+    CommitHook,
+    CommitRowsHook,
+    Event,
+    LoadedRun,
+    LoadReport,
+    Notice,
+    Page,
+    PoolStats,
+    PruneReport,
+    Run,
+    RunState,
+    StoredChunk,
+)
 from agent_replay.log.writer import COMMIT_SETTINGS, GroupCommitter
 
 _CREATE_RUN = QUERIES["create_run"]
@@ -82,78 +93,6 @@ def check_run_id(run_id: str) -> str:
             f"run id {run_id[:140]!r} must be 1-128 characters of A-Z a-z 0-9 . _ : -"
         )
     return run_id
-
-
-@dataclass(frozen=True, slots=True)
-class Run:
-    run_id: str
-    thread_id: str | None
-    agent: str | None
-    status: str
-    last_seq: int
-    closed: bool
-    created_at: datetime
-    updated_at: datetime
-    closed_at: datetime | None
-    metadata: dict[str, Any]
-    last_terminal: str | None
-    error_message: str | None
-    error_code: str | None  # the code of that RUN_ERROR (`cancelled`, `abandoned`, ...)
-    lease_owner: str | None
-    lease_expires_at: datetime | None
-    tool_names: list[str]
-    prompt_tokens: int | None
-    completion_tokens: int | None
-    total_tokens: int | None
-    # A hosted run's disconnect policy (None: not hosted) and its readers' last leave.
-    on_disconnect: str | None = None
-    grace_seconds: float | None = None
-    reader_left_at: datetime | None = None
-
-    @classmethod
-    def from_record(cls, row: asyncpg.Record | Mapping[str, Any]) -> Run:
-        fields = dict(row)
-        fields["metadata"] = loads(fields["metadata"])
-        return cls(**fields)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "thread_id": self.thread_id,
-            "agent": self.agent,
-            "status": self.status,
-            "last_seq": self.last_seq,
-            "closed": self.closed,
-            "created_at": self.created_at.isoformat(),
-            "updated_at": self.updated_at.isoformat(),
-            "closed_at": self.closed_at.isoformat() if self.closed_at else None,
-            "metadata": self.metadata,
-            "error": self.error_message,
-            "error_code": self.error_code,
-            "tool_names": self.tool_names,
-            "usage": None
-            if self.total_tokens is None and self.prompt_tokens is None
-            else {
-                "promptTokens": self.prompt_tokens,
-                "completionTokens": self.completion_tokens,
-                "totalTokens": self.total_tokens,
-            },
-            "on_disconnect": None
-            if self.on_disconnect is None
-            else {
-                "policy": self.on_disconnect,
-                **({"grace_seconds": self.grace_seconds} if self.grace_seconds is not None else {}),
-                "reader_left_at": self.reader_left_at.isoformat() if self.reader_left_at else None,
-            },
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class Event:
-    seq: int
-    type: str
-    chunk: str  # the stored JSON text
-    received_at: datetime
 
 
 def _stored_chunks(
@@ -564,7 +503,7 @@ class EventLog:
                     else None
                 )
         assert row is not None  # just inserted or already there; runs are only pruned when closed
-        run = Run.from_record(row)
+        run = _run_of(row)
         if created is None and (
             (thread_id is not None and run.thread_id != thread_id)
             or (metadata is not None and run.metadata != meta)
@@ -580,7 +519,7 @@ class EventLog:
     async def find_run(self, run_id: str) -> Run | None:
         with translated(_READ):
             row = await self.pool.fetchrow(_GET_RUN, run_id)
-        return None if row is None else Run.from_record(row)
+        return None if row is None else _run_of(row)
 
     async def get_run(self, run_id: str) -> Run:
         check_run_id(run_id)
@@ -727,15 +666,15 @@ class EventLog:
     ) -> list[str]:
         return await readers.left(self.pool, holder, run_ids, fresh_seconds)
 
-    async def reader_absence(self, run_id: str, fresh_seconds: float) -> readers.Absence | None:
+    async def reader_absence(self, run_id: str, fresh_seconds: float) -> Absence | None:
         return await readers.absence(self.pool, run_id, fresh_seconds)
 
     # -- whole runs and readiness ---------------------------------------------
 
-    async def load_runs(self, runs: Sequence[bulk.LoadedRun]) -> bulk.LoadReport:
+    async def load_runs(self, runs: Sequence[LoadedRun]) -> LoadReport:
         return await bulk.load_runs(self.pool, runs)
 
-    async def count_prunable(self, closed_before: datetime) -> retention.PruneReport:
+    async def count_prunable(self, closed_before: datetime) -> PruneReport:
         return await retention.count_prunable(self.pool, closed_before)
 
     async def prune(
@@ -745,7 +684,7 @@ class EventLog:
         batch_events: int = 10_000,
         max_rate: float | None = None,
         whole_months: bool = True,
-    ) -> retention.PruneReport:
+    ) -> PruneReport:
         return await retention.prune(
             self.pool,
             closed_before,
@@ -769,6 +708,12 @@ class EventLog:
             async with self.pool.acquire(timeout=2) as conn:
                 version: str | None = await conn.fetchval(_SCHEMA_VERSION, timeout=2)
         return version
+
+
+def _run_of(row: asyncpg.Record) -> Run:
+    fields = dict(row)
+    fields["metadata"] = loads(fields["metadata"])
+    return Run(**fields)
 
 
 def _stats(pool: asyncpg.Pool) -> PoolStats:

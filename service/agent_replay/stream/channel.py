@@ -23,7 +23,8 @@ from dataclasses import dataclass
 
 from agent_replay import metrics
 from agent_replay.errors import Unavailable
-from agent_replay.log.store import LogStore, Page, Row, RunState
+from agent_replay.log.store import LogStore
+from agent_replay.log.values import Page, Row, RunState
 from agent_replay.loopevent import LoopEvent
 from agent_replay.stream.framing import Framer
 from agent_replay.stream.outlet import Sink

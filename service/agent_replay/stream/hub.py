@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from types import TracebackType
 
 from agent_replay.errors import Unavailable
-from agent_replay.log.notifications import Notice
-from agent_replay.log.store import Listening, LogStore, Row
+from agent_replay.log.store import Listening, LogStore
+from agent_replay.log.values import Notice, Row
 from agent_replay.stream.channel import Channel, Limits
 from agent_replay.stream.presence import Presence
 from agent_replay.tasks import stopped
