@@ -28,9 +28,10 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
+from typing import Protocol
 
 from agent_replay.errors import Unavailable
-from agent_replay.log.store import Listening, LogStore
+from agent_replay.log.store import Listening, ReaderPresence, Reads, RunStates
 from agent_replay.log.values import Notice, Row
 from agent_replay.stream.channel import Channel, Limits
 from agent_replay.stream.presence import Presence
@@ -74,6 +75,11 @@ class HubStats:
     follower_reads: int
 
 
+class FollowedLog(Reads, RunStates, ReaderPresence, Protocol):
+    """What following runs asks of the log: their events and commits, their states, and
+    the presence of their readers."""
+
+
 class Hub:
     """One per process; `start()` in the app's lifespan, `stop()` at its end.
 
@@ -83,7 +89,7 @@ class Hub:
 
     def __init__(
         self,
-        store: LogStore,
+        store: FollowedLog,
         *,
         limits: Limits | None = None,
         recheck_seconds: float = 5.0,
