@@ -7,8 +7,9 @@ use, never a pool or a connection; the values it takes and answers are in
 `values`. Nothing here knows about HTTP, SSE or projections.
 """
 
-from agent_replay.log.eventlog import MAX_SEQ, EventLog, check_run_id
+from agent_replay.log.eventlog import EventLog
 from agent_replay.log.store import (
+    MAX_SEQ,
     Administration,
     Appends,
     Leases,
@@ -17,6 +18,7 @@ from agent_replay.log.store import (
     ReaderPresence,
     Reads,
     RunStates,
+    check_run_id,
 )
 from agent_replay.log.values import (
     AppendResult,

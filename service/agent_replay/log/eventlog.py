@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -26,7 +25,7 @@ import asyncpg
 
 from agent_replay import metrics
 from agent_replay.config import asyncpg_dsn
-from agent_replay.errors import InvalidRequest, InvalidRunId, RunConflict, RunNotFound, Unavailable
+from agent_replay.errors import InvalidRequest, RunConflict, RunNotFound, Unavailable
 from agent_replay.log import bulk, leases, partitions, readers, retention
 from agent_replay.log import rows as log_rows
 from agent_replay.log.chunks import (
@@ -42,7 +41,7 @@ from agent_replay.log.chunks import (
 from agent_replay.log.faults import acquire, translated
 from agent_replay.log.listener import Listener
 from agent_replay.log.sql import QUERIES
-from agent_replay.log.summary import BIGINT_MAX
+from agent_replay.log.store import MAX_SEQ, check_run_id
 from agent_replay.log.values import (
     Absence,
     AppendResult,
@@ -80,19 +79,9 @@ _READ = "the event log cannot be read"
 _log = logging.getLogger("replay.log")
 _T = TypeVar("_T")
 
-RUN_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
-
 # The run ids an append has checked lately (`EventLog._queue`): a set lookup instead of a
 # match per append, forgotten as a whole when it grows this large.
 _CHECKED_RUNS_MAX = 4096
-
-
-def check_run_id(run_id: str) -> str:
-    if not RUN_ID.fullmatch(run_id):
-        raise InvalidRunId(
-            f"run id {run_id[:140]!r} must be 1-128 characters of A-Z a-z 0-9 . _ : -"
-        )
-    return run_id
 
 
 def _stored_chunks(
@@ -116,9 +105,6 @@ def _stored_chunks(
 # read_page's row: (last_seq, closed, seq, n, chunk).
 _ROW_N = itemgetter(3)
 _ROW_CHUNK = itemgetter(2, 4)
-
-# Seqs are bigint: a position past this can be neither stored nor asked for.
-MAX_SEQ = BIGINT_MAX
 
 
 class _Backends:

@@ -27,10 +27,13 @@ The guarantees every implementation keeps (the suite checks each):
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
+from agent_replay.errors import InvalidRunId
+from agent_replay.log.summary import BIGINT_MAX
 from agent_replay.log.values import (
     Absence,
     AppendResult,
@@ -47,6 +50,21 @@ from agent_replay.log.values import (
     RunState,
     StoredChunk,
 )
+
+RUN_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+
+# Seqs are bigint: a position past this can be neither stored nor asked for.
+MAX_SEQ = BIGINT_MAX
+
+
+def check_run_id(run_id: str) -> str:
+    """`run_id` if every store can keep it (and a notification line carry it), else
+    `InvalidRunId` naming why."""
+    if not RUN_ID.fullmatch(run_id):
+        raise InvalidRunId(
+            f"run id {run_id[:140]!r} must be 1-128 characters of A-Z a-z 0-9 . _ : -"
+        )
+    return run_id
 
 
 class Listening(Protocol):
