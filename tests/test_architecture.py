@@ -82,11 +82,37 @@ def imports(path: Path, modules: set[str]) -> set[str]:
     return found
 
 
-def graph(root: Path = SERVICE) -> dict[str, set[str]]:
+def module_paths(root: Path = SERVICE) -> dict[str, Path]:
     # A compiled module is known by its stub (`.pyi`), which imports nothing of ours.
     stubs = sorted(p for p in root.rglob("*.pyi") if not p.with_suffix(".py").exists())
-    paths = {module_name(p, root): p for p in [*sorted(root.rglob("*.py")), *stubs]}
+    return {module_name(p, root): p for p in [*sorted(root.rglob("*.py")), *stubs]}
+
+
+def graph(root: Path = SERVICE) -> dict[str, set[str]]:
+    paths = module_paths(root)
     return {name: imports(path, set(paths)) & set(paths) for name, path in paths.items()}
+
+
+def third_party(path: Path) -> set[str]:
+    """The top-level names of what `path` imports from outside `agent_replay`."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text("utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module.split(".")[0])
+    return found - {"agent_replay"}
+
+
+def reached(edges: dict[str, set[str]], start: str) -> set[str]:
+    """`start` and every module it imports, directly or through others."""
+    seen, todo = {start}, [start]
+    while todo:
+        for target in edges.get(todo.pop(), ()):
+            if target not in seen:
+                seen.add(target)
+                todo.append(target)
+    return seen
 
 
 def package(module: str) -> str:
@@ -154,6 +180,16 @@ def test_imports_when_they_follow_no_arrow_of_the_data_flow_then_fail() -> None:
 
 def test_modules_when_they_import_each_other_in_a_circle_then_fail() -> None:
     assert cycles(EDGES) == []
+
+
+def test_memory_store_when_its_imports_are_followed_then_none_reaches_postgresql() -> None:
+    """The second implementation of the log's contract is independent of the first: the
+    in-memory store, and all it imports, import neither the driver nor the SQL toolkit."""
+    paths = module_paths()
+    postgresql = {"asyncpg", "sqlalchemy", "psycopg", "alembic"}
+    modules = reached(EDGES, "agent_replay.log.memory")
+    assert {"agent_replay.log.store", "agent_replay.log.values"} <= modules
+    assert {m for m in modules if third_party(paths[m]) & postgresql} == set()
 
 
 @pytest.mark.parametrize(
