@@ -2,11 +2,16 @@
 
 The stream, the hosted-run drivers, the HTTP edge and the offline commands
 are handed a `LogStore`, never a pool or a connection: what they may ask of
-the log is this list, and nothing here says PostgreSQL. `EventLog` is the one
-implementation today; a sharded or replica-reading store implements the same
-Protocol and runs the same contract suite (`tests/log/contract.py`).
+the log is this list, and nothing here says PostgreSQL. It is the union of
+one small Protocol per role (`Appends`, `Reads`, `RunStates`, `Leases`,
+`ReaderPresence`, `Administration`), and a consumer is typed on the roles it
+uses. What it takes and answers is in `agent_replay.log.values`; this module
+imports no implementation. `EventLog` (PostgreSQL) and `MemoryStore` (plain
+Python, `agent_replay.log.memory`) implement it, and both run the contract
+suite (`tests/log/contract.py`), as any other store would.
 
-The guarantees every implementation keeps (the suite checks each):
+The guarantees every implementation keeps (the suite checks each, the standby's
+through a standby that lags):
 
 * A run's seqs are 1, 2, 3 ... without gaps; an append is durable before it
   returns, and its events are numbered contiguously in submission order.
