@@ -211,6 +211,7 @@ async def test_listener_when_registering_while_plain_appends_commit_then_it_hear
 
         task = asyncio.create_task(produce())
         try:
+            await until(lambda: acked >= 1, moved)  # the run exists: its state can be read
             missed = [miss for _ in range(_STARTS) if (miss := await start_once())]
         finally:
             stop.set()
