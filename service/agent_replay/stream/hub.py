@@ -23,7 +23,6 @@ ever queued per follower.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,7 +34,7 @@ from agent_replay.log.store import Listening, ReaderPresence, Reads, RunStates
 from agent_replay.log.values import Notice, Row
 from agent_replay.stream.channel import Channel, Limits
 from agent_replay.stream.presence import Presence
-from agent_replay.tasks import stopped
+from agent_replay.tasks import stopped, wait_set
 
 log = logging.getLogger("replay.stream")
 
@@ -261,8 +260,7 @@ class Hub:
     async def _recheck_forever(self) -> None:
         while True:
             interval = self._recheck_seconds if self.listening else self._poll_seconds
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._recheck_now.wait(), interval)
+            await wait_set(self._recheck_now, interval)
             self._recheck_now.clear()
             try:
                 await self.recheck()

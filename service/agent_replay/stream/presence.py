@@ -26,7 +26,7 @@ import uuid
 
 from agent_replay.errors import ReplayError
 from agent_replay.log.store import ReaderPresence
-from agent_replay.tasks import stopped
+from agent_replay.tasks import stopped, wait_set
 
 log = logging.getLogger("replay.stream")
 
@@ -97,8 +97,7 @@ class Presence:
             wait = self._beat_at + self.interval - now
             if self._released:
                 wait = min(wait, min(self._released.values()) + self.linger_seconds - now)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), max(0.01, wait))
+            await wait_set(self._wake, max(0.01, wait))
             self._wake.clear()
 
     async def sync(self) -> None:
