@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from agent_replay.log import EventLog
-from agent_replay.log.store import RunState
+from agent_replay.log.values import RunState
 from agent_replay.stream import Hub
 from tests.conftest import settings_for
 from tests.stream.conftest import Served, serve_app, wait_for

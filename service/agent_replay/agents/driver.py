@@ -22,6 +22,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from agent_replay.agents import upstream
 from agent_replay.agents.catalog import Agent, HttpAgent, RunInput
@@ -30,7 +31,7 @@ from agent_replay.agents.policy import DEFAULT, FIRST_READER_SECONDS, OnDisconne
 from agent_replay.agents.wire import HttpUpstream
 from agent_replay.errors import ReplayError, RunClosed, SeqConflict, Unavailable
 from agent_replay.ingest import Limits
-from agent_replay.log import AppendResult, LogStore, StoredChunk
+from agent_replay.log import AppendResult, Appends, ReaderPresence, StoredChunk
 from agent_replay.log.chunks import TERMINAL_TYPES
 from agent_replay.tasks import wait_set
 
@@ -67,12 +68,16 @@ class Lease:
         return max(0.2, self.seconds / 3)
 
 
+class DriverLog(Appends, ReaderPresence, Protocol):
+    """What a driver asks of the log: its run's appends, and whether anyone reads it."""
+
+
 class Driver:
     """Drives one run; `start()` once, `halt(reason)` to stop it, `done` when it has."""
 
     def __init__(
         self,
-        log: LogStore,
+        log: DriverLog,
         run_id: str,
         thread_id: str,
         agent: Agent,

@@ -58,7 +58,7 @@ from agent_replay.durable.protocol import Streams
 from agent_replay.durable.sweeper import Sweeper
 from agent_replay.embedded import embedded_postgres
 from agent_replay.errors import ReplayError
-from agent_replay.log import EventLog, LogStore, PoolStats
+from agent_replay.log import Administration, EventLog, PoolStats
 from agent_replay.log.engine import open_engine
 from agent_replay.log.streams import StreamStore
 from agent_replay.stream import Hub, Limits
@@ -282,7 +282,7 @@ def create_app(
 
 
 def _gauges(
-    event_log: LogStore, engine: AsyncEngine, audit_max: int, hub: Hub, drivers: Drivers
+    event_log: Administration, engine: AsyncEngine, audit_max: int, hub: Hub, drivers: Drivers
 ) -> list[Callable[[], None]]:
     """Register this app's gauges with the metrics registry; returns their removers."""
     audit_pool: Any = engine.pool  # QueuePool: checkedout() / size()
@@ -305,7 +305,7 @@ def _gauges(
     ]
 
 
-def _optional_pool_gauges(event_log: LogStore) -> list[Callable[[], None]]:
+def _optional_pool_gauges(event_log: Administration) -> list[Callable[[], None]]:
     """The gauges of the log's pools that it may not have: a standby's, the lanes' own."""
     optional = (("replica", event_log.replica_pool_stats), ("commit", event_log.commit_pool_stats))
     return [

@@ -17,12 +17,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from agent_replay.archive.dump import export_bytes, export_lines, run_records
 from agent_replay.archive.reader import Archive, read_archive
-from agent_replay.log import EventLog, LogStore
-from agent_replay.log.bulk import LoadReport
+from agent_replay.log import Administration, EventLog
 from agent_replay.log.engine import open_engine
 from agent_replay.log.expiry import SweepReport
-from agent_replay.log.retention import PruneReport
 from agent_replay.log.streams import StreamStore
+from agent_replay.log.values import LoadReport, PruneReport
 
 
 @asynccontextmanager
@@ -35,7 +34,7 @@ async def engine_for(url: str) -> AsyncIterator[AsyncEngine]:
 
 
 @asynccontextmanager
-async def log_for(url: str) -> AsyncIterator[LogStore]:
+async def log_for(url: str) -> AsyncIterator[Administration]:
     async with EventLog.connect(url, pool_size=2, commit_lanes=1) as log:
         yield log
 

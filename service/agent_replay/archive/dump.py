@@ -16,10 +16,10 @@ from agent_replay.archive.format import event_line, header_line
 from agent_replay.audit.summary import RUN_COLUMNS
 from agent_replay.errors import RunNotFound, ThreadNotFound, Unavailable
 from agent_replay.log import Event, check_run_id
-from agent_replay.log.bulk import RunRecord
 from agent_replay.log.chunks import loads
 from agent_replay.log.rows import BATCH_MAX, events_of
 from agent_replay.log.schema import events, run_forks, runs
+from agent_replay.log.values import RunRecord
 
 PAGE = 5000
 

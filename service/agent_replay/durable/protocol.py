@@ -39,9 +39,9 @@ from agent_replay.errors import (
     StreamNotFound,
     Unavailable,
 )
-from agent_replay.log.chunks import StoredChunk, dumps
-from agent_replay.log.store import RunState
+from agent_replay.log.chunks import dumps
 from agent_replay.log.streams import NewStream, Producer, StreamState, StreamStore
+from agent_replay.log.values import RunState, StoredChunk
 from agent_replay.stream import Hub
 from agent_replay.stream.channel import Channel
 from agent_replay.tasks import wait_set

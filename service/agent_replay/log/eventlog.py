@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from itertools import starmap
 from operator import itemgetter
@@ -27,12 +25,11 @@ import asyncpg
 
 from agent_replay import metrics
 from agent_replay.config import asyncpg_dsn
-from agent_replay.errors import InvalidRequest, InvalidRunId, RunConflict, RunNotFound, Unavailable
+from agent_replay.errors import InvalidRequest, RunConflict, RunNotFound, Unavailable
 from agent_replay.log import bulk, leases, partitions, readers, retention
 from agent_replay.log import rows as log_rows
 from agent_replay.log.chunks import (
     Chunks,
-    StoredChunk,
     check_nesting,
     dumps,
     loads,
@@ -43,11 +40,24 @@ from agent_replay.log.chunks import (
 )
 from agent_replay.log.faults import acquire, translated
 from agent_replay.log.listener import Listener
-from agent_replay.log.notifications import Notice
-from agent_replay.log.request import AppendResult
 from agent_replay.log.sql import QUERIES
-from agent_replay.log.store import CommitHook, CommitRowsHook, Page, PoolStats, RunState
-from agent_replay.log.summary import BIGINT_MAX
+from agent_replay.log.store import MAX_SEQ, check_run_id
+from agent_replay.log.values import (
+    Absence,
+    AppendResult,
+    CommitHook,
+    CommitRowsHook,
+    Event,
+    LoadedRun,
+    LoadReport,
+    Notice,
+    Page,
+    PoolStats,
+    PruneReport,
+    Run,
+    RunState,
+    StoredChunk,
+)
 from agent_replay.log.writer import COMMIT_SETTINGS, GroupCommitter
 
 _CREATE_RUN = QUERIES["create_run"]
@@ -69,91 +79,9 @@ _READ = "the event log cannot be read"
 _log = logging.getLogger("replay.log")
 _T = TypeVar("_T")
 
-RUN_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
-
 # The run ids an append has checked lately (`EventLog._queue`): a set lookup instead of a
 # match per append, forgotten as a whole when it grows this large.
 _CHECKED_RUNS_MAX = 4096
-
-
-def check_run_id(run_id: str) -> str:
-    if not RUN_ID.fullmatch(run_id):
-        raise InvalidRunId(
-            f"run id {run_id[:140]!r} must be 1-128 characters of A-Z a-z 0-9 . _ : -"
-        )
-    return run_id
-
-
-@dataclass(frozen=True, slots=True)
-class Run:
-    run_id: str
-    thread_id: str | None
-    agent: str | None
-    status: str
-    last_seq: int
-    closed: bool
-    created_at: datetime
-    updated_at: datetime
-    closed_at: datetime | None
-    metadata: dict[str, Any]
-    last_terminal: str | None
-    error_message: str | None
-    error_code: str | None  # the code of that RUN_ERROR (`cancelled`, `abandoned`, ...)
-    lease_owner: str | None
-    lease_expires_at: datetime | None
-    tool_names: list[str]
-    prompt_tokens: int | None
-    completion_tokens: int | None
-    total_tokens: int | None
-    # A hosted run's disconnect policy (None: not hosted) and its readers' last leave.
-    on_disconnect: str | None = None
-    grace_seconds: float | None = None
-    reader_left_at: datetime | None = None
-
-    @classmethod
-    def from_record(cls, row: asyncpg.Record | Mapping[str, Any]) -> Run:
-        fields = dict(row)
-        fields["metadata"] = loads(fields["metadata"])
-        return cls(**fields)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "thread_id": self.thread_id,
-            "agent": self.agent,
-            "status": self.status,
-            "last_seq": self.last_seq,
-            "closed": self.closed,
-            "created_at": self.created_at.isoformat(),
-            "updated_at": self.updated_at.isoformat(),
-            "closed_at": self.closed_at.isoformat() if self.closed_at else None,
-            "metadata": self.metadata,
-            "error": self.error_message,
-            "error_code": self.error_code,
-            "tool_names": self.tool_names,
-            "usage": None
-            if self.total_tokens is None and self.prompt_tokens is None
-            else {
-                "promptTokens": self.prompt_tokens,
-                "completionTokens": self.completion_tokens,
-                "totalTokens": self.total_tokens,
-            },
-            "on_disconnect": None
-            if self.on_disconnect is None
-            else {
-                "policy": self.on_disconnect,
-                **({"grace_seconds": self.grace_seconds} if self.grace_seconds is not None else {}),
-                "reader_left_at": self.reader_left_at.isoformat() if self.reader_left_at else None,
-            },
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class Event:
-    seq: int
-    type: str
-    chunk: str  # the stored JSON text
-    received_at: datetime
 
 
 def _stored_chunks(
@@ -177,9 +105,6 @@ def _stored_chunks(
 # read_page's row: (last_seq, closed, seq, n, chunk).
 _ROW_N = itemgetter(3)
 _ROW_CHUNK = itemgetter(2, 4)
-
-# Seqs are bigint: a position past this can be neither stored nor asked for.
-MAX_SEQ = BIGINT_MAX
 
 
 class _Backends:
@@ -563,7 +488,7 @@ class EventLog:
                     else None
                 )
         assert row is not None  # just inserted or already there; runs are only pruned when closed
-        run = Run.from_record(row)
+        run = _run_of(row)
         if created is None and (
             (thread_id is not None and run.thread_id != thread_id)
             or (metadata is not None and run.metadata != meta)
@@ -579,7 +504,7 @@ class EventLog:
     async def find_run(self, run_id: str) -> Run | None:
         with translated(_READ):
             row = await self.pool.fetchrow(_GET_RUN, run_id)
-        return None if row is None else Run.from_record(row)
+        return None if row is None else _run_of(row)
 
     async def get_run(self, run_id: str) -> Run:
         check_run_id(run_id)
@@ -726,15 +651,15 @@ class EventLog:
     ) -> list[str]:
         return await readers.left(self.pool, holder, run_ids, fresh_seconds)
 
-    async def reader_absence(self, run_id: str, fresh_seconds: float) -> readers.Absence | None:
+    async def reader_absence(self, run_id: str, fresh_seconds: float) -> Absence | None:
         return await readers.absence(self.pool, run_id, fresh_seconds)
 
     # -- whole runs and readiness ---------------------------------------------
 
-    async def load_runs(self, runs: Sequence[bulk.LoadedRun]) -> bulk.LoadReport:
+    async def load_runs(self, runs: Sequence[LoadedRun]) -> LoadReport:
         return await bulk.load_runs(self.pool, runs)
 
-    async def count_prunable(self, closed_before: datetime) -> retention.PruneReport:
+    async def count_prunable(self, closed_before: datetime) -> PruneReport:
         return await retention.count_prunable(self.pool, closed_before)
 
     async def prune(
@@ -744,7 +669,7 @@ class EventLog:
         batch_events: int = 10_000,
         max_rate: float | None = None,
         whole_months: bool = True,
-    ) -> retention.PruneReport:
+    ) -> PruneReport:
         return await retention.prune(
             self.pool,
             closed_before,
@@ -768,6 +693,12 @@ class EventLog:
             async with self.pool.acquire(timeout=2) as conn:
                 version: str | None = await conn.fetchval(_SCHEMA_VERSION, timeout=2)
         return version
+
+
+def _run_of(row: asyncpg.Record) -> Run:
+    fields = dict(row)
+    fields["metadata"] = loads(fields["metadata"])
+    return Run(**fields)
 
 
 def _stats(pool: asyncpg.Pool) -> PoolStats:

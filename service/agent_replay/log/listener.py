@@ -31,8 +31,9 @@ from typing import Any
 import asyncpg
 
 from agent_replay.log.faults import UNREACHABLE
-from agent_replay.log.notifications import CHANNEL, READERS_CHANNEL, Notice, decode, decode_left
+from agent_replay.log.notifications import CHANNEL, READERS_CHANNEL, decode, decode_left
 from agent_replay.log.sql import QUERIES
+from agent_replay.log.values import Notice
 from agent_replay.tasks import stopped, wait_set
 
 log = logging.getLogger("replay.log")

@@ -45,11 +45,12 @@ from agent_replay.errors import (
 )
 from agent_replay.log import expiry, partitions
 from agent_replay.log import rows as log_rows
-from agent_replay.log.chunks import StoredChunk
-from agent_replay.log.eventlog import RUN_ID, EventLog
+from agent_replay.log.eventlog import EventLog
 from agent_replay.log.faults import translated
 from agent_replay.log.request import Group, thread_of
 from agent_replay.log.sql import QUERIES
+from agent_replay.log.store import RUN_ID
+from agent_replay.log.values import StoredChunk
 
 _T = TypeVar("_T")
 

@@ -27,10 +27,11 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
+from typing import Protocol
 
 from agent_replay.errors import Unavailable
-from agent_replay.log.notifications import Notice
-from agent_replay.log.store import Listening, LogStore, Row
+from agent_replay.log.store import Listening, ReaderPresence, Reads, RunStates
+from agent_replay.log.values import Notice, Row
 from agent_replay.stream.channel import Channel, Limits
 from agent_replay.stream.presence import Presence
 from agent_replay.tasks import stopped, wait_set
@@ -73,6 +74,11 @@ class HubStats:
     follower_reads: int
 
 
+class FollowedLog(Reads, RunStates, ReaderPresence, Protocol):
+    """What following runs asks of the log: their events and commits, their states, and
+    the presence of their readers."""
+
+
 class Hub:
     """One per process; `start()` in the app's lifespan, `stop()` at its end.
 
@@ -82,7 +88,7 @@ class Hub:
 
     def __init__(
         self,
-        store: LogStore,
+        store: FollowedLog,
         *,
         limits: Limits | None = None,
         recheck_seconds: float = 5.0,

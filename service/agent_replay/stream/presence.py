@@ -25,7 +25,7 @@ import time
 import uuid
 
 from agent_replay.errors import ReplayError
-from agent_replay.log.store import LogStore
+from agent_replay.log.store import ReaderPresence
 from agent_replay.tasks import stopped, wait_set
 
 log = logging.getLogger("replay.stream")
@@ -34,7 +34,7 @@ log = logging.getLogger("replay.stream")
 class Presence:
     def __init__(
         self,
-        store: LogStore,
+        store: ReaderPresence,
         *,
         fresh_seconds: float,
         linger_seconds: float = 1.0,
