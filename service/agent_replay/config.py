@@ -214,8 +214,18 @@ class Settings(BaseSettings):
     # appends in flight, close hosted runs; whatever is left after this long is cut.
     shutdown_grace_seconds: float = Field(
         default=20.0,
-        description="SIGTERM: the longest a graceful shutdown takes (streams end at once, "
-        "appends in flight finish, hosted runs close).",
+        description="SIGTERM: the longest the graceful shutdown after the drain takes (streams "
+        "end at once, appends in flight finish, hosted runs still driven close `interrupted`).",
+    )
+    # SIGTERM first drains: starts and new streams are refused (503 draining), open streams
+    # end so their clients resume elsewhere, and the runs driven here go on to their end,
+    # for up to this long; only then does the graceful shutdown above begin.
+    drain_seconds: float = Field(
+        default=90.0,
+        ge=0,
+        description="SIGTERM: the longest the hosted runs driven here may go on to their end "
+        "before the shutdown (0: no drain); size Kubernetes' terminationGracePeriodSeconds "
+        "to this plus REPLAY_SHUTDOWN_GRACE_SECONDS plus a margin.",
     )
     # `agent-replay serve`'s processes on one port (uvicorn workers): each its own event
     # loop, pool and hub, as replicas are (notifications join them). 1: one process.

@@ -37,7 +37,8 @@ exc`), and never leak past the log.
     │   └── HostRefused            403 host_refused      (open mode: Host not loopback or listed)
     ├── Unavailable                503 unavailable
     │   ├── Contended              503 unavailable       (concurrent writes collided; retry)
-    │   └── TooManyConnections     503 too_many_connections (`agent-replay serve`'s connection cap)
+    │   ├── TooManyConnections     503 too_many_connections (`agent-replay serve`'s connection cap)
+    │   └── Draining               503 draining          (a replica stopping: try another one)
     └── Durable Streams (/v1/stream, see agent_replay.durable)
         ├── InvalidHeader          400 invalid_header
         ├── InvalidParameter       400 invalid_parameter   (?live=, ?offset= twice, the name)
@@ -271,6 +272,13 @@ class TooManyConnections(Unavailable):
     """`agent-replay serve` holds as many connections as it may (agent_replay.api.connections)."""
 
     code = "too_many_connections"
+
+
+class Draining(Unavailable):
+    """This process is draining before it stops (SIGTERM): it starts no run and opens no
+    stream; another replica does (the shipped nginx configuration retries there)."""
+
+    code = "draining"
 
 
 # -- Durable Streams (the protocol's statuses are fixed by PROTOCOL.md) -----

@@ -104,6 +104,7 @@ GAUGES: dict[str, _Gauge] = {
         ("by",),
     ),
     "replay_hosted_runs": _Gauge("Hosted runs this process is driving."),
+    "replay_draining": _Gauge("1 while this process drains before it stops (SIGTERM), else 0."),
     "replay_listen_connected": _Gauge("1 while the LISTEN connection is up, else 0."),
     "replay_db_pool_in_use": _Gauge("Database connections checked out.", ("pool",)),
     "replay_db_pool_size": _Gauge("Database connections open.", ("pool",)),

@@ -33,3 +33,13 @@ def paced(run_input: dict[str, Any]) -> AsyncIterator[Any]:
 def slow(run_input: dict[str, Any]) -> AsyncIterator[Any]:
     """SLOW_DELTAS deltas, one every SLOW_SECONDS."""
     return _answer(run_input, SLOW_DELTAS, SLOW_SECONDS)
+
+
+# A chat answer's length (tests/faults/test_drain.py): 20 s, few enough events for 20 at once.
+STEADY_DELTAS = 100
+STEADY_SECONDS = 0.2
+
+
+def steady(run_input: dict[str, Any]) -> AsyncIterator[Any]:
+    """STEADY_DELTAS deltas, one every STEADY_SECONDS."""
+    return _answer(run_input, STEADY_DELTAS, STEADY_SECONDS)

@@ -130,6 +130,8 @@ async def test_sigterm_behind_nginx_to_a_hosted_runs_replica_then_interrupted_an
 ) -> None:
     env = {
         "REPLAY_SHUTDOWN_GRACE_SECONDS": str(GRACE_SECONDS),
+        # Without the drain, which test_drain.py tests: the run cannot outlive its replica.
+        "REPLAY_DRAIN_SECONDS": "0",
         "REPLAY_AGENTS": json.dumps({"paced": "python:tests.faults.agents:paced"}),
         "REPLAY_METRICS_PUBLIC": "true",
     }

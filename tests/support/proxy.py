@@ -36,17 +36,20 @@ def nginx_binary() -> str:
 
 
 def render(upstreams: Sequence[str], port: int, *, read_timeout: str | None = None) -> str:
-    """replay.conf with these upstreams ("127.0.0.1:8001"), this port, this read timeout."""
+    """replay.conf with these upstreams ("127.0.0.1:8001") in each of its upstream blocks (each
+    keeps its own server options), this port, this read timeout."""
     text = CONF.read_text()
-    block = re.search(r"upstream replay \{\n(.*?)\n\}", text, re.S)
-    assert block is not None, "replay.conf has no `upstream replay` block"
-    body = block.group(1)
-    template = re.search(r"^\s*server \S+(.*);$", body, re.M)
-    assert template is not None
-    options = template.group(1)
-    servers = "\n".join(f"    server {u}{options};" for u in upstreams)
-    body = re.sub(r"^\s*server \S+.*;\n?", "", body, flags=re.M)
-    text = text.replace(block.group(1), servers + "\n" + body.rstrip("\n"))
+
+    def servers(block: re.Match[str]) -> str:
+        body = block.group(2)
+        template = re.search(r"^\s*server \S+(.*);$", body, re.M)
+        assert template is not None, f"upstream {block.group(1)} lists no server"
+        listed = "\n".join(f"    server {u}{template.group(1)};" for u in upstreams)
+        rest = re.sub(r"^\s*server \S+.*;\n?", "", body, flags=re.M)
+        return f"upstream {block.group(1)} {{\n{listed}\n{rest.rstrip(chr(10))}\n}}"
+
+    text, blocks = re.subn(r"upstream (\w+) \{\n(.*?)\n\}", servers, text, flags=re.S)
+    assert blocks >= 1, "replay.conf has no upstream block"
     text, listens = re.subn(
         r"^(\s*)listen \S+;", rf"\g<1>listen 127.0.0.1:{port};", text, flags=re.M
     )

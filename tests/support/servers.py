@@ -74,6 +74,8 @@ def serve_subprocess(
     Its log goes to `log_file` when given (a pipe nobody reads would fill and
     stall the server), else only its last words are kept, for a failed start.
     `args`: more `agent-replay serve` options (`--workers 2`).
+    Without the drain (REPLAY_DRAIN_SECONDS=0) unless `env` asks for it: the SIGTERM that
+    stops a test's server ends its hosted runs at once, as tests/faults/test_drain.py's don't.
     """
     port = port or free_port()
     proc = subprocess.Popen(
@@ -89,7 +91,7 @@ def serve_subprocess(
             *args,
         ],
         # inherit=False: exactly `env` (a test that must not see REPLAY_DATABASE_URL).
-        env={**os.environ, **env} if inherit else dict(env),
+        env={"REPLAY_DRAIN_SECONDS": "0", **(os.environ if inherit else {}), **env},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE if log_file is None else log_file,
     )

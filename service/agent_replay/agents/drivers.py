@@ -2,7 +2,8 @@
 
 It starts a run (creates it, logs `run.accepted`, claims the lease) and hands
 it to a `Driver`; it renews every driven run's lease (one statement for all),
-cancels, stops on shutdown, and relays "closed elsewhere" to the run's driver.
+cancels, drains (refuses new runs while those it drives go on), stops on shutdown,
+and relays "closed elsewhere" to the run's driver.
 Its `Reaper` closes the runs whose driver's process died.
 """
 
@@ -22,10 +23,10 @@ from agent_replay.agents.catalog import AgentCatalog, RunInput
 from agent_replay.agents.driver import Driver, Lease
 from agent_replay.agents.endings import EndReason, close_run
 from agent_replay.agents.reaper import Reaper
-from agent_replay.errors import RunClosed
+from agent_replay.errors import Draining, RunClosed
 from agent_replay.ingest import Limits
 from agent_replay.log import Appends, Leases, ReaderPresence, Run, RunStates, check_run_id
-from agent_replay.tasks import stopped
+from agent_replay.tasks import stopped, wait_set
 
 log = logging.getLogger("replay.agents")
 
@@ -64,6 +65,9 @@ class Drivers:
         self.reaper = Reaper(log, self.lease, instance_id=instance_id)
         self._drivers: dict[str, Driver] = {}
         self._keeper: asyncio.Task[None] | None = None
+        # Set by `drain()`: a start is refused before it touches the log, so the
+        # client's retry (through the proxy, on another replica) is the run's first.
+        self.draining = False
 
     async def start_reaper(self) -> None:
         await self.reaper.start()
@@ -85,6 +89,21 @@ class Drivers:
     def active(self) -> list[str]:
         return list(self._drivers)
 
+    def drain(self) -> None:
+        """Refuse new runs from now on; the runs driven here go on."""
+        self.draining = True
+
+    async def idle(self, seconds: float) -> bool:
+        """Wait up to `seconds` for no run to be driven here: False if some still are."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + seconds
+        while self._drivers:
+            driver = next(iter(self._drivers.values()))
+            # A driver leaves the registry before it sets `done`: no turn spins on one.
+            if not await wait_set(driver.done, deadline - loop.time()):
+                return not self._drivers
+        return True
+
     async def start(
         self,
         agent_name: str,
@@ -98,6 +117,8 @@ class Drivers:
         The run's disconnect policy is the input's `onDisconnect` or the
         `X-On-Disconnect` header's (`on_disconnect`), else its agent's.
         """
+        if self.draining:
+            raise Draining("this replica is draining before it stops: start the run on another")
         agent = self.catalog.get(agent_name)
         run_input = dict(run_input)
         chosen = policy.choose(

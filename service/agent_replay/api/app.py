@@ -43,6 +43,7 @@ from agent_replay.api import metrics as metrics_route
 from agent_replay.api.access import AccessLog
 from agent_replay.api.auth import Gate, document_access
 from agent_replay.api.deps import AppState
+from agent_replay.api.drain import Drain
 from agent_replay.api.edge import Cors, HostGuard, OriginGuard, QueryToken
 from agent_replay.api.hot import ReplayApp
 from agent_replay.api.responses import (
@@ -169,6 +170,10 @@ def create_app(
             hub.on_readers_left(drivers.readers_left)
             # Stops before the hub and the log: drivers still append as they end.
             stack.push_async_callback(drivers.close)
+            # SIGTERM drains first (agent_replay.api.drain); a drain under way stops first.
+            drain = Drain(drivers, hub, settings.drain_seconds)
+            stack.callback(drain.install())
+            stack.push_async_callback(drain.stop)
             for stop_sampling in _gauges(
                 event_log, engine, audit_pool_size + _AUDIT_OVERFLOW, hub, drivers
             ):

@@ -18,7 +18,7 @@ from starlette.responses import Response, StreamingResponse
 
 from agent_replay.api.auth import READ, WRITE, authorize
 from agent_replay.api.deps import state_of
-from agent_replay.api.responses import JSON
+from agent_replay.api.responses import JSON, RETRY_AFTER_SECONDS
 from agent_replay.durable.protocol import Live, Reply, Streams, error_headers
 from agent_replay.errors import (
     InvalidOffset,
@@ -97,6 +97,8 @@ async def _handle(request: Request, streams: Streams, name: str) -> Reply | Live
 
 def _error(exc: ReplayError, head: bool) -> Response:
     headers = {**BASE_HEADERS, **error_headers(exc)}
+    if exc.status == 503:  # the database away, or a replica draining: retry (elsewhere)
+        headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
     if isinstance(exc, Unauthorized):
         headers["WWW-Authenticate"] = exc.challenge
     if head:

@@ -23,7 +23,10 @@ async def healthz() -> Response:
 
 @router.get("/readyz")
 async def readyz(state: StateDep) -> Response:
-    """The database answers and its schema is at the newest migration."""
+    """The database answers and its schema is at the newest migration; 503 `draining` from
+    SIGTERM on (agent_replay.api.drain), so no new work is sent to a process about to stop."""
+    if state.drivers.draining:
+        return error_response(503, "draining", "draining before it stops: send work elsewhere")
     try:
         current = await state.log.schema_version()
     except ReplayError as exc:

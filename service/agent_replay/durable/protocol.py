@@ -482,6 +482,8 @@ class Streams:
             raise InvalidParameter(f"live={live[:40]!r} is not long-poll or sse")
         if live is not None and offset is None:
             raise InvalidParameter(f"live={live} needs an offset (-1 for the start)")
+        if live is not None:
+            self.hub.refuse_if_draining()
         position = parse_offset("-1" if offset is None else offset)
         if live == "long-poll":
             return await self._poll(name, position, offset or "-1", cursor, if_none_match)
@@ -625,7 +627,7 @@ class Streams:
             if now.closed or (channel.complete and (channel.head or 0) <= after):
                 return self._poll_empty(replace(now, closed=True), after, cursor)
             left = deadline - time.monotonic()
-            if left <= 0:
+            if left <= 0 or self.hub.draining:  # draining: the next poll goes elsewhere
                 return self._poll_empty(now, after, cursor)
             await wait_set(advanced, left)
 
@@ -743,7 +745,7 @@ class Streams:
                     if closed:
                         return
                 left = ends_at - time.monotonic()
-                if left <= 0:
+                if left <= 0 or self.hub.draining:  # draining: the client resumes elsewhere
                     return
                 if not await wait_set(advanced, min(left, limits.heartbeat_seconds)):
                     sent_control = False  # a control event as the heartbeat

@@ -309,6 +309,12 @@ class Channel:
                     log.exception("stream: writing to a follower of run %s failed", self.run_id)
                     sink.wake()
 
+    def nudge(self) -> None:
+        """Wake the followers waiting on `advanced` with nothing new, so they look again
+        (the hub's drain: a live read that sees the process draining ends)."""
+        done, self.advanced = self.advanced, LoopEvent(self._loop)
+        done.set()
+
     def retire(self) -> None:
         """Stop following, and let the buffer go now. The cancelled reader's traceback
         holds its frame, which holds this channel: a cycle only the garbage collector

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Protocol
 
-from agent_replay.errors import Unavailable
+from agent_replay.errors import Draining, Unavailable
 from agent_replay.log.store import Listening, ReaderPresence, Reads, RunStates
 from agent_replay.log.values import Notice, Row
 from agent_replay.stream.channel import Channel, Limits
@@ -116,6 +116,9 @@ class Hub:
         # Reads followers made themselves (catch-up, or fallen behind the buffer).
         self.follower_reads = 0
         self._tasks: list[asyncio.Task[None]] = []
+        # Set by `drain()`: no new stream is served here (503 draining); the live reads
+        # waiting on a channel (Durable Streams' long-polls and SSE) end early.
+        self.draining = False
 
     # -- lifecycle ----------------------------------------------------------
 
@@ -143,6 +146,18 @@ class Hub:
         for channel in list(self._channels.values()):
             await channel.close()
         self._channels.clear()
+
+    def drain(self) -> None:
+        """The process is about to stop: refuse new streams, wake the live reads so they end."""
+        self.draining = True
+        for channel in list(self._channels.values()):
+            channel.nudge()
+
+    def refuse_if_draining(self) -> None:
+        """A new stream is refused while draining, before any byte: its client (or the proxy)
+        opens it on another replica."""
+        if self.draining:
+            raise Draining("this replica is draining before it stops: follow from another")
 
     # -- followers ----------------------------------------------------------
 

@@ -85,6 +85,7 @@ class Plan:
 
 async def plan_stream(hub: Hub, run_id: str, offset: Offset) -> Plan:
     check_run_id(run_id)
+    hub.refuse_if_draining()
     state = (await hub.store.read_states([run_id])).get(run_id)
     if state is None:
         raise RunNotFound(run_id)
