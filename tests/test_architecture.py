@@ -5,8 +5,8 @@
                                                  └─► audit ─► archive ─► transcript ┘
 
 Each package of `agent_replay` (under `service/`) may import only the packages its arrows come
-from (and the shared modules: errors, config, metrics, logs, tasks, loopevent); nothing but the
-CLI imports the HTTP layer, nothing imports the CLI. And no module imports
+from (and the shared modules: errors, config, metrics, logs, tasks, loopevent, event_types);
+nothing but the CLI imports the HTTP layer, nothing imports the CLI. And no module imports
 itself through others, at import time, inside a function (a lazy import is
 still a dependency) or under `if TYPE_CHECKING:` (a type is a dependency too:
 the module that names it cannot be understood, or changed, without the other).
@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 SERVICE = Path(__file__).resolve().parents[1] / "service" / "agent_replay"
-SHARED = {"errors", "config", "metrics", "logs", "tasks", "loopevent"}
+SHARED = {"errors", "config", "metrics", "logs", "tasks", "loopevent", "event_types"}
 
 # package -> the packages it may import (besides itself and SHARED)
 ALLOWED: dict[str, set[str]] = {
@@ -58,6 +58,8 @@ ALLOWED: dict[str, set[str]] = {
     "logs": set(),
     "tasks": set(),
     "loopevent": set(),
+    # The AG-UI event types: what the log, the projector and the console read in a chunk.
+    "event_types": set(),
 }  # fmt: skip
 
 

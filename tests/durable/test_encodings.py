@@ -13,6 +13,7 @@ from agent_replay.durable.cursor import current_interval, response_cursor
 from agent_replay.durable.offsets import MAX_OFFSET_SEQ, NOW, format_offset, parse_offset
 from agent_replay.errors import EmptyArray, InvalidJson, InvalidOffset
 from agent_replay.log.chunks import dumps, loads
+from tests.support.sse import parse
 
 seqs = st.integers(min_value=0, max_value=MAX_OFFSET_SEQ)
 
@@ -77,19 +78,19 @@ def test_json_message_when_ag_ui_event_then_typed_like_any_chunk() -> None:
     assert (plain.type, plain.text) == ("", "[1,2]")
 
 
-@given(st.text(alphabet=st.characters(blacklist_characters="\r"), max_size=50))
+@given(st.text(alphabet=st.characters(blacklist_characters="\r"), max_size=50) | st.just(" a\n b"))
 def test_sse_data_event_when_parsed_as_sse_then_payload_back(payload: str) -> None:
-    frame = sse.data_event(payload)
-    lines = frame.split("\n")
-    assert lines[0] == "event: data" and frame.endswith("\n\n")
-    data = [line[len("data:") :] for line in lines if line.startswith("data:")]
-    assert "\n".join(data) == payload
+    # Read as the Durable Streams client reads it: one space after "data:" is dropped.
+    (event,) = parse(sse.data_event(payload)).events
+    assert (event.event, event.data) == ("data", payload)
 
 
 def test_control_event_when_closed_then_no_cursor_and_up_to_date() -> None:
     frame = sse.control_event("0000000000000003_0000000000000000", cursor="9", up_to_date=False,
                               closed=True)  # fmt: skip
-    control = loads(frame.split("data:", 1)[1])
+    (event,) = parse(frame).events
+    assert event.event == "control"
+    control = loads(event.data)
     assert control == {
         "streamNextOffset": "0000000000000003_0000000000000000",
         "streamClosed": True,

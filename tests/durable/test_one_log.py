@@ -5,6 +5,7 @@ from __future__ import annotations
 import httpx
 
 from agent_replay.durable.offsets import format_offset
+from tests.support.sse import parse
 
 AGUI = [
     {"type": "RUN_STARTED", "threadId": "t-ds", "runId": "ds-run-1"},
@@ -150,3 +151,17 @@ async def test_producer_when_retried_after_success_then_204_duplicate_and_stored
         "5",
     )
     assert (await client.get("/v1/stream/prod-1")).json() == [{"n": 1}, {"n": 2}]
+
+
+async def test_text_stream_when_read_over_sse_then_lines_keep_their_leading_spaces(
+    client: httpx.AsyncClient,
+) -> None:
+    body = "  indented\n second\nthird"
+    await client.put(
+        "/v1/stream/spaced",
+        headers={"Content-Type": "text/plain", "Stream-Closed": "true"},
+        content=body.encode(),
+    )
+    read = await client.get("/v1/stream/spaced", params={"offset": "-1", "live": "sse"})
+    data = [e.data for e in parse(read.text).events if e.event == "data"]
+    assert "".join(data) == body

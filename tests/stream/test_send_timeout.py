@@ -36,7 +36,7 @@ async def test_send_when_client_stalls_then_response_ends_with_send_timeout() ->
         if message.get("body", b"").startswith(b"id: 2"):
             await asyncio.Event().wait()  # a client that stopped reading
 
-    response = StreamResponse(body(), ping=0.05, send_timeout=0.2, sep="\n")
+    response = StreamResponse(body(), ping=0.05, send_timeout=0.2)
     with pytest.raises(SendTimeoutError):
         # A guard against a hang, not a timing assertion.
         async with asyncio.timeout(30):
@@ -60,7 +60,7 @@ async def test_send_when_client_reads_then_pings_and_data_both_arrive() -> None:
         if message.get("body", b"").startswith(b":"):
             release.set()  # the first ping lets the body finish
 
-    response = StreamResponse(body(), ping=0.02, send_timeout=5, sep="\n")
+    response = StreamResponse(body(), ping=0.02, send_timeout=5)
     async with asyncio.timeout(30):
         await response(SCOPE, _receive, send)
     bodies = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")

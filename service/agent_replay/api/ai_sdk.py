@@ -39,7 +39,7 @@ from agent_replay.errors import InvalidRequest
 from agent_replay.log.chunks import dumps, loads
 from agent_replay.projector.ai_sdk import UIMessageStreamEncoder
 from agent_replay.projector.ai_sdk_messages import build_message
-from agent_replay.stream import parse_offset, plan_stream
+from agent_replay.stream import parse_offset, plan_stream, sse
 from agent_replay.stream.outlet import Outlet
 
 router = APIRouter(
@@ -124,7 +124,7 @@ async def _ui_stream(
     if not plan.exhausted:
         async for blob in events_after(state, plan, encoder.feed, outlet):
             yield blob
-    yield (sse_frames(encoder.end(), None) + "data: [DONE]\n\n").encode()
+    yield (sse_frames(encoder.end(), None) + sse.frame("[DONE]")).encode()
 
 
 async def _active_run(state: AppState, chat_id: str, hosted_only: bool) -> StoredRun | None:

@@ -33,7 +33,7 @@ from agent_replay.api.stream import stream_response
 from agent_replay.errors import InvalidRequest, OffsetOutOfRange, RunNotFound
 from agent_replay.log import check_run_id
 from agent_replay.log.chunks import dumps
-from agent_replay.stream import Encoding, choose_encoding
+from agent_replay.stream import Encoding, choose_encoding, sse
 
 router = APIRouter(
     prefix="/v1/chat",
@@ -53,7 +53,7 @@ def _unresumable(request: Request, message: str) -> Response:
         {"type": "RUN_ERROR", "message": message, "code": "not_resumable",
          "timestamp": int(time.time() * 1000)}
     )  # fmt: skip
-    body = f"data: {chunk}\n\n" if encoding is Encoding.SSE else f"{chunk}\n"
+    body = sse.json_frame(chunk) if encoding is Encoding.SSE else f"{chunk}\n"
     return Response(body, media_type=encoding.media_type, headers=STREAM_HEADERS)
 
 

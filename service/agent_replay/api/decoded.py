@@ -20,8 +20,9 @@ from agent_replay.log import Reads
 from agent_replay.log.chunks import dumps
 from agent_replay.log.typefilter import TypeFilter
 from agent_replay.projector.typewriter import ToolCalls
-from agent_replay.stream.audience import id_only, sse_frame
-from agent_replay.stream.framing import Encoding, Row, one_line
+from agent_replay.stream import sse
+from agent_replay.stream.framing import Encoding, Row
+from agent_replay.stream.sse import one_line
 
 _TOOL_TYPES = frozenset({"TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END"})
 _PRIME_PAGE = 1000
@@ -81,9 +82,9 @@ class DecodedFramer:
             extra = f',"decoded":{dumps(decoded)}' if decoded is not None else ""
             data = f'{{"seq":{seq},"chunk":{one_line(text)}{extra}}}'
             if self._encoding is Encoding.SSE:
-                parts.append(sse_frame(seq, data, kind if self._named else None))
+                parts.append(sse.json_frame(data, id=seq, event=kind if self._named else None))
             else:
                 parts.append(data + "\n")
         if skipped and rows and self._encoding is Encoding.SSE:
-            parts.append(id_only(rows[-1][0]))
+            parts.append(sse.id_only(rows[-1][0]))
         return "".join(parts).encode()

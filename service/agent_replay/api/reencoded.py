@@ -20,7 +20,7 @@ from starlette.responses import Response
 from agent_replay.api.deps import AppState
 from agent_replay.api.sse import STREAM_HEADERS, StreamResponse
 from agent_replay.log.chunks import dumps, loads
-from agent_replay.stream import Plan, tail
+from agent_replay.stream import Plan, sse, tail
 from agent_replay.stream.framing import Row
 from agent_replay.stream.outlet import Outlet
 
@@ -64,10 +64,10 @@ async def events_upto(state: AppState, run_id: str, upto: int) -> AsyncIterator[
 
 
 def sse_frames(chunks: list[dict[str, Any]], seq: int | None) -> str:
-    """`data:` frames; the last one carries the id of the event they came from."""
-    frames = [f"data: {dumps(chunk)}\n\n" for chunk in chunks]
-    if frames and seq is not None:
-        frames[-1] = f"id: {seq}\n{frames[-1]}"
+    """A frame per chunk; the last one carries the id of the event they came from."""
+    frames = [sse.json_frame(dumps(chunk)) for chunk in chunks[:-1]]
+    if chunks:
+        frames.append(sse.json_frame(dumps(chunks[-1]), id=seq))
     return "".join(frames)
 
 
@@ -84,7 +84,6 @@ def sse_response(
         headers={**STREAM_HEADERS, "Content-Type": "text/event-stream", **headers},
         media_type="text/event-stream",
         ping=settings.heartbeat_seconds,
-        sep="\n",
         send_timeout=settings.stream_send_timeout_seconds,
         outlet=outlet,
     )

@@ -52,12 +52,12 @@ from typing import Any
 
 import anyio
 import anyio.abc
-from sse_starlette import ServerSentEvent
 from sse_starlette.sse import AppStatus, SendTimeoutError
 from starlette.datastructures import MutableHeaders
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
+from agent_replay.stream import sse
 from agent_replay.stream.outlet import Outlet
 
 log = logging.getLogger("replay.stream")
@@ -88,7 +88,6 @@ class StreamResponse(Response):
         media_type: str = "text/event-stream",
         ping: float = 15,
         ping_message: Callable[[], bytes] | None = None,
-        sep: str = "\n",
         send_timeout: float | None = None,
         cleanup_timeout: float = 30.0,
         status_code: int = 200,
@@ -108,7 +107,6 @@ class StreamResponse(Response):
         self.init_headers(merged)
         self.ping_interval = ping
         self.ping_message = ping_message or self._comment_ping
-        self.sep = sep
         self.send_timeout = send_timeout
         self.cleanup_timeout = cleanup_timeout
         self.active = True
@@ -124,7 +122,7 @@ class StreamResponse(Response):
 
     def _comment_ping(self) -> bytes:
         """sse-starlette's default heartbeat: a `: ping - <time>` comment."""
-        return ServerSentEvent(comment=f"ping - {datetime.now(UTC)}", sep=self.sep).encode()
+        return sse.comment(f"ping - {datetime.now(UTC)}").encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         start: Message = {

@@ -27,10 +27,11 @@ from agent_replay.stream import (
     choose_encoding,
     parse_offset,
     plan_stream,
+    sse,
     tail,
 )
 from agent_replay.stream.audience import audience_framer
-from agent_replay.stream.framing import Framer, sse_preamble
+from agent_replay.stream.framing import Framer
 from agent_replay.stream.outlet import Outlet
 from agent_replay.stream.tail import resolve_offset
 
@@ -70,7 +71,7 @@ async def stream_response(
         # The SSE specification's "do not reconnect".
         return Response(status_code=204, headers=STREAM_HEADERS)
     settings = state.settings
-    sse = encoding is Encoding.SSE
+    is_sse = encoding is Encoding.SSE
     # The generator yields bytes, each a pre-framed page of many events, sent
     # as they are: one write per event would cap catch-up at a fraction of
     # the throughput.
@@ -82,16 +83,16 @@ async def stream_response(
         state.hub,
         plan,
         framer,
-        preamble=sse_preamble(settings.stream_retry_ms) if sse else b"",
+        # The reconnect delay a browser's EventSource honours (TanStack ignores it).
+        preamble=sse.retry(settings.stream_retry_ms).encode() if is_sse else b"",
         outlet=outlet,
     )
-    options: dict[str, Any] = {} if sse else {"ping_message": blank_line}
+    options: dict[str, Any] = {} if is_sse else {"ping_message": blank_line}
     return StreamResponse(
         body,
         headers=STREAM_HEADERS,
         media_type=encoding.media_type,
         ping=settings.heartbeat_seconds,
-        sep="\n",
         send_timeout=settings.stream_send_timeout_seconds,
         outlet=outlet,
         **options,

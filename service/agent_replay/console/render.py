@@ -10,15 +10,13 @@ same text is written plain. `--raw` and `--json` bypass this module.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Protocol, TextIO
 
 from rich.console import Console
 from rich.text import Text
 
-_REASONING = frozenset(
-    {"REASONING_MESSAGE_CONTENT", "REASONING_MESSAGE_CHUNK", "THINKING_TEXT_MESSAGE_CONTENT"}
-)
 _PREVIEW = 300
 
 
@@ -87,49 +85,63 @@ class Pretty:
 
     def chunk(self, chunk: dict[str, Any], decoded: dict[str, Any] | None) -> None:
         kind = chunk.get("type")
-        if kind == "TEXT_MESSAGE_CONTENT" or kind == "TEXT_MESSAGE_CHUNK":
-            delta = chunk.get("delta")
-            if isinstance(delta, str):
-                self._enter("text")
-                self._write(delta)
-        elif kind == "TEXT_MESSAGE_END":
-            self._newline()
-        elif kind in _REASONING or (
-            kind == "STEP_FINISHED" and isinstance(chunk.get("delta"), str)
-        ):
-            delta = chunk.get("delta")
-            if isinstance(delta, str):
-                if self._enter("reasoning"):
-                    self._write("thinking: ", "dim italic")
-                self._write(delta, "dim")
-        elif kind == "TOOL_CALL_START":
-            call_id = str(chunk.get("toolCallId", ""))
-            name = chunk.get("toolCallName") or chunk.get("toolName") or "tool"
-            self._names[call_id] = str(name)
-            self._enter(call_id)
-            self._write(f"▶ {name}", "bold cyan")
-            self._write(f"  ({call_id})\n", "cyan")
-        elif kind in ("TOOL_CALL_ARGS", "TOOL_CALL_END") and decoded is not None:
+        write = WRITERS.get(kind) if isinstance(kind, str) else None
+        if write is not None:
+            write(self, chunk, decoded)
+
+    def _text(self, chunk: dict[str, Any], decoded: dict[str, Any] | None) -> None:
+        delta = chunk.get("delta")
+        if isinstance(delta, str):
+            self._enter("text")
+            self._write(delta)
+
+    def _text_end(self, chunk: dict[str, Any], decoded: dict[str, Any] | None) -> None:
+        self._newline()
+
+    def _reasoning(self, chunk: dict[str, Any], decoded: dict[str, Any] | None) -> None:
+        # Also STEP_FINISHED: legacy thinking steps carry their text there.
+        delta = chunk.get("delta")
+        if isinstance(delta, str):
+            if self._enter("reasoning"):
+                self._write("thinking: ", "dim italic")
+            self._write(delta, "dim")
+
+    def _tool_start(self, chunk: dict[str, Any], decoded: dict[str, Any] | None) -> None:
+        call_id = str(chunk.get("toolCallId", ""))
+        name = chunk.get("toolCallName") or chunk.get("toolName") or "tool"
+        self._names[call_id] = str(name)
+        self._enter(call_id)
+        self._write(f"▶ {name}", "bold cyan")
+        self._write(f"  ({call_id})\n", "cyan")
+
+    def _tool_args(self, chunk: dict[str, Any], decoded: dict[str, Any] | None) -> None:
+        if decoded is not None:
             self._arguments(decoded)
-            if kind == "TOOL_CALL_END":
-                self._newline()
-        elif kind == "TOOL_CALL_RESULT":
-            call_id = str(chunk.get("toolCallId", ""))
-            self._enter(f"result:{call_id}")
-            self._write(f"◀ {self._names.get(call_id, 'result')}", "bold green")
-            self._write(f"  ({call_id}): ", "green")
-            self._write(_compact(chunk.get("content")) + "\n")
-        elif kind == "RUN_ERROR":
-            self._enter("error")
-            code = chunk.get("code")
-            message = chunk.get("message") or "run error"
-            self._write(f"✖ {message}" + (f" [{code}]" if code else "") + "\n", "bold red")
-        elif kind == "CUSTOM":
-            self._enter("custom")
-            value = chunk.get("value")
-            extra = f" {_compact(value)}" if value is not None else ""
-            self._write(f"· {chunk.get('name', 'custom')}{extra}\n", "dim")
-            self._mode = None
+
+    def _tool_end(self, chunk: dict[str, Any], decoded: dict[str, Any] | None) -> None:
+        if decoded is not None:
+            self._arguments(decoded)
+            self._newline()
+
+    def _tool_result(self, chunk: dict[str, Any], decoded: dict[str, Any] | None) -> None:
+        call_id = str(chunk.get("toolCallId", ""))
+        self._enter(f"result:{call_id}")
+        self._write(f"◀ {self._names.get(call_id, 'result')}", "bold green")
+        self._write(f"  ({call_id}): ", "green")
+        self._write(_compact(chunk.get("content")) + "\n")
+
+    def _run_error(self, chunk: dict[str, Any], decoded: dict[str, Any] | None) -> None:
+        self._enter("error")
+        code = chunk.get("code")
+        message = chunk.get("message") or "run error"
+        self._write(f"✖ {message}" + (f" [{code}]" if code else "") + "\n", "bold red")
+
+    def _custom(self, chunk: dict[str, Any], decoded: dict[str, Any] | None) -> None:
+        self._enter("custom")
+        value = chunk.get("value")
+        extra = f" {_compact(value)}" if value is not None else ""
+        self._write(f"· {chunk.get('name', 'custom')}{extra}\n", "dim")
+        self._mode = None
 
     def _arguments(self, decoded: dict[str, Any]) -> None:
         call_id = str(decoded.get("toolCallId", ""))
@@ -163,6 +175,24 @@ class Pretty:
         self._write(str(run.get("run_id", "")), "bold")
         self._write(f" {status}", style)
         self._write(" · " + " · ".join(parts) + "\n", "dim")
+
+
+# Exactly the types the catalog (agent_replay.event_types) gives Reader.TAIL.
+WRITERS: dict[str, Callable[[Pretty, dict[str, Any], dict[str, Any] | None], None]] = {
+    "TEXT_MESSAGE_CONTENT": Pretty._text,
+    "TEXT_MESSAGE_CHUNK": Pretty._text,
+    "TEXT_MESSAGE_END": Pretty._text_end,
+    "REASONING_MESSAGE_CONTENT": Pretty._reasoning,
+    "REASONING_MESSAGE_CHUNK": Pretty._reasoning,
+    "THINKING_TEXT_MESSAGE_CONTENT": Pretty._reasoning,
+    "STEP_FINISHED": Pretty._reasoning,
+    "TOOL_CALL_START": Pretty._tool_start,
+    "TOOL_CALL_ARGS": Pretty._tool_args,
+    "TOOL_CALL_END": Pretty._tool_end,
+    "TOOL_CALL_RESULT": Pretty._tool_result,
+    "RUN_ERROR": Pretty._run_error,
+    "CUSTOM": Pretty._custom,
+}
 
 
 def _seconds(run: dict[str, Any]) -> float | None:

@@ -20,38 +20,24 @@ from __future__ import annotations
 
 import contextlib
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent_replay.event_types import CATALOG, TERMINAL
 from agent_replay.projector.json_patch import PatchError, apply_patch
 
 Event = dict[str, Any]
 ACCEPTED = "run.accepted"
-TERMINAL = frozenset({"RUN_FINISHED", "RUN_ERROR"})
 
 
 def _str(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-# The string fields @ag-ui/core's event schemas require, per type: an event
-# without them is one the client refuses, so neither piece passes it on.
-_REQUIRED: dict[str, tuple[str, ...]] = {
-    "TEXT_MESSAGE_START": ("messageId",),
-    "TEXT_MESSAGE_CONTENT": ("messageId", "delta"),
-    "TEXT_MESSAGE_END": ("messageId",),
-    "REASONING_START": ("messageId",),
-    "REASONING_MESSAGE_START": ("messageId",),
-    "REASONING_MESSAGE_CONTENT": ("messageId", "delta"),
-    "REASONING_MESSAGE_END": ("messageId",),
-    "REASONING_END": ("messageId",),
-    "TOOL_CALL_START": ("toolCallId", "toolCallName"),
-    "TOOL_CALL_ARGS": ("toolCallId", "delta"),
-    "TOOL_CALL_END": ("toolCallId",),
-    "TOOL_CALL_RESULT": ("messageId", "toolCallId", "content"),
-    "STEP_STARTED": ("stepName",),
-    "STEP_FINISHED": ("stepName",),
-}
+# An event without the string fields @ag-ui/core's schema requires is one the client
+# refuses, so neither piece passes it on.
+_REQUIRED: dict[str, tuple[str, ...]] = {t.name: t.required for t in CATALOG if t.required}
 
 
 def well_formed(event: Any) -> bool:
@@ -133,56 +119,70 @@ class AguiProjection:
     def apply(self, event: Any) -> None:
         if not well_formed(event):
             return
-        kind = event.get("type")
-        if kind == "CUSTOM" and event.get("name") == ACCEPTED:
-            return
-        if kind == "RUN_STARTED":
-            self.run_started, self.terminal = event, None
-            self._open_messages.clear()
-            self._open_reasoning.clear()
-            self._open_spans.clear()
-            self._open_tools.clear()
-            self._open_steps.clear()
-        elif kind in TERMINAL:
-            self.terminal = event
-        elif kind == "STEP_STARTED" and (name := _str(event.get("stepName"))):
+        step = APPLY.get(event["type"])
+        if step is not None:
+            step(self, event)
+
+    def _run_started(self, event: Event) -> None:
+        self.run_started, self.terminal = event, None
+        self._open_messages.clear()
+        self._open_reasoning.clear()
+        self._open_spans.clear()
+        self._open_tools.clear()
+        self._open_steps.clear()
+
+    def _run_ended(self, event: Event) -> None:
+        self.terminal = event
+
+    def _step_started(self, event: Event) -> None:
+        if name := _str(event.get("stepName")):
             self._open_steps[name] = event
-        elif kind == "STEP_FINISHED" and (name := _str(event.get("stepName"))):
+
+    def _step_finished(self, event: Event) -> None:
+        if name := _str(event.get("stepName")):
             self._open_steps.pop(name, None)
-        elif kind in ("TEXT_MESSAGE_START", "REASONING_MESSAGE_START"):
-            self._message_start(event, kind == "REASONING_MESSAGE_START")
-        elif kind in ("TEXT_MESSAGE_CONTENT", "REASONING_MESSAGE_CONTENT"):
-            target = self._find(str(event.get("messageId")))
-            delta = event.get("delta")
-            if target is not None and isinstance(delta, str):
-                target["content"] = f"{target.get('content') or ''}{delta}"
-        elif kind == "TEXT_MESSAGE_END":
-            self._open_messages.pop(str(event.get("messageId")), None)
-        elif kind == "REASONING_MESSAGE_END":
-            self._open_reasoning.pop(str(event.get("messageId")), None)
-        elif kind == "REASONING_START" and (ident := _str(event.get("messageId"))):
+
+    def _text_start(self, event: Event) -> None:
+        self._message_start(event, reasoning=False)
+
+    def _reasoning_start(self, event: Event) -> None:
+        self._message_start(event, reasoning=True)
+
+    def _content(self, event: Event) -> None:
+        target = self._find(str(event.get("messageId")))
+        delta = event.get("delta")
+        if target is not None and isinstance(delta, str):
+            target["content"] = f"{target.get('content') or ''}{delta}"
+
+    def _text_end(self, event: Event) -> None:
+        self._open_messages.pop(str(event.get("messageId")), None)
+
+    def _reasoning_end(self, event: Event) -> None:
+        self._open_reasoning.pop(str(event.get("messageId")), None)
+
+    def _span_start(self, event: Event) -> None:
+        if ident := _str(event.get("messageId")):
             self._open_spans[ident] = event
-        elif kind == "REASONING_END":
-            self._open_spans.pop(str(event.get("messageId")), None)
-        elif kind == "TOOL_CALL_START":
-            self._tool_start(event)
-        elif kind == "TOOL_CALL_ARGS":
-            call = self._tool_call(str(event.get("toolCallId")))
-            delta = event.get("delta")
-            if call is not None and isinstance(delta, str):
-                call["function"]["arguments"] += delta
-        elif kind == "TOOL_CALL_END":
-            self._open_tools.pop(str(event.get("toolCallId")), None)
-        elif kind == "TOOL_CALL_RESULT":
-            self._tool_result(event)
-        elif kind == "STATE_SNAPSHOT":
-            self.state = copy.deepcopy(event.get("snapshot"))
-        elif kind == "STATE_DELTA":
-            # The client keeps its state when a patch fails.
-            with contextlib.suppress(PatchError):
-                self.state = apply_patch(self.state, event.get("delta"))
-        elif kind == "MESSAGES_SNAPSHOT" and isinstance(event.get("messages"), list):
-            self._messages_snapshot(event["messages"])
+
+    def _span_end(self, event: Event) -> None:
+        self._open_spans.pop(str(event.get("messageId")), None)
+
+    def _tool_args(self, event: Event) -> None:
+        call = self._tool_call(str(event.get("toolCallId")))
+        delta = event.get("delta")
+        if call is not None and isinstance(delta, str):
+            call["function"]["arguments"] += delta
+
+    def _tool_end(self, event: Event) -> None:
+        self._open_tools.pop(str(event.get("toolCallId")), None)
+
+    def _state_snapshot(self, event: Event) -> None:
+        self.state = copy.deepcopy(event.get("snapshot"))
+
+    def _state_delta(self, event: Event) -> None:
+        # The client keeps its state when a patch fails.
+        with contextlib.suppress(PatchError):
+            self.state = apply_patch(self.state, event.get("delta"))
 
     def _message_start(self, event: Event, reasoning: bool) -> None:
         ident = _str(event.get("messageId"))
@@ -234,7 +234,10 @@ class AguiProjection:
             at += 1
         self.messages.insert(at, message)
 
-    def _messages_snapshot(self, wire: list[Any]) -> None:
+    def _messages_snapshot(self, event: Event) -> None:
+        wire = event.get("messages")
+        if not isinstance(wire, list):
+            return
         incoming = [copy.deepcopy(m) for m in wire if isinstance(m, dict)]
         by_id = {m.get("id"): m for m in incoming}
         has_reasoning = any(m.get("role") == "reasoning" for m in incoming)
@@ -275,6 +278,30 @@ class AguiProjection:
                 tool["parentMessageId"] = start["parentMessageId"]
             out.append(tool)
         return out
+
+
+# What each type the catalog (agent_replay.event_types) gives Reader.AGUI does to the projection.
+APPLY: dict[str, Callable[[AguiProjection, Event], None]] = {
+    "RUN_STARTED": AguiProjection._run_started,
+    **dict.fromkeys(TERMINAL, AguiProjection._run_ended),
+    "STEP_STARTED": AguiProjection._step_started,
+    "STEP_FINISHED": AguiProjection._step_finished,
+    "TEXT_MESSAGE_START": AguiProjection._text_start,
+    "REASONING_MESSAGE_START": AguiProjection._reasoning_start,
+    "TEXT_MESSAGE_CONTENT": AguiProjection._content,
+    "REASONING_MESSAGE_CONTENT": AguiProjection._content,
+    "TEXT_MESSAGE_END": AguiProjection._text_end,
+    "REASONING_MESSAGE_END": AguiProjection._reasoning_end,
+    "REASONING_START": AguiProjection._span_start,
+    "REASONING_END": AguiProjection._span_end,
+    "TOOL_CALL_START": AguiProjection._tool_start,
+    "TOOL_CALL_ARGS": AguiProjection._tool_args,
+    "TOOL_CALL_END": AguiProjection._tool_end,
+    "TOOL_CALL_RESULT": AguiProjection._tool_result,
+    "STATE_SNAPSHOT": AguiProjection._state_snapshot,
+    "STATE_DELTA": AguiProjection._state_delta,
+    "MESSAGES_SNAPSHOT": AguiProjection._messages_snapshot,
+}
 
 
 @dataclass

@@ -113,7 +113,7 @@ class UIMessageStreamEncoder:
         if self.done or not isinstance(event, dict):
             return []
         kind = event.get("type")
-        handler = _HANDLERS.get(kind) if isinstance(kind, str) else None
+        handler = HANDLERS.get(kind) if isinstance(kind, str) else None
         if handler is None:
             return []
         out: list[Chunk] = []
@@ -348,7 +348,8 @@ class UIMessageStreamEncoder:
         self._data(out, "messages-snapshot", event.get("messages"), "messages-snapshot")
 
 
-_HANDLERS: dict[str, Any] = {
+# Exactly the types the catalog (agent_replay.event_types) gives Reader.AI_SDK.
+HANDLERS: dict[str, Any] = {
     "RUN_STARTED": UIMessageStreamEncoder._run_started,
     "RUN_FINISHED": UIMessageStreamEncoder._run_finished,
     "RUN_ERROR": UIMessageStreamEncoder._run_error,
@@ -378,4 +379,4 @@ def _part_handler(kind: str, move: str) -> Any:
 for _prefix, _kind in (("TEXT_MESSAGE", "text"), ("REASONING_MESSAGE", "reasoning")):
     for _suffix, _move in (("START", "start"), ("CONTENT", "delta"), ("CHUNK", "delta"),
                            ("END", "end")):  # fmt: skip
-        _HANDLERS[f"{_prefix}_{_suffix}"] = _part_handler(_kind, _move)
+        HANDLERS[f"{_prefix}_{_suffix}"] = _part_handler(_kind, _move)

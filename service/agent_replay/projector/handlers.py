@@ -2,8 +2,9 @@
 
 One function per AG-UI event the reference handles, named after
 ``StreamProcessor.handle*Event``; tool-call events live in tool_handlers.py
-and ``MESSAGES_SNAPSHOT`` in snapshot.py. Types missing from ``HANDLERS``
-(``*_CHUNK``, ``THINKING_*``, ``STATE_*``, ``REASONING_START``…) are ignored.
+and ``MESSAGES_SNAPSHOT`` in snapshot.py. ``HANDLERS`` has exactly the types
+the catalog (``agent_replay.event_types``) gives ``Reader.PROJECTOR``; the
+others (``*_CHUNK``, ``THINKING_*``, ``STATE_*``, ``REASONING_START``…) are ignored.
 """
 
 from __future__ import annotations

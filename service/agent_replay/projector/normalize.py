@@ -28,53 +28,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from agent_replay.event_types import BASE_FIELDS, CATALOG
 from agent_replay.projector.jsvalues import UNDEF, stringify, tanstack_bag, truthy
 
 Chunk = dict[str, Any]
 
-_SHARED = frozenset({"type", "timestamp", "rawEvent", "metadata"})
-
-
-def _keys(*fields: str) -> frozenset[str]:
-    return _SHARED | frozenset(fields)
-
+_SHARED = frozenset(BASE_FIELDS)
 
 # spec-event-keys.ts: the top-level keys the AG-UI spec defines per event type.
-SPEC_KEYS: dict[str, frozenset[str]] = {
-    "TEXT_MESSAGE_START": _keys("messageId", "role", "name"),
-    "TEXT_MESSAGE_CONTENT": _keys("messageId", "delta"),
-    "TEXT_MESSAGE_END": _keys("messageId"),
-    "TEXT_MESSAGE_CHUNK": _keys("messageId", "role", "delta", "name"),
-    "TOOL_CALL_START": _keys("toolCallId", "toolCallName", "parentMessageId"),
-    "TOOL_CALL_ARGS": _keys("toolCallId", "delta"),
-    "TOOL_CALL_END": _keys("toolCallId"),
-    "TOOL_CALL_CHUNK": _keys("toolCallId", "toolCallName", "parentMessageId", "delta"),
-    "TOOL_CALL_RESULT": _keys("messageId", "toolCallId", "content", "role"),
-    "THINKING_START": _keys("title"),
-    "THINKING_END": _SHARED,
-    "THINKING_TEXT_MESSAGE_START": _SHARED,
-    "THINKING_TEXT_MESSAGE_CONTENT": _keys("delta"),
-    "THINKING_TEXT_MESSAGE_END": _SHARED,
-    "STATE_SNAPSHOT": _keys("snapshot"),
-    "STATE_DELTA": _keys("delta"),
-    "MESSAGES_SNAPSHOT": _keys("messages"),
-    "ACTIVITY_SNAPSHOT": _keys("messageId", "activityType", "content", "replace"),
-    "ACTIVITY_DELTA": _keys("messageId", "activityType", "patch"),
-    "RAW": _keys("event", "source"),
-    "CUSTOM": _keys("name", "value"),
-    "RUN_STARTED": _keys("threadId", "runId", "parentRunId", "input"),
-    "RUN_FINISHED": _keys("threadId", "runId", "result", "outcome", "usage"),
-    "RUN_ERROR": _keys("message", "code", "usage"),
-    "STEP_STARTED": _keys("stepName"),
-    "STEP_FINISHED": _keys("stepName"),
-    "REASONING_START": _keys("messageId"),
-    "REASONING_MESSAGE_START": _keys("messageId", "role"),
-    "REASONING_MESSAGE_CONTENT": _keys("messageId", "delta"),
-    "REASONING_MESSAGE_END": _keys("messageId"),
-    "REASONING_MESSAGE_CHUNK": _keys("messageId", "delta"),
-    "REASONING_END": _keys("messageId"),
-    "REASONING_ENCRYPTED_VALUE": _keys("subtype", "entityId", "encryptedValue"),
-}
+SPEC_KEYS: dict[str, frozenset[str]] = {t.name: _SHARED | frozenset(t.fields) for t in CATALOG}
 _STREAMED = frozenset({"TEXT_MESSAGE_CONTENT", "TOOL_CALL_ARGS"})
 
 

@@ -22,7 +22,9 @@ from dataclasses import dataclass
 import orjson
 
 from agent_replay.log.typefilter import TypeFilter
-from agent_replay.stream.framing import Encoding, Framer, Row, one_line
+from agent_replay.stream import sse
+from agent_replay.stream.framing import Encoding, Framer, Row
+from agent_replay.stream.sse import one_line
 
 
 def chunk_type(text: str) -> str:
@@ -34,22 +36,6 @@ def chunk_type(text: str) -> str:
         value = json.loads(text)
     kind = value.get("type") if isinstance(value, dict) else None
     return kind if isinstance(kind, str) else ""
-
-
-def sse_frame(seq: int, data: str, event: str | None = None) -> str:
-    named = f"event: {one_line(event)}\n" if event else ""
-    return f"id: {seq}\n{named}data: {one_line(data)}\n\n"
-
-
-def id_only(seq: int) -> str:
-    """An SSE frame that moves the client's last event id without an event.
-
-    Sent after a page whose last events were filtered out: a browser's
-    EventSource then reconnects after them (and gets 204 once the run is
-    closed) instead of re-reading them after every reconnect. No event is
-    dispatched for it (the SSE specification's empty data buffer).
-    """
-    return f"id: {seq}\n\n"
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +52,7 @@ class AudienceFramer:
         types = self.types
         named = self.named and self.encoding is Encoding.SSE
         parts: list[str] = []
-        sse = self.encoding is Encoding.SSE
+        sse_out = self.encoding is Encoding.SSE
         skipped = False
         for seq, chunk in rows:
             kind = chunk_type(chunk) if types is not None or named else ""
@@ -74,12 +60,14 @@ class AudienceFramer:
                 skipped = True
                 continue
             skipped = False
-            if sse:
-                parts.append(sse_frame(seq, chunk, kind if named else None))
+            if sse_out:
+                parts.append(sse.json_frame(chunk, id=seq, event=kind if named else None))
             else:
                 parts.append(f'{{"id":"{seq}","chunk":{one_line(chunk)}}}\n')
-        if skipped and sse:
-            parts.append(id_only(rows[-1][0]))
+        if skipped and sse_out:
+            # A browser's EventSource then reconnects after the skipped events (and
+            # gets 204 once the run is closed) instead of re-reading them each time.
+            parts.append(sse.id_only(rows[-1][0]))
         return "".join(parts).encode()
 
 

@@ -5,27 +5,23 @@ costs one send per page rather than one per event. The stored chunk text is
 spliced in as is (never decoded and re-encoded): the log keeps it as the JSON
 text replay must send.
 
-    SSE     id: <seq>\\ndata: <chunk>\\n\\n        (no `event:`, one `data:` line)
+    SSE     id: <seq>\\ndata: <chunk>\\n\\n        (no `event:`, one `data:` line: `sse`)
     NDJSON  {"id":"<seq>","chunk":<chunk>}\\n      (TanStack's durable envelope)
 """
 
 from __future__ import annotations
 
 import enum
-import re
 from collections.abc import Hashable, Sequence
 from typing import Protocol
 
 from agent_replay.log.values import Row as Row  # re-exported: the stream's unit of a page
+from agent_replay.stream import sse
+from agent_replay.stream.sse import one_line
 
 SSE_MEDIA_TYPE = "text/event-stream"
 NDJSON_MEDIA_TYPE = "application/x-ndjson"
 _NDJSON_ALIASES = frozenset({NDJSON_MEDIA_TYPE, "application/jsonl", "application/ndjson"})
-
-# Raw CR/LF can only sit in valid JSON text as insignificant whitespace (inside
-# strings they must be escaped), so replacing them with spaces keeps the value
-# while keeping one event on one `data:` line.
-_LINE_BREAKS = re.compile(r"[\r\n]")
 
 
 class Framer(Protocol):
@@ -73,20 +69,8 @@ def choose_encoding(accept: str | None, format_param: str | None = None) -> Enco
     return Encoding.SSE
 
 
-def one_line(text: str) -> str:
-    return _LINE_BREAKS.sub(" ", text)
-
-
-def sse_text(rows: Sequence[Row]) -> str:
-    text = "".join([f"id: {seq}\ndata: {chunk}\n\n" for seq, chunk in rows])
-    # Three newlines per event exactly when no chunk carries a raw line break:
-    # one C-speed count instead of a check per chunk.
-    if text.count("\n") != 3 * len(rows) or "\r" in text:
-        text = "".join([f"id: {seq}\ndata: {one_line(chunk)}\n\n" for seq, chunk in rows])
-    return text
-
-
 def ndjson_text(rows: Sequence[Row]) -> str:
+    # As `sse.json_frames`: a raw line break in JSON text is whitespace, so a space.
     text = "".join([f'{{"id":"{seq}","chunk":{chunk}}}\n' for seq, chunk in rows])
     if text.count("\n") != len(rows) or "\r" in text:
         text = "".join([f'{{"id":"{seq}","chunk":{one_line(chunk)}}}\n' for seq, chunk in rows])
@@ -94,10 +78,5 @@ def ndjson_text(rows: Sequence[Row]) -> str:
 
 
 def encode(rows: Sequence[Row], encoding: Encoding) -> bytes:
-    text = sse_text(rows) if encoding is Encoding.SSE else ndjson_text(rows)
+    text = sse.json_frames(rows) if encoding is Encoding.SSE else ndjson_text(rows)
     return text.encode()
-
-
-def sse_preamble(retry_ms: int) -> bytes:
-    """The reconnect delay hint a browser's EventSource honours (TanStack ignores it)."""
-    return f"retry: {retry_ms}\n\n".encode()
