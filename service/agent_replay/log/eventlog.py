@@ -28,7 +28,7 @@ import asyncpg
 from agent_replay import metrics
 from agent_replay.config import asyncpg_dsn
 from agent_replay.errors import InvalidRequest, InvalidRunId, RunConflict, RunNotFound, Unavailable
-from agent_replay.log import bulk, leases, partitions, readers, retention
+from agent_replay.log import bulk, leases, lookups, partitions, readers, retention
 from agent_replay.log import rows as log_rows
 from agent_replay.log.chunks import (
     Chunks,
@@ -729,6 +729,45 @@ class EventLog:
 
     async def reader_absence(self, run_id: str, fresh_seconds: float) -> readers.Absence | None:
         return await readers.absence(self.pool, run_id, fresh_seconds)
+
+    # -- audit and archive reads (agent_replay.log.lookups) -------------------
+
+    async def list_runs(
+        self, f: lookups.RunFilter, limit: int, after: tuple[datetime, str] | None = None
+    ) -> list[Run]:
+        """Runs matching `f`, newest first (`created_at, run_id` descending), only those
+        before `after` (a page's last pair), at most `limit`. From the standby when there
+        is one: a listing may lag the primary by its replay."""
+        pool = self.pool if self.read_pool is None else self.read_pool
+        return [Run.from_record(r) for r in await lookups.list_runs(pool, f, limit, after)]
+
+    async def read_filtered(
+        self, run_id: str, f: lookups.EventFilter, after: int = 0, limit: int = 1000
+    ) -> list[Event]:
+        """`read_events` of the events that pass `f` (a filter that lets all through reads
+        as `read_events`)."""
+        if f.empty:
+            return await _events(self.pool, run_id, after, limit)
+        return list(starmap(Event, await lookups.read_filtered(self.pool, run_id, f, after, limit)))
+
+    async def run_record(self, run_id: str) -> bulk.RunRecord | None:
+        return await lookups.run_record(self.pool, run_id)
+
+    async def thread_records(self, thread_id: str) -> list[bulk.RunRecord]:
+        """The thread's runs, oldest first (`created_at, run_id`)."""
+        return await lookups.thread_records(self.pool, thread_id)
+
+    async def cached_projections(
+        self, last_seqs: Mapping[str, int], normalize: bool, version: str
+    ) -> dict[str, str]:
+        """{run_id: messages} cached for these runs at exactly these last_seqs."""
+        return await lookups.cached_projections(self.pool, last_seqs, normalize, version)
+
+    async def store_projections(
+        self, made: Sequence[tuple[str, int, str]], normalize: bool, version: str
+    ) -> None:
+        """Cache each `(run_id, last_seq, messages)`, all in one transaction."""
+        await lookups.store_projections(self.pool, made, normalize, version)
 
     # -- whole runs and readiness ---------------------------------------------
 

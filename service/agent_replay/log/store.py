@@ -33,9 +33,10 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from agent_replay.log.bulk import LoadedRun, LoadReport
+    from agent_replay.log.bulk import LoadedRun, LoadReport, RunRecord
     from agent_replay.log.chunks import StoredChunk
     from agent_replay.log.eventlog import Event, Run
+    from agent_replay.log.lookups import EventFilter, RunFilter
     from agent_replay.log.notifications import Notice
     from agent_replay.log.readers import Absence
     from agent_replay.log.request import AppendResult
@@ -225,6 +226,38 @@ class LogStore(Protocol):
         ...
 
     async def reader_absence(self, run_id: str, fresh_seconds: float) -> Absence | None: ...
+
+    # -- audit and archive reads ---------------------------------------------
+
+    async def list_runs(
+        self, f: RunFilter, limit: int, after: tuple[datetime, str] | None = None
+    ) -> list[Run]:
+        """Runs matching `f`, newest first (`created_at, run_id` descending), only those
+        before `after`, at most `limit`; a replica may serve it (it may lag)."""
+        ...
+
+    async def read_filtered(
+        self, run_id: str, f: EventFilter, after: int = 0, limit: int = 1000
+    ) -> list[Event]:
+        """`read_events` of only the events that pass `f`."""
+        ...
+
+    async def run_record(self, run_id: str) -> RunRecord | None: ...
+
+    async def thread_records(self, thread_id: str) -> list[RunRecord]:
+        """The thread's runs, oldest first (`created_at, run_id`)."""
+        ...
+
+    async def cached_projections(
+        self, last_seqs: Mapping[str, int], normalize: bool, version: str
+    ) -> dict[str, str]:
+        """{run_id: messages} of the projections cached for these runs at these last_seqs."""
+        ...
+
+    async def store_projections(
+        self, made: Sequence[tuple[str, int, str]], normalize: bool, version: str
+    ) -> None:
+        """Cache each closed run's `(run_id, last_seq, messages)`."""
 
     # -- whole runs (import, retention) and readiness -------------------------
 

@@ -1,0 +1,256 @@
+"""The audit's and the archive's reads: run listings, export records, a run's
+events filtered by type and receive time, and the cache of closed runs' projections.
+
+They are the log's like every other read (`queries.sql`, the log's pool, its
+reader of batch rows and forks, `agent_replay.log.rows`): the audit and the
+archive ask `LogStore` for them and know nothing of tables. Reached through the
+"audit and archive reads" of `LogStore`.
+
+The run listing is the one statement composed here, from literal conditions with
+only values as parameters: each filter a request names must reach the planner as
+a condition of its own, so the index behind it (thread, status, agent, error code
+with `created_at`; tools with the GIN index on `tool_names`) is used. One fixed
+statement with "$n IS NULL OR ..." would, once PostgreSQL settles on a generic
+plan, walk `created_at` for every listing, a rare thread's included.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import asyncpg
+
+from agent_replay.errors import InvalidRequest
+from agent_replay.log.bulk import RunRecord
+from agent_replay.log.chunks import MAX_ERROR_CODE_CHARS, loads, storable
+from agent_replay.log.faults import translated
+from agent_replay.log.rows import events_of
+from agent_replay.log.sql import QUERIES
+from agent_replay.log.typefilter import TypeFilter
+
+_RUN_RECORD = QUERIES["run_record"]
+_THREAD_RECORDS = QUERIES["thread_records"]
+_READ_FILTERED = QUERIES["read_events_filtered"]
+_CACHED = QUERIES["cached_projections"]
+_STORE_PROJECTION = QUERIES["store_projection"]
+
+_READ = "the event log cannot be read"
+
+# `cancelled` and `interrupted` are set by hosted runs; listed so filters on
+# them are valid before any run has them.
+STATUSES = ("running", "finished", "error", "cancelled", "interrupted")
+
+
+def utc(moment: datetime) -> datetime:
+    """A time without an offset is read as UTC."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class RunFilter:
+    """What a run listing may be filtered by (every field: runs that match all given)."""
+
+    thread_id: str | None = None
+    statuses: tuple[str, ...] = ()
+    # Half-open: created_after <= created_at < created_before.
+    created_after: datetime | None = None
+    created_before: datetime | None = None
+    agent: str | None = None
+    tool: str | None = None
+    has_error: bool | None = None
+    # The code of the run's last RUN_ERROR (`abandoned`, `cancelled`, ...); any of these.
+    error_codes: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        # Matched against columns stored through `storable` (NUL and lone
+        # surrogates as U+FFFD), so mapped the same way; PostgreSQL would refuse them.
+        for name in ("thread_id", "agent", "tool"):
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, storable(value))
+        # Cut as the column keeps them, so the whole code a RUN_ERROR gave still finds it.
+        codes = tuple(storable(c[:MAX_ERROR_CODE_CHARS]) for c in self.error_codes)
+        object.__setattr__(self, "error_codes", codes)
+        unknown = [s for s in self.statuses if s not in STATUSES]
+        if unknown:
+            raise InvalidRequest(f"unknown status {unknown[0]!r}; use one of {', '.join(STATUSES)}")
+        for name in ("created_after", "created_before"):
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, utc(value))
+
+
+@dataclass(frozen=True, slots=True)
+class EventFilter:
+    """What a read of one run's events may be filtered by."""
+
+    types: tuple[str, ...] = ()
+    # `?types=` (exact types and `PREFIX*`), on top of `types` (`?type=`, exact).
+    patterns: TypeFilter | None = None
+    # Half-open, like run listings: received_after <= received_at < received_before.
+    received_after: datetime | None = None
+    received_before: datetime | None = None
+
+    @property
+    def empty(self) -> bool:
+        return (
+            not self.types
+            and (self.patterns is None or self.patterns.everything)
+            and self.received_after is None
+            and self.received_before is None
+        )
+
+
+# -- run listings ---------------------------------------------------------------
+
+# A run's row as `Run` holds it (the columns of `get_run` in queries.sql).
+_LISTING = """SELECT run_id, thread_id, agent, status, last_seq, closed_at IS NOT NULL AS closed,
+       created_at, updated_at, closed_at, metadata::text AS metadata, last_terminal,
+       error_message, error_code, lease_owner, lease_expires_at, tool_names, prompt_tokens,
+       completion_tokens, total_tokens, on_disconnect, grace_seconds, reader_left_at
+FROM runs"""
+
+
+def listing(f: RunFilter, limit: int, after: tuple[datetime, str] | None) -> tuple[str, list[Any]]:
+    """The listing's statement and its parameters: runs matching `f`, newest first
+    (`created_at, run_id` descending), those before `after` only, at most `limit`."""
+    where: list[str] = []
+    args: list[Any] = []
+
+    def value(v: Any) -> str:
+        args.append(v)
+        return f"${len(args)}"
+
+    def one_of(column: str, values: tuple[str, ...]) -> None:
+        if len(values) == 1:
+            where.append(f"{column} = {value(values[0])}")
+        elif values:
+            where.append(f"{column} = ANY({value(list(values))}::text[])")
+
+    if f.thread_id is not None:
+        where.append(f"thread_id = {value(f.thread_id)}")
+    one_of("status", f.statuses)
+    if f.created_after is not None:
+        where.append(f"created_at >= {value(f.created_after)}")
+    if f.created_before is not None:
+        where.append(f"created_at < {value(f.created_before)}")
+    if f.agent is not None:
+        where.append(f"agent = {value(f.agent)}")
+    if f.tool is not None:
+        where.append(f"tool_names @> {value([f.tool])}::text[]")
+    if f.has_error is not None:
+        where.append(f"error_message IS {'NOT ' if f.has_error else ''}NULL")
+    one_of("error_code", f.error_codes)
+    if after is not None:
+        where.append(f"(created_at, run_id) < ({value(after[0])}, {value(after[1])})")
+    condition = f" WHERE {' AND '.join(where)}" if where else ""
+    order = f" ORDER BY created_at DESC, run_id DESC LIMIT {value(limit)}"
+    return _LISTING + condition + order, args
+
+
+async def list_runs(
+    pool: asyncpg.Pool, f: RunFilter, limit: int, after: tuple[datetime, str] | None
+) -> list[asyncpg.Record]:
+    """The listing's rows, each as `get_run` reads a run (`Run.from_record` takes it)."""
+    statement, args = listing(f, limit, after)
+    with translated(_READ):
+        return await pool.fetch(statement, *args)
+
+
+# -- export records ---------------------------------------------------------------
+
+
+def _record(row: asyncpg.Record) -> RunRecord:
+    fields = dict(row)
+    fields["metadata"] = loads(fields["metadata"])
+    return RunRecord(**fields)
+
+
+async def run_record(pool: asyncpg.Pool, run_id: str) -> RunRecord | None:
+    with translated(_READ):
+        row = await pool.fetchrow(_RUN_RECORD, run_id)
+    return None if row is None else _record(row)
+
+
+async def thread_records(pool: asyncpg.Pool, thread_id: str) -> list[RunRecord]:
+    with translated(_READ):
+        rows = await pool.fetch(_THREAD_RECORDS, storable(thread_id))
+    return [_record(row) for row in rows]
+
+
+# -- filtered events ----------------------------------------------------------------
+
+
+def _like(text: str) -> str:
+    """`text` as a LIKE pattern matching itself (LIKE's escape character is `\\`)."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def _wanted(f: EventFilter) -> Callable[[str], bool]:
+    """The type filters as a test of one event's type (a batch row's events)."""
+    types = frozenset(storable(t) for t in f.types)
+    patterns = f.patterns
+
+    def wanted(kind: str) -> bool:
+        return (not types or kind in types) and (patterns is None or patterns.matches(kind))
+
+    return wanted
+
+
+async def read_filtered(
+    pool: asyncpg.Pool, run_id: str, f: EventFilter, after: int, limit: int
+) -> list[tuple[int, str, str, datetime]]:
+    """`(seq, type, chunk, received_at)` of run `run_id`'s events after `after` that pass
+    `f` (a fork's prefix included), at most `limit`, in seq order. A filter may skip any
+    number of events: rows are read `limit` at a time, however many events each holds,
+    until `limit` events pass."""
+    # Stored types went through `storable`; so do the ones asked for.
+    types = sorted({storable(t) for t in f.types}) or None
+    patterns = None
+    if f.patterns is not None and not f.patterns.everything:
+        patterns = sorted(_like(t) for t in f.patterns.exact)
+        patterns += [_like(p) + "%" for p in f.patterns.prefixes]
+    bounds = (
+        None if f.received_after is None else utc(f.received_after),
+        None if f.received_before is None else utc(f.received_before),
+    )
+    wanted = _wanted(f)
+    found: list[tuple[int, str, str, datetime]] = []
+    start = after
+    while len(found) < limit:
+        with translated(_READ):
+            rows = await pool.fetch(_READ_FILTERED, run_id, start, limit, types, patterns, *bounds)
+        found += [e for e in events_of(rows, start) if wanted(e[1])]
+        if len(rows) < limit:
+            break
+        # A page of rows whose events the filter thinned: read on after it (within its
+        # segment: a source's batch row may hold seqs past the fork point).
+        start = min(rows[-1]["seq"], rows[-1]["hi"])
+    return found[:limit]
+
+
+# -- the projection cache -------------------------------------------------------------
+
+
+async def cached_projections(
+    pool: asyncpg.Pool, last_seqs: Mapping[str, int], normalize: bool, version: str
+) -> dict[str, str]:
+    if not last_seqs:
+        return {}
+    with translated(_READ):
+        rows = await pool.fetch(_CACHED, list(last_seqs), normalize, version)
+    # A last_seq mismatch means the run was pruned and imported again.
+    return {r[0]: r[2] for r in rows if last_seqs.get(r[0]) == r[1]}
+
+
+async def store_projections(
+    pool: asyncpg.Pool, made: Sequence[tuple[str, int, str]], normalize: bool, version: str
+) -> None:
+    """Cache `(run_id, last_seq, messages)` for each run (closed: its log never changes)."""
+    args = [(run_id, normalize, last_seq, version, text) for run_id, last_seq, text in made]
+    with translated("the projection cache cannot be written"):
+        async with pool.acquire() as conn, conn.transaction():
+            await conn.executemany(_STORE_PROJECTION, args)
