@@ -2,7 +2,7 @@
 events filtered by type and receive time, and the cache of closed runs' projections.
 
 They are the log's like every other read (`queries.sql`, the log's pool, its
-reader of batch rows and forks, `agent_replay.log.rows`): the audit and the
+reader of batch rows and forks, `agent_replay.log.reading`): the audit and the
 archive ask `LogStore` for them and know nothing of tables. Reached through the
 "audit and archive reads" of `LogStore`.
 
@@ -24,16 +24,15 @@ from typing import Any
 import asyncpg
 
 from agent_replay.errors import InvalidRequest
+from agent_replay.log import reading
 from agent_replay.log.bulk import RunRecord
 from agent_replay.log.chunks import MAX_ERROR_CODE_CHARS, loads, storable
 from agent_replay.log.faults import translated
-from agent_replay.log.rows import events_of
 from agent_replay.log.sql import QUERIES
 from agent_replay.log.typefilter import TypeFilter
 
 _RUN_RECORD = QUERIES["run_record"]
 _THREAD_RECORDS = QUERIES["thread_records"]
-_READ_FILTERED = QUERIES["read_events_filtered"]
 _CACHED = QUERIES["cached_projections"]
 _STORE_PROJECTION = QUERIES["store_projection"]
 
@@ -204,9 +203,7 @@ async def read_filtered(
     pool: asyncpg.Pool, run_id: str, f: EventFilter, after: int, limit: int
 ) -> list[tuple[int, str, str, datetime]]:
     """`(seq, type, chunk, received_at)` of run `run_id`'s events after `after` that pass
-    `f` (a fork's prefix included), at most `limit`, in seq order. A filter may skip any
-    number of events: rows are read `limit` at a time, however many events each holds,
-    until `limit` events pass."""
+    `f` (a fork's prefix included), at most `limit`, in seq order (`reading.filtered`)."""
     # Stored types went through `storable`; so do the ones asked for.
     types = sorted({storable(t) for t in f.types}) or None
     patterns = None
@@ -217,19 +214,7 @@ async def read_filtered(
         None if f.received_after is None else utc(f.received_after),
         None if f.received_before is None else utc(f.received_before),
     )
-    wanted = _wanted(f)
-    found: list[tuple[int, str, str, datetime]] = []
-    start = after
-    while len(found) < limit:
-        with translated(_READ):
-            rows = await pool.fetch(_READ_FILTERED, run_id, start, limit, types, patterns, *bounds)
-        found += [e for e in events_of(rows, start) if wanted(e[1])]
-        if len(rows) < limit:
-            break
-        # A page of rows whose events the filter thinned: read on after it (within its
-        # segment: a source's batch row may hold seqs past the fork point).
-        start = min(rows[-1]["seq"], rows[-1]["hi"])
-    return found[:limit]
+    return await reading.filtered(pool, run_id, after, limit, types, patterns, bounds, _wanted(f))
 
 
 # -- the projection cache -------------------------------------------------------------
