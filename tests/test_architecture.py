@@ -7,8 +7,9 @@
 Each package of `agent_replay` (under `service/`) may import only the packages its arrows come
 from (and the shared modules: errors, config, metrics, logs, tasks, loopevent); nothing but the
 CLI imports the HTTP layer, nothing imports the CLI. And no module imports
-itself through others, at import time or inside a function (a lazy import is
-still a dependency); only `if TYPE_CHECKING:` blocks are left out.
+itself through others, at import time, inside a function (a lazy import is
+still a dependency) or under `if TYPE_CHECKING:` (a type is a dependency too:
+the module that names it cannot be understood, or changed, without the other).
 """
 
 from __future__ import annotations
@@ -65,25 +66,11 @@ def module_name(path: Path, root: Path = SERVICE) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _runtime_nodes(tree: ast.AST) -> list[ast.AST]:
-    """Every node except those under `if TYPE_CHECKING:`."""
-    found: list[ast.AST] = []
-    todo = [tree]
-    while todo:
-        node = todo.pop()
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            todo.extend(node.orelse)
-            continue
-        found.append(node)
-        todo.extend(ast.iter_child_nodes(node))
-    return found
-
-
 def imports(path: Path, modules: set[str]) -> set[str]:
-    """The `agent_replay` modules `path` imports (a name imported from a package that is
-    itself a module counts as that module)."""
+    """The `agent_replay` modules `path` imports, wherever the import is (a name imported
+    from a package that is itself a module counts as that module)."""
     found: set[str] = set()
-    for node in _runtime_nodes(ast.parse(path.read_text("utf-8"), str(path))):
+    for node in ast.walk(ast.parse(path.read_text("utf-8"), str(path))):
         if isinstance(node, ast.Import):
             found.update(a.name for a in node.names if a.name.split(".")[0] == "agent_replay")
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -95,11 +82,37 @@ def imports(path: Path, modules: set[str]) -> set[str]:
     return found
 
 
-def graph(root: Path = SERVICE) -> dict[str, set[str]]:
+def module_paths(root: Path = SERVICE) -> dict[str, Path]:
     # A compiled module is known by its stub (`.pyi`), which imports nothing of ours.
     stubs = sorted(p for p in root.rglob("*.pyi") if not p.with_suffix(".py").exists())
-    paths = {module_name(p, root): p for p in [*sorted(root.rglob("*.py")), *stubs]}
+    return {module_name(p, root): p for p in [*sorted(root.rglob("*.py")), *stubs]}
+
+
+def graph(root: Path = SERVICE) -> dict[str, set[str]]:
+    paths = module_paths(root)
     return {name: imports(path, set(paths)) & set(paths) for name, path in paths.items()}
+
+
+def third_party(path: Path) -> set[str]:
+    """The top-level names of what `path` imports from outside `agent_replay`."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text("utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module.split(".")[0])
+    return found - {"agent_replay"}
+
+
+def reached(edges: dict[str, set[str]], start: str) -> set[str]:
+    """`start` and every module it imports, directly or through others."""
+    seen, todo = {start}, [start]
+    while todo:
+        for target in edges.get(todo.pop(), ()):
+            if target not in seen:
+                seen.add(target)
+                todo.append(target)
+    return seen
 
 
 def package(module: str) -> str:
@@ -231,6 +244,16 @@ def test_database_checker_when_a_module_outside_the_log_imports_it_then_reports_
     ]
 
 
+def test_memory_store_when_its_imports_are_followed_then_none_reaches_postgresql() -> None:
+    """The second implementation of the log's contract is independent of the first: the
+    in-memory store, and all it imports, import neither the driver nor the SQL toolkit."""
+    paths = module_paths()
+    postgresql = {"asyncpg", "sqlalchemy", "psycopg", "alembic"}
+    modules = reached(EDGES, "agent_replay.log.memory")
+    assert {"agent_replay.log.store", "agent_replay.log.values"} <= modules
+    assert {m for m in modules if third_party(paths[m]) & postgresql} == set()
+
+
 @pytest.mark.parametrize(
     ("source", "text", "problem"),
     [
@@ -255,23 +278,43 @@ def test_checker_when_given_a_forbidden_arrow_then_reports_it(
     assert any(problem in line for line in offending(graph(root)))
 
 
+def _package_of(root: Path, name: str, modules: dict[str, str]) -> None:
+    (root / name).mkdir(parents=True)
+    (root / name / "__init__.py").write_text("")
+    for module, text in modules.items():
+        (root / name / f"{module}.py").write_text(text)
+
+
 def test_checker_when_modules_import_each_other_lazily_then_reports_the_cycle(
     tmp_path: Path,
 ) -> None:
     root = tmp_path / "agent_replay"
-    (root / "transcript").mkdir(parents=True)
-    (root / "transcript" / "__init__.py").write_text("")
-    (root / "transcript" / "render.py").write_text(
-        "def render():\n    from agent_replay.transcript.html import html\n"
-    )
-    (root / "transcript" / "html.py").write_text(
-        "from agent_replay.transcript.render import views\n"
-    )
-    (root / "transcript" / "typed.py").write_text(
-        "from typing import TYPE_CHECKING\n"
-        "if TYPE_CHECKING:\n"
-        "    from agent_replay.transcript import html\n"
-    )
+    _package_of(root, "transcript", {
+        "render": "def render():\n    from agent_replay.transcript.html import html\n",
+        "html": "from agent_replay.transcript.render import views\n",
+        "plain": "from agent_replay.transcript import html\n",
+    })  # fmt: skip
     assert cycles(graph(root)) == [
         ["agent_replay.transcript.html", "agent_replay.transcript.render"]
+    ]
+
+
+def test_checker_when_a_cycle_closes_only_under_type_checking_then_reports_it(
+    tmp_path: Path,
+) -> None:
+    """The cycle the log's contract once had: the implementation imports the contract, the
+    contract names the implementation's types for the type checker only."""
+    root = tmp_path / "agent_replay"
+    _package_of(root, "log", {
+        "eventlog": "from agent_replay.log.request import AppendResult\n",
+        "request": "from agent_replay.log.store import RunState\n",
+        "store": "from typing import TYPE_CHECKING\n"
+                 "if TYPE_CHECKING:\n"
+                 "    from agent_replay.log.eventlog import Run\n",
+        "values": "from typing import TYPE_CHECKING\n"
+                  "if TYPE_CHECKING:\n"
+                  "    from collections.abc import Sequence\n",
+    })  # fmt: skip
+    assert cycles(graph(root)) == [
+        ["agent_replay.log.eventlog", "agent_replay.log.request", "agent_replay.log.store"]
     ]

@@ -25,7 +25,8 @@ import asyncpg
 import httpx
 from common import pct, scratch_database, server_process, write_json
 
-from agent_replay.log.lookups import RunFilter, listing
+from agent_replay.log.filters import RunFilter
+from agent_replay.log.lookups import listing
 
 TOOLS = 12
 # Built in slices so progress shows and no single statement runs for minutes.

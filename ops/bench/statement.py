@@ -54,8 +54,8 @@ import orjson
 from common import cpu_seconds, scratch_database
 
 from agent_replay.log import sql
-from agent_replay.log.chunks import StoredChunk
 from agent_replay.log.request import EventRows, ones_columns
+from agent_replay.log.values import StoredChunk
 from agent_replay.log.writer import COMMIT_SETTINGS
 
 CHUNK = orjson.dumps(

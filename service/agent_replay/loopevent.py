@@ -46,7 +46,7 @@ class LoopEvent:
         try:
             await waiter
         except asyncio.CancelledError:
-            # A wait that timed out (wait_for) must not stay listed until the next set.
+            # A wait that timed out (tasks.wait_set) must not stay listed until the next set.
             if waiter in self._waiters:
                 self._waiters.remove(waiter)
             raise

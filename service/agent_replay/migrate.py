@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 from alembic import command
@@ -75,7 +74,3 @@ async def current_revision(database_url: str) -> str | None:
             )
     finally:
         await engine.dispose()
-
-
-async def at_head(database_url: str) -> bool:
-    return await current_revision(database_url) == await asyncio.to_thread(head_revision)

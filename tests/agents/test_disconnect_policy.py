@@ -14,7 +14,7 @@ import os
 import signal
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
@@ -29,6 +29,8 @@ from tests.stream.wire import SseReader
 from tests.support.servers import serve_asgi, serve_subprocess
 
 GRACE = 2.0
+# The paced upstream's time between deltas.
+DELTA_SECONDS = 0.05
 LEASE = 1.5  # renewed (and readers heartbeated) every 0.5 s; a row is stale after 1.5 s
 # The first-reader window of a `cancel` run, set below its default (10 s).
 FIRST_READER = 5.0
@@ -66,7 +68,7 @@ class Upstream:
                 deadline = time.monotonic() + seconds
                 i = 0
                 while time.monotonic() < deadline and not (released and released.is_set()):
-                    await asyncio.sleep(0.05)
+                    await asyncio.sleep(DELTA_SECONDS)
                     i += 1
                     yield sse({"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": f"{i} "})
                 yield sse({"type": "TEXT_MESSAGE_END", "messageId": "m"})
@@ -275,10 +277,18 @@ async def test_cancel_after_when_reader_reconnects_to_other_replica_within_grace
     assert not left["closed"]
     left_at = _at(left["on_disconnect"]["reader_left_at"])
     follower = asyncio.create_task(_follow_to_end(http, b, run_id, after=seen[-1]))
-    # The grace runs out, with a lease more for the driver's look: still running.
-    while datetime.now(UTC) < left_at + timedelta(seconds=grace + LEASE):
-        await asyncio.sleep(0.1)
-        assert not follower.done(), "the follower on B ended while the run was held"
+    # A second run on A with the same policy, whose reader leaves a lease's worth of the
+    # upstream's deltas later and does not come back: once A's driver has cancelled it,
+    # this run's grace, and a lease more, ran out and was judged too. Still running.
+    control = await _start(
+        http, a, "paced", 60, headers={"X-On-Disconnect": f"cancel_after={grace:g}"}
+    )
+    await _read(http, a, control, 5 + int(LEASE / DELTA_SECONDS))
+    cancelled = await _closed(http, a, control)
+    assert cancelled["error_code"] == "abandoned"
+    control_left = _at(cancelled["on_disconnect"]["reader_left_at"])
+    assert control_left >= left_at + timedelta(seconds=LEASE)
+    assert not follower.done(), "the follower on B ended while the run was held"
     assert not (await http.get(f"{a}/v1/runs/{run_id}")).json()["closed"]
     agent.event(agent.released, run_id).set()
     rest = await asyncio.wait_for(follower, 30)
@@ -390,8 +400,14 @@ async def test_cancel_after_when_replica_holding_last_reader_dies_then_cancelled
             chunks = r.aiter_bytes()
             while len(reader.events) < 5:
                 reader.feed(await anext(chunks))
-            # Read well past the grace from the start: the reader kept it alive.
-            await asyncio.sleep(GRACE + LEASE)
+            # Read a lease's worth of the upstream's deltas more, then past the grace from
+            # the start: once a run started on A after that, never followed, with the same
+            # policy, has been cancelled, A's driver has judged this one after its grace
+            # too. The reader kept it alive.
+            while len(reader.events) < 5 + int(LEASE / DELTA_SECONDS):
+                reader.feed(await anext(chunks))
+            control = await _start(http, a, "paced-grace", 60)
+            assert (await _closed(http, a, control))["error_code"] == "abandoned"
             assert not (await http.get(f"{a}/v1/runs/{run_id}")).json()["closed"]
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait()

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 
-from agent_replay.agents.sse import ndjson_batches, sse_batches
+from agent_replay.agents.sse import NdjsonParser, Parser, SseParser
 
 SSE = (
     b": keepalive\r\n\r\n"
@@ -22,19 +20,21 @@ EXPECTED = [
 ]  # fmt: skip
 
 
-async def _reads(data: bytes, cut: int) -> AsyncIterator[bytes]:
+def _events(parser: Parser, data: bytes, cut: int) -> list[str]:
+    """Every event `parser` gives for `data` fed in reads of `cut` bytes, then its end."""
+    events: list[str] = []
     for start in range(0, len(data), cut):
-        yield data[start : start + cut]
+        events += parser.feed(data[start : start + cut])
+    return events + parser.end()
 
 
 @pytest.mark.parametrize("cut", [1, 2, 3, 7, 1000])
-async def test_sse_when_reads_cut_anywhere_then_same_events_in_order(cut: int) -> None:
-    events = [text async for batch in sse_batches(_reads(SSE, cut)) for text in batch]
-    assert events == EXPECTED
+def test_sse_when_reads_cut_anywhere_then_same_events_in_order(cut: int) -> None:
+    assert _events(SseParser(), SSE, cut) == EXPECTED
 
 
 @pytest.mark.parametrize("cut", [1, 5, 1000])
-async def test_ndjson_when_reads_cut_anywhere_then_one_event_per_line(cut: int) -> None:
+def test_ndjson_when_reads_cut_anywhere_then_one_event_per_line(cut: int) -> None:
     data = b'{"type":"A"}\n\n  {"type":"B"}\r\n{"type":"C"}'
-    events = [text async for batch in ndjson_batches(_reads(data, cut)) for text in batch]
-    assert events == ['{"type":"A"}', '{"type":"B"}', '{"type":"C"}']
+    expected = ['{"type":"A"}', '{"type":"B"}', '{"type":"C"}']
+    assert _events(NdjsonParser(), data, cut) == expected

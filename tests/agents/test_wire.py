@@ -138,6 +138,7 @@ async def test_answer_not_2xx_then_its_status_and_body_start_are_the_error(statu
 
 async def test_reading_when_deliver_says_no_room_then_paused_until_resume_and_not_stalled() -> None:
     first = asyncio.Event()
+    written = asyncio.Event()
 
     async def script(_: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n")
@@ -146,6 +147,11 @@ async def test_reading_when_deliver_says_no_room_then_paused_until_resume_and_no
         await first.wait()
         writer.write(sse(1))  # reaches the socket while the reader is paused
         await writer.drain()
+        written.set()
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n")
+        await reader.read()  # until the client gives up
 
     got: list[list[StoredChunk]] = []
 
@@ -154,15 +160,21 @@ async def test_reading_when_deliver_says_no_room_then_paused_until_resume_and_no
         first.set()
         return len(got) > 1  # no room after the first read
 
-    async with serving(script) as (url, _):
+    async with serving(script) as (url, _), serving(silent) as (silent_url, _):
         agent = HttpAgent("scripted", url, {})
         upstream = HttpUpstream(agent, {}, 0.2, Limits(), full)
         reading = asyncio.create_task(upstream.run())
         await first.wait()
         assert upstream.paused
-        # Paused past the idle limit: a held reader is no stalled upstream, and what
-        # the upstream wrote meanwhile waits in the socket, undelivered.
-        await asyncio.sleep(0.5)
+        # Paused past the idle limit: an upstream silent since after the pause began,
+        # read with the same limit, has been found stalled, so the paused reader's own
+        # idle check (due no later, on the same clock) has run too. A held reader is no
+        # stalled upstream, and what the upstream wrote meanwhile waits in the socket,
+        # undelivered.
+        control = HttpUpstream(HttpAgent("silent", silent_url, {}), {}, 0.2, Limits(), full)
+        with pytest.raises(UpstreamError, match="upstream stalled"):
+            await control.run()
+        await written.wait()
         assert not reading.done()
         assert ns(got) == [0]
         upstream.resume()

@@ -13,8 +13,8 @@ import pytest
 from agent_replay.audit.cache import thread_messages
 from agent_replay.log import EventLog
 from agent_replay.log.chunks import loads
-from agent_replay.log.rows import chunks_of
 from agent_replay.projector import project
+from tests.audit.data import failing
 from tests.audit.helpers import fingerprint, listing, read, replay, store_thread, write
 from tests.support.pg import Databases
 
@@ -237,15 +237,8 @@ async def test_project_cli_when_given_an_export_then_projects_its_chunks(
     assert (await replay(capsys, "export", "--run", stored[1], *args))[0] == 0
     status, printed, err = await replay(capsys, "project", str(out))
     assert status == 0, err
-    conn = await asyncpg.connect(database_url)
-    try:
-        rows = await conn.fetch(
-            "SELECT seq, n, chunk FROM events WHERE run_id = $1 ORDER BY seq", stored[1]
-        )
-    finally:
-        await conn.close()
-    # What the log stored, each event cut out of its row (a batch row holds several).
-    assert loads(printed) == project([loads(chunk) for _, chunk in chunks_of(rows, 0)])
+    # The run's chunks as they were appended (the thread's second run: `failing`).
+    assert loads(printed) == project(failing(stored[1], THREAD))
 
 
 async def test_import_when_file_predates_error_codes_then_codes_derived_from_events(

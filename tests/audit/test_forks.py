@@ -16,7 +16,7 @@ from agent_replay.archive.dump import export_bytes, run_records
 from agent_replay.audit.cache import StoredRun, run_projection
 from agent_replay.audit.projection import PROJECTOR_VERSION, messages_json, project_run
 from agent_replay.log import EventLog
-from agent_replay.log.lookups import EventFilter
+from agent_replay.log.filters import EventFilter
 from agent_replay.log.streams import JSON_TYPE, NewStream, StreamStore
 from agent_replay.log.typefilter import TypeFilter
 

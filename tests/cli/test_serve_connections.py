@@ -125,7 +125,7 @@ async def test_keep_alive_connection_when_idle_then_closed_after_its_timeout(
 
 
 async def test_stream_when_silent_longer_than_every_timeout_then_stays_open_and_delivers(
-    base: str,
+    base: str, connect: Connect
 ) -> None:
     async with httpx.AsyncClient(base_url=base, timeout=30) as http:
         event = {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "x"}
@@ -135,10 +135,22 @@ async def test_stream_when_silent_longer_than_every_timeout_then_stays_open_and_
             chunks = stream.aiter_bytes()
             first = await anext(chunks)
             assert b"TEXT_MESSAGE_CONTENT" in first
-            # Nothing is written for several times every read timeout...
+            # Nothing is written while connections opened after the stream's, each held
+            # by one of the timeouts (header, body, keep-alive), are cut by theirs, three
+            # times over: every timeout the stream's connection could be under has run
+            # out several times meanwhile...
             silent = asyncio.ensure_future(anext(chunks))
-            done, _ = await asyncio.wait([silent], timeout=TIMEOUT * 6)
-            assert not done, silent.result()
+            for _ in range(3):
+                idle, stalled, kept = [await connect() for _ in range(3)]
+                stalled[1].write(
+                    b"POST /v1/runs/quiet-body/events HTTP/1.1\r\nHost: localhost\r\n"
+                    b"Content-Type: application/json\r\nContent-Length: 10\r\n\r\n{"
+                )
+                kept[1].write(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
+                cut = [(await _closed_within(reader))[0] for reader, _ in (idle, stalled, kept)]
+                assert cut[0] == b"" and cut[1].startswith(b"HTTP/1.1 408 ")
+                assert cut[2].startswith(b"HTTP/1.1 200 ")
+            assert not silent.done(), silent.result()
             # ...and the stream is still open: the next event comes through it.
             r = await http.post("/v1/runs/quiet-stream/events", json={"events": [event]})
             assert r.status_code in (200, 201), r.text

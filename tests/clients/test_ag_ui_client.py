@@ -50,10 +50,6 @@ def _normalized(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Ids renamed by first appearance: each run mints its own, the shape must not differ."""
     names: dict[str, str] = {}
 
-    def rename(match: re.Match[str]) -> str:
-        value = names.setdefault(match.group(2), f"ID{len(names)}")
-        return f'"{match.group(1)}": "{value}"'
-
     text = json.dumps(messages)
     for ident in list(dict.fromkeys(m.group(2) for m in _ID.finditer(text))):
         names.setdefault(ident, f"ID{len(names)}")

@@ -20,6 +20,7 @@ from tests.faults.conftest import (
     produce_until,
     replica,
     stored,
+    until,
 )
 from tests.support.cluster import Cluster
 
@@ -55,7 +56,14 @@ async def test_database_stopped_under_load_then_log_holds_every_acknowledged_eve
                     asyncio.create_task(produce_until(p, r, stop))
                     for p, r in zip(producers, run_ids, strict=True)
                 ]
-                await asyncio.sleep(1.0)
+
+                # Under load before the outage: every follower has events, a probe got in.
+                async def loaded() -> bool:
+                    return all(len(f.events) >= 10 for f in followers) and any(
+                        p["status"] == 200 for p in probes
+                    )
+
+                await until(loaded)
                 stopped_at = time.monotonic()
                 await asyncio.to_thread(cluster.stop)
                 down_at = time.monotonic()
@@ -63,7 +71,15 @@ async def test_database_stopped_under_load_then_log_holds_every_acknowledged_eve
                 starting_at = time.monotonic()
                 await asyncio.to_thread(cluster.start)
                 back_at = time.monotonic()
-                await asyncio.sleep(1.5)
+
+                # Healed: a probe made after the database was back is answered and ready.
+                async def healed() -> bool:
+                    return any(
+                        p["at"] > back_at and p["status"] == 200 and p["ready"] == 200
+                        for p in probes
+                    )
+
+                await until(healed, 60)
                 stop.set()
                 async with asyncio.timeout(60):
                     sent = await asyncio.gather(*produce)

@@ -3,8 +3,10 @@
 Modelled on eventsourcing's `ApplicationRecorderTestCase`: the tests are
 written against the Protocol only (`agent_replay.log.store.LogStore`), and an
 implementation runs them by subclassing `LogStoreContract` and providing a
-`store` fixture that yields a fresh, working store (and a `second_store`
-fixture: another handle on the same log, as another process would have):
+`store` fixture that yields a fresh, working store, a `second_store` fixture
+(another handle on the same log, as another process would have) and a
+`lagging` fixture (a `Lagging`: a store whose catch-up reads go to a standby
+that holds a run only as far as `replay` brought it):
 
     class TestMyStore(LogStoreContract):
         @pytest.fixture
@@ -13,21 +15,27 @@ fixture: another handle on the same log, as another process would have):
         @pytest.fixture
         async def second_store(self, database_url: str) -> AsyncIterator[LogStore]: ...
 
-Each test uses run ids of its own, so the suite may share one database.
-The non-interleaving test is the heart of it: concurrent appends to one run,
-from two store handles, each get one contiguous block of seqs, the blocks
-partition 1..N, and a reader polling meanwhile never sees a seq appear at or
-below a `last_seq` it already saw.
+        @pytest.fixture
+        async def lagging(self, database_url: str) -> AsyncIterator[Lagging]: ...
+
+It runs against `EventLog` in both row layouts (`test_eventlog_contract.py`) and
+against the in-memory `MemoryStore` (`test_memory_contract.py`); every member of
+`LogStore` is exercised here. Each test uses run ids of its own, so the suite may
+share one database. The non-interleaving test is the heart of it: concurrent
+appends to one run, from two store handles, each get one contiguous block of
+seqs, the blocks partition 1..N, and a reader polling meanwhile never sees a
+seq appear at or below a `last_seq` it already saw.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import random
 import uuid
-from datetime import timedelta
-from typing import Any
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -43,8 +51,10 @@ from agent_replay.errors import (
 )
 from agent_replay.ingest import Limits, chunk_from_text
 from agent_replay.log import MAX_SEQ, LogStore, Notice
-from agent_replay.log.lookups import EventFilter, RunFilter
+from agent_replay.log.chunks import stored
+from agent_replay.log.filters import EventFilter, RunFilter
 from agent_replay.log.typefilter import TypeFilter
+from agent_replay.log.values import LoadedRun, LoggedEvent, RunRecord
 
 DEADLINE = 10.0
 
@@ -59,6 +69,52 @@ def chunk(kind: str = "A", **fields: Any) -> dict[str, Any]:
 
 async def texts(store: LogStore, run_id: str) -> list[dict[str, Any]]:
     return [json.loads(e.chunk) for e in await store.read_events(run_id, 0, 100_000)]
+
+
+class Lagging(Protocol):
+    """A store reading catch-ups (`read_page(catch_up=True)`, `read_events(through=...)`)
+    from a standby that has each run only as the last `replay` of it left it."""
+
+    @property
+    def store(self) -> LogStore: ...
+
+    async def replay(self, run_id: str) -> None:
+        """The standby has `run_id` as the primary has it now (then lags again)."""
+
+    def standby_reads(self) -> int:
+        """How many catch-up reads the standby has answered so far, wholly or in part."""
+        ...
+
+
+def replace_record(record: RunRecord, **changes: Any) -> RunRecord:
+    return dataclasses.replace(record, **changes)
+
+
+def _loaded(
+    run_id: str, created: datetime, closed: datetime | None, kinds: list[str], **fields: Any
+) -> LoadedRun:
+    """An exported run of these chunk types, one a second from `created`."""
+    events = [
+        LoggedEvent(stored(chunk(kind, i=i), i), created + timedelta(seconds=i + 1))
+        for i, kind in enumerate(kinds)
+    ]
+    record = RunRecord(
+        **{
+            "run_id": run_id,
+            "thread_id": "t-1",
+            "agent": None,
+            "status": "running" if closed is None else "finished",
+            "created_at": created,
+            "updated_at": closed or created,
+            "closed_at": closed,
+            "last_seq": len(kinds),
+            "error_message": None,
+            "metadata": {"from": "export"},
+            "input": None,
+            **fields,
+        }
+    )
+    return LoadedRun(record, events)
 
 
 class LogStoreContract:
@@ -246,6 +302,62 @@ class LogStoreContract:
         assert {wanted, other} <= asked
         assert told and set(told) == {wanted}
 
+    async def test_submit_append_when_queued_then_futures_settle_as_append_would(
+        self, store: LogStore
+    ) -> None:
+        run_id = new_run("c-submit")
+        await store.create_run(run_id)
+        # Queued at once, in submission order, without awaiting the first.
+        first = store.submit_append(
+            run_id, [stored(chunk("A"), 0), stored(chunk("B"), 1)], expected_seq=1
+        )
+        second = store.submit_append(run_id, [stored(chunk("C"), 0)], expected_seq=3)
+        done = await asyncio.gather(first, second)
+        assert [(d.run_id, d.first_seq, d.last_seq) for d in done] == [
+            (run_id, 1, 2),
+            (run_id, 3, 3),
+        ]
+        with pytest.raises(SeqConflict):
+            await store.submit_append(run_id, [stored(chunk("X"), 0)], expected_seq=2)
+        missing = new_run("c-submit-missing")
+        with pytest.raises(RunNotFound):  # create=False unless asked
+            await store.submit_append(missing, [stored(chunk(), 0)], expected_seq=1)
+        assert await store.find_run(missing) is None
+        made = await store.submit_append(missing, [stored(chunk(), 0)], expected_seq=1, create=True)
+        assert (made.first_seq, made.last_seq) == (1, 1)
+        assert [c["type"] for c in await texts(store, run_id)] == ["A", "B", "C"]
+
+    async def test_settled_when_a_commit_is_visible_then_its_rows_have_been_told(
+        self, store: LogStore
+    ) -> None:
+        """A reader may see a commit (a read, a notification) before the committing
+        handle's hooks have its rows: `settled` is how it waits for them."""
+        run_id = new_run("c-settled")
+        told = [0]
+        seqs: list[int] = []
+
+        def hook(run: str, rows: list[tuple[int, str]] | None, last: int, closed: bool) -> None:
+            if run == run_id:
+                told.append(last)
+                seqs.extend(seq for seq, _ in rows or [])
+
+        remove = store.on_commit_rows(hook)
+        writers = [asyncio.create_task(store.append(run_id, [chunk(n=i)])) for i in range(30)]
+        seen = 0
+        try:
+            async with asyncio.timeout(DEADLINE):
+                while seen < 30:
+                    page = await store.read_page(run_id, 0, 1000)
+                    if page is not None:
+                        await store.settled(run_id)
+                        assert max(told) >= page.state.last_seq
+                        seen = page.state.last_seq
+                    await asyncio.sleep(0)
+        finally:
+            await asyncio.gather(*writers, return_exceptions=True)
+            remove()
+        assert seqs == list(range(1, 31))
+
     # -- reads --------------------------------------------------------------
 
     async def test_read_page_when_after_and_limit_given_then_rows_and_state_from_one_read(
@@ -381,6 +493,43 @@ class LogStoreContract:
             page = await store.read_page(run_id, after, 10_000)
             assert page is not None and page.rows == []
         assert len(await store.read_events(run_id, 0, 10_000)) == 20
+
+    async def test_catch_up_when_the_standby_lags_then_the_primary_tops_the_read_up(
+        self, lagging: Lagging
+    ) -> None:
+        store = lagging.store
+        run_id = new_run("c-standby")
+        await store.append(run_id, [chunk(n=i) for i in range(1, 6)])
+        await lagging.replay(run_id)
+        await store.append(run_id, [chunk(n=i) for i in range(6, 9)])  # not on the standby
+        served = lagging.standby_reads()
+        page = await store.read_page(run_id, 0, 100, catch_up=True)
+        assert page is not None and (page.state.last_seq, page.state.closed) == (8, False)
+        assert [(seq, json.loads(text)["n"]) for seq, text in page.rows] == [
+            (n, n) for n in range(1, 9)
+        ]
+        events = await store.read_events(run_id, 2, 100, through=8)
+        assert [(e.seq, json.loads(e.chunk)["n"]) for e in events] == [(n, n) for n in range(3, 9)]
+        # The standby answered its part of both: not a primary read under another name.
+        assert lagging.standby_reads() >= served + 2
+        # A page the standby fills, and a run it has closed and whole: its answer as it is.
+        head = await store.read_page(run_id, 0, 3, catch_up=True)
+        assert head is not None and [s for s, _ in head.rows] == [1, 2, 3]
+        await store.close_run(run_id)
+        await lagging.replay(run_id)
+        tail = await store.read_page(run_id, 4, 100, catch_up=True)
+        assert tail is not None and tail.complete and [s for s, _ in tail.rows] == [5, 6, 7, 8]
+
+    async def test_catch_up_when_the_standby_lacks_the_run_then_the_primary_answers(
+        self, lagging: Lagging
+    ) -> None:
+        store = lagging.store
+        run_id = new_run("c-standby-new")
+        await store.append(run_id, [chunk(n=1), chunk(n=2)])
+        page = await store.read_page(run_id, 0, 10, catch_up=True)
+        assert page is not None and [s for s, _ in page.rows] == [1, 2]
+        assert [e.seq for e in await store.read_events(run_id, 0, 10, through=2)] == [1, 2]
+        assert await store.read_page(new_run("c-standby-none"), 0, 10, catch_up=True) is None
 
     # -- hints --------------------------------------------------------------
 
@@ -578,6 +727,118 @@ class LogStoreContract:
         assert never is not None and (never.readers, never.left_at) == (0, None)
         assert never.absent_seconds >= 0
         assert await store.reader_absence(new_run("c-missing"), 30) is None
+
+    # -- administration -----------------------------------------------------
+
+    async def test_load_runs_when_loaded_again_then_unchanged_and_a_different_copy_conflicts(
+        self, store: LogStore
+    ) -> None:
+        run_id, other = new_run("c-load"), new_run("c-load-other")
+        created = datetime.now(UTC) - timedelta(hours=1)
+        closed = created + timedelta(minutes=5)
+        kinds = ["RUN_STARTED", "TOOL_CALL_START", "RUN_FINISHED"]
+        loaded = _loaded(run_id, created, closed, kinds)
+        # What the maintained columns take from the events, as appends keep them.
+        events = list(loaded.events)
+        events[1] = LoggedEvent(
+            stored(chunk("TOOL_CALL_START", toolCallName="search"), 1), events[1].received_at
+        )
+        usage = {"promptTokens": 2, "completionTokens": 3, "totalTokens": 5}
+        events[2] = LoggedEvent(
+            stored(chunk("RUN_FINISHED", usage=usage), 2), events[2].received_at
+        )
+        loaded = LoadedRun(loaded.record, events)
+        report = await store.load_runs([loaded])
+        assert (report.created, report.unchanged) == ([run_id], [])
+        run = await store.get_run(run_id)
+        assert (run.closed, run.status, run.last_seq, run.thread_id, run.metadata) == (
+            True,
+            "finished",
+            3,
+            "t-1",
+            {"from": "export"},
+        )
+        assert (run.created_at, run.closed_at) == (created, closed)
+        assert (run.last_terminal, run.tool_names, run.total_tokens) == (
+            "RUN_FINISHED",
+            ["search"],
+            5,
+        )
+        stored_events = await store.read_events(run_id, 0, 10)
+        assert [(e.seq, e.type, e.received_at) for e in stored_events] == [
+            (seq, e.chunk.type, e.received_at) for seq, e in enumerate(events, start=1)
+        ]
+        again = await store.load_runs([loaded])
+        assert (again.created, again.unchanged) == ([], [run_id])
+        changed = LoadedRun(replace_record(loaded.record, status="error"), events)
+        with pytest.raises(RunConflict):
+            await store.load_runs([_loaded(other, created, None, ["A"]), changed])
+        assert await store.find_run(other) is None  # all or nothing
+        assert (await store.get_run(run_id)).status == "finished"
+
+    async def test_prune_when_runs_closed_before_the_date_then_counted_then_only_they_go(
+        self, store: LogStore
+    ) -> None:
+        # A date of this test's own, long past: other tests' runs all close after it.
+        cut = datetime(1990, 1, 1, tzinfo=UTC) + timedelta(days=random.randrange(3650))
+        old = [new_run("c-prune-old") for _ in range(2)]
+        late = new_run("c-prune-late")
+        born = cut - timedelta(days=3)
+        before = await store.count_prunable(cut)
+        await store.load_runs(
+            [
+                _loaded(old[0], born, cut - timedelta(days=2), ["A", "B", "C"]),
+                _loaded(old[1], born, cut - timedelta(seconds=1), ["A", "B"]),
+                _loaded(late, born, cut + timedelta(days=1), ["A"]),
+            ]
+        )
+        recent = new_run("c-prune-recent")
+        await store.append(recent, [chunk()], close=True)
+        counted = await store.count_prunable(cut)
+        assert (counted.runs - before.runs, counted.events - before.events) == (2, 5)
+        assert counted.oldest is not None and counted.newest is not None
+        assert counted.oldest <= cut - timedelta(days=2) and counted.newest < cut
+        report = await store.prune(cut, batch_events=2)
+        assert (report.runs, report.events) == (counted.runs, counted.events)
+        for run_id in old:
+            assert await store.find_run(run_id) is None
+            assert await store.read_events(run_id) == []
+        assert [e.seq for e in await store.read_events(late)] == [1]
+        assert (await store.get_run(recent)).closed
+        assert (await store.count_prunable(cut)).runs == 0
+
+    async def test_schema_version_when_asked_then_every_handle_gives_one_answer(
+        self, store: LogStore, second_store: LogStore
+    ) -> None:
+        version = await store.schema_version()
+        assert isinstance(version, str) and version
+        assert await second_store.schema_version() == version
+
+    async def test_pool_stats_when_read_then_in_use_within_size_within_max(
+        self, store: LogStore, lagging: Lagging
+    ) -> None:
+        await store.read_states([new_run("c-pool")])
+        assert store.replica_pool_stats() is None  # no standby
+        assert lagging.store.replica_pool_stats() is not None
+        for handle in (store, lagging.store):
+            for stats in (
+                handle.pool_stats(),
+                handle.commit_pool_stats(),
+                handle.replica_pool_stats(),
+            ):
+                if stats is not None:
+                    assert 0 <= stats.in_use <= stats.size <= stats.max_size
+
+    async def test_shared_secret_when_two_handles_race_then_both_keep_the_first_stored(
+        self, store: LogStore, second_store: LogStore
+    ) -> None:
+        name = new_run("c-secret")
+        one, two = await asyncio.gather(
+            store.shared_secret(name, "one"), second_store.shared_secret(name, "two")
+        )
+        assert one == two and one in ("one", "two")
+        assert await store.shared_secret(name, "three") == one
+        assert await second_store.shared_secret(name, "four") == one
 
     # -- audit and archive reads ----------------------------------------------
 

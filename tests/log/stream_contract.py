@@ -39,8 +39,9 @@ from agent_replay.errors import (
     StreamNotFound,
     StreamSeqConflict,
 )
-from agent_replay.log.chunks import StoredChunk, stored
+from agent_replay.log.chunks import stored
 from agent_replay.log.streams import NewStream, Producer, StreamState, StreamStore, run_id_for
+from agent_replay.log.values import StoredChunk
 
 Age = Callable[[str, float], Awaitable[None]]
 JSON = "application/json"

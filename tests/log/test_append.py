@@ -808,6 +808,19 @@ async def test_appends_when_a_group_waits_on_a_run_lock_then_other_runs_commit_b
         await other.close()
 
 
+async def _held(log: EventLog, events: int) -> None:
+    """Until the group committer holds `events` queued events back (for the group in flight
+    or the pace) and no lane is on its way to look again: a lane has looked at all of them
+    and chose to wait, and none looks before the hold's timer ends or another append comes.
+    Nothing public says so; the committer's own state does."""
+    committer = log._committer
+    async with asyncio.timeout(10):
+        while not (  # noqa: ASYNC110 (no event is set for a hold)
+            committer._hold is not None and not committer._calling and committer._queued == events
+        ):
+            await asyncio.sleep(0.01)
+
+
 def _groups_committed() -> float:
     """How many groups this process has committed (the group-size histogram's count)."""
     from agent_replay import metrics
@@ -833,9 +846,8 @@ async def test_appends_when_they_trickle_in_behind_a_group_in_flight_then_one_ne
         await _stalled_on_lock(other, "trickle-lock")
         before = _groups_committed()
         trickle = [asyncio.create_task(log.append(run, [{"type": "B"}])) for run in runs]
-        # The lanes' chance to commit them beside the stalled group, which they must not
-        # take: nothing happens to wait for, so a pause.
-        await asyncio.sleep(0.2)
+        # A lane has looked at them and holds them: none commits beside the stalled group.
+        await _held(log, len(runs))
         assert not any(task.done() for task in trickle)
         await tx.commit()
         async with asyncio.timeout(10):
@@ -857,9 +869,8 @@ async def test_appends_when_a_group_of_several_runs_just_began_then_the_next_wai
         await asyncio.gather(*(log.append(f"pace-{i}", [{"type": "A"}]) for i in range(2)))
         before = _groups_committed()
         first = asyncio.create_task(log.append("pace-2", [{"type": "A"}]))
-        # A lane's chance to commit it alone, which the pace forbids: nothing happens
-        # to wait for, so a pause.
-        await asyncio.sleep(0.2)
+        # A lane has looked at it and holds it for the pace: it does not commit alone.
+        await _held(log, 1)
         assert not first.done()
         rest = [asyncio.create_task(log.append(f"pace-{i}", [{"type": "A"}])) for i in (3, 4)]
         async with asyncio.timeout(10):
@@ -887,9 +898,9 @@ async def test_appends_when_every_run_of_a_paced_group_appends_again_then_no_pac
                 assert [r.last_seq for r in results] == [seq] * 3
         before = _groups_committed()
         two = [asyncio.create_task(log.append(f"closed-loop-{i}", [{"type": "A"}])) for i in (0, 1)]
-        # The lanes' chance to commit these two, which the pace forbids while closed-loop-2
-        # has not come back: nothing happens to wait for, so a pause.
-        await asyncio.sleep(0.2)
+        # A lane has looked at these two and holds them for the pace, closed-loop-2 not
+        # having come back.
+        await _held(log, len(two))
         assert not any(task.done() for task in two)
         async with asyncio.timeout(4):
             results = await asyncio.gather(*two, log.append("closed-loop-2", [{"type": "A"}]))

@@ -13,9 +13,10 @@ from agent_replay.errors import Unavailable, Unstorable
 from agent_replay.log import EventLog, sql
 from agent_replay.log.chunks import stored
 from agent_replay.log.listener import register
-from agent_replay.log.notifications import CHANNEL, READERS_CHANNEL, Notice, decode, encode
+from agent_replay.log.notifications import CHANNEL, READERS_CHANNEL, decode, encode
 from agent_replay.log.request import Group, Pending
 from agent_replay.log.sql import QUERIES, SOURCE, parse
+from agent_replay.log.values import Notice
 from tests.support.servers import free_port
 
 DEADLINE = 10.0

@@ -14,11 +14,11 @@ SOURCE = ROOT / "service" / "agent_replay" / "log" / "_group.c"
 # Run on the sanitized build (`built`, see `run_sanitized`). Deterministic: seeded, no hypothesis.
 FUZZ = r"""
 import random, sys
-from agent_replay.log.chunks import StoredChunk
 from collections import deque
-from agent_replay.log.request import (AppendResult, Pending, RunShare, ones_columns_python,
-                                 ones_python, settle_loop_python, take_python)
+from agent_replay.log.request import (Pending, RunShare, ones_columns_python, ones_python,
+                                 settle_loop_python, take_python)
 from agent_replay.log.summary import SUMMARIZED
+from agent_replay.log.values import AppendResult, StoredChunk
 
 class Future:
     def __init__(self, done):

@@ -18,7 +18,8 @@ import pytest
 
 from agent_replay.log import EventLog
 from agent_replay.log.listener import register
-from agent_replay.log.notifications import CHANNEL, Notice, decode
+from agent_replay.log.notifications import CHANNEL, decode
+from agent_replay.log.values import Notice
 from tests.support.pg import Databases
 
 DEADLINE = 10.0
@@ -210,6 +211,7 @@ async def test_listener_when_registering_while_plain_appends_commit_then_it_hear
 
         task = asyncio.create_task(produce())
         try:
+            await until(lambda: acked >= 1, moved)  # the run exists: its state can be read
             missed = [miss for _ in range(_STARTS) if (miss := await start_once())]
         finally:
             stop.set()

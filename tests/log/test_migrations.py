@@ -59,7 +59,7 @@ async def test_migrations_upgrade_downgrade_upgrade_then_schema_back_at_head(
         await asyncio.to_thread(migrate.downgrade, url, "base")
         assert not {"runs", "events"} & await _tables(url)
         await asyncio.to_thread(migrate.upgrade, url)
-        assert await migrate.at_head(url)
+        assert await migrate.current_revision(url) == migrate.head_revision()
         assert await _diff(url) == []
     finally:
         await databases.drop(url)

@@ -11,9 +11,9 @@ import asyncpg
 import pytest
 
 from agent_replay.log import EventLog, partitions
-from agent_replay.log.bulk import LoadedRun, LoggedEvent, RunRecord
 from agent_replay.log.chunks import stored
 from agent_replay.log.sql import QUERIES
+from agent_replay.log.values import LoadedRun, LoggedEvent, RunRecord
 from tests.support.pg import Databases
 
 OLD = date(2025, 3, 1)  # a month whose runs are all closed long ago

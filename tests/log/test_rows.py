@@ -15,7 +15,6 @@ from agent_replay.durable.bodies import message_chunk
 from agent_replay.errors import InvalidEvent
 from agent_replay.log import chunks, rows
 from agent_replay.log.chunks import (
-    StoredChunk,
     stored,
     stored_one,
     stored_one_python,
@@ -24,6 +23,7 @@ from agent_replay.log.chunks import (
     stored_values,
 )
 from agent_replay.log.sql import SOURCE
+from agent_replay.log.values import StoredChunk
 
 # Texts as the log holds them: no raw newline (see agent_replay.log.rows).
 texts = st.text(st.characters(blacklist_characters="\n"), max_size=8)

@@ -18,7 +18,6 @@ from agent_replay.errors import ProducerRefused, RunClosed, RunNotFound, SeqConf
 from agent_replay.log import request, sql
 from agent_replay.log.chunks import stored
 from agent_replay.log.request import (
-    AppendResult,
     EventRows,
     Group,
     Pending,
@@ -31,8 +30,8 @@ from agent_replay.log.request import (
     settle_loop_python,
     take_python,
 )
-from agent_replay.log.store import RunState
 from agent_replay.log.summary import SUMMARIZED, summarize
+from agent_replay.log.values import AppendResult, RunState
 
 
 @pytest.fixture

@@ -13,7 +13,8 @@ SOURCE = ROOT / "service" / "agent_replay" / "log" / "_stored.c"
 # Run on the sanitized build (`built`, see `run_sanitized`). Deterministic: seeded, no hypothesis.
 FUZZ = r"""
 import random, sys
-from agent_replay.log.chunks import StoredChunk, stored, stored_one_python
+from agent_replay.log.chunks import stored, stored_one_python
+from agent_replay.log.values import StoredChunk
 
 class Unencodable:
     pass

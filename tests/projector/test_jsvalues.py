@@ -8,7 +8,6 @@ import pytest
 
 from agent_replay.projector.jsvalues import (
     JSONParseError,
-    concat,
     number_text,
     parse_date,
     parse_json,
@@ -70,10 +69,6 @@ def test_trim_when_js_whitespace_then_removed_but_not_nel_or_separators() -> Non
     assert trim("\u3000\ufeff x \u2029\t") == "x"
     assert trim("\u0085") == "\u0085"
     assert trim("\u001c") == "\u001c"
-
-
-def test_concat_when_surrogate_halves_meet_then_one_character() -> None:
-    assert concat("a\ud83d", "\ude80b") == "a🚀b"
 
 
 @pytest.mark.parametrize(

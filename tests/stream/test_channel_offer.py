@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from agent_replay.log import EventLog
-from agent_replay.log.store import RunState
+from agent_replay.log.values import RunState
 from agent_replay.stream import Encoding, Hub
 from agent_replay.stream.channel import Batch
 from agent_replay.stream.framing import Row

@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from agent_replay.log import EventLog
-from agent_replay.log.store import RunState
+from agent_replay.log.values import RunState
 from agent_replay.stream import Hub
 from tests.conftest import settings_for
 from tests.stream.conftest import Served, serve_app, wait_for
@@ -102,10 +102,14 @@ async def test_release_when_resubscribed_within_linger_then_earlier_timer_spares
         first = sub.channel
     with hub.subscribe(run, linger=0.1, life="one") as sub:
         assert sub.channel is first
-        # The first release's timer fires while this subscriber holds the channel:
-        # there is no event to wait on for a timer that must do nothing.
-        await asyncio.sleep(0.3)
-        assert hub.stats().channels == 1
+        # Another run's channel, released after the first release with the same linger,
+        # retires: the first release's timer (due no later, on the same loop) has fired
+        # by then, while this subscriber holds the channel.
+        later = _run_id()
+        with hub.subscribe(later, linger=0.1, life="one"):
+            pass
+        await wait_for(lambda: not hub.follows(later), "the later released channel retired")
+        assert hub.follows(run) and hub.stats().channels == 1
     await wait_for(lambda: hub.stats().channels == 0, "retired after the second release")
 
 

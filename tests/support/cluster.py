@@ -84,7 +84,7 @@ def bindir() -> Path:
     for c in candidates:
         if (c / "initdb").is_file() and (c / "pg_ctl").is_file():
             return c
-    # None installed: the binaries inside the wheel (service/embedded.py's).
+    # None installed: the binaries inside the wheel (agent_replay.embedded's).
     os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")  # platformdirs warns without it
     with contextlib.suppress(ImportError), warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -286,10 +286,6 @@ class Cluster:
             str(int(timeout)),
             timeout=timeout + 10,
         )
-
-    def restart(self, mode: str = "fast") -> None:
-        self.stop(mode)
-        self.start()
 
     def running(self) -> bool:
         out = self._run("pg_ctl", "status", "-D", str(self.data_dir), check=False)

@@ -50,10 +50,6 @@ class Relay:
         self.cuts += 1
         return len(pairs)
 
-    @property
-    def open_connections(self) -> int:
-        return len(self._pairs)
-
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.accepted += 1
         try:

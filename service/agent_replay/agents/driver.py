@@ -19,10 +19,10 @@ next append's `run_closed`, or its lease renewal failing) and stops reading.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from agent_replay.agents import upstream
 from agent_replay.agents.catalog import Agent, HttpAgent, RunInput
@@ -31,8 +31,9 @@ from agent_replay.agents.policy import DEFAULT, FIRST_READER_SECONDS, OnDisconne
 from agent_replay.agents.wire import HttpUpstream
 from agent_replay.errors import ReplayError, RunClosed, SeqConflict, Unavailable
 from agent_replay.ingest import Limits
-from agent_replay.log import AppendResult, LogStore, StoredChunk
+from agent_replay.log import AppendResult, Appends, ReaderPresence, StoredChunk
 from agent_replay.log.chunks import TERMINAL_TYPES
+from agent_replay.tasks import wait_set
 
 log = logging.getLogger("replay.agents")
 
@@ -67,12 +68,16 @@ class Lease:
         return max(0.2, self.seconds / 3)
 
 
+class DriverLog(Appends, ReaderPresence, Protocol):
+    """What a driver asks of the log: its run's appends, and whether anyone reads it."""
+
+
 class Driver:
     """Drives one run; `start()` once, `halt(reason)` to stop it, `done` when it has."""
 
     def __init__(
         self,
-        log: LogStore,
+        log: DriverLog,
         run_id: str,
         thread_id: str,
         agent: Agent,
@@ -134,8 +139,7 @@ class Driver:
         self._readers_left.set()
 
     async def wait(self, seconds: float) -> None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.done.wait(), seconds)
+        await wait_set(self.done, seconds)
 
     async def _drive(self, on_done: Callable[[Driver], None]) -> None:
         self._reader = asyncio.create_task(self._read(), name=f"read-{self.run_id}")
@@ -295,8 +299,7 @@ class Driver:
         poll = lease.interval
         wait = min(poll, policy.wait_seconds(False, self._first_reader_seconds))
         while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._readers_left.wait(), wait)
+            await wait_set(self._readers_left, wait)
             self._readers_left.clear()
             wait = poll
             try:

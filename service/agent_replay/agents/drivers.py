@@ -15,7 +15,7 @@ import os
 import socket
 import time
 import uuid
-from typing import Any
+from typing import Any, Protocol
 
 from agent_replay.agents import policy
 from agent_replay.agents.catalog import AgentCatalog, RunInput
@@ -24,7 +24,7 @@ from agent_replay.agents.endings import EndReason, close_run
 from agent_replay.agents.reaper import Reaper
 from agent_replay.errors import RunClosed
 from agent_replay.ingest import Limits
-from agent_replay.log import LogStore, Run, check_run_id
+from agent_replay.log import Appends, Leases, ReaderPresence, Run, RunStates, check_run_id
 from agent_replay.tasks import stopped
 
 log = logging.getLogger("replay.agents")
@@ -35,10 +35,14 @@ _HALT_SECONDS = 10
 _RENEW_RETRY_SECONDS = 0.25
 
 
+class HostedLog(Appends, RunStates, Leases, ReaderPresence, Protocol):
+    """What hosting runs asks of the log: its drivers' and its reaper's roles together."""
+
+
 class Drivers:
     def __init__(
         self,
-        log: LogStore,
+        log: HostedLog,
         catalog: AgentCatalog,
         *,
         lease_seconds: float = 30.0,

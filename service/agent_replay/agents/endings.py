@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from agent_replay.log import LogStore
+from agent_replay.log import Appends
 
 
 class EndReason(enum.Enum):
@@ -77,7 +77,7 @@ def run_error(
 
 
 async def close_run(
-    log: LogStore,
+    log: Appends,
     run_id: str,
     thread_id: str | None,
     reason: EndReason,

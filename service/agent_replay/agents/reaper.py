@@ -13,19 +13,24 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Iterable
+from typing import Protocol
 
 from agent_replay import metrics
 from agent_replay.agents.driver import Lease
 from agent_replay.agents.endings import ENDINGS, EndReason, close_run
 from agent_replay.errors import RunClosed
-from agent_replay.log import LogStore
+from agent_replay.log import Appends, Leases, RunStates
 from agent_replay.tasks import stopped
 
 log = logging.getLogger("replay.agents")
 
 
+class ReaperLog(Leases, RunStates, Appends, Protocol):
+    """What the reaper asks of the log: leases run out, the runs they held, their close."""
+
+
 class Reaper:
-    def __init__(self, log: LogStore, lease: Lease, *, instance_id: str | None = None) -> None:
+    def __init__(self, log: ReaperLog, lease: Lease, *, instance_id: str | None = None) -> None:
         self.log = log
         self.lease = lease
         self.instance_id = instance_id

@@ -10,8 +10,6 @@ log keeps the upstream's bytes.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 
 def _sse_block(block: bytes) -> str | None:
     """The data of one SSE event (several `data:` lines joined by \\n), if any."""
@@ -75,23 +73,3 @@ class NdjsonParser:
 
 
 Parser = SseParser | NdjsonParser
-
-
-async def _batches(reads: AsyncIterator[bytes], parser: Parser) -> AsyncIterator[list[str]]:
-    async for read in reads:
-        events = parser.feed(read)
-        if events:
-            yield events
-    last = parser.end()
-    if last:
-        yield last
-
-
-def sse_batches(reads: AsyncIterator[bytes]) -> AsyncIterator[list[str]]:
-    """Each read's complete SSE events, as a list (reads with none yield nothing)."""
-    return _batches(reads, SseParser())
-
-
-def ndjson_batches(reads: AsyncIterator[bytes]) -> AsyncIterator[list[str]]:
-    """Each read's complete NDJSON lines, as a list (blank lines skipped)."""
-    return _batches(reads, NdjsonParser())

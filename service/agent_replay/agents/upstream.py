@@ -21,7 +21,7 @@ from agent_replay.errors import (
     PayloadTooLarge,
 )
 from agent_replay.ingest import Limits, chunk_from_value
-from agent_replay.log.chunks import StoredChunk
+from agent_replay.log.values import StoredChunk
 
 
 class UpstreamError(Exception):

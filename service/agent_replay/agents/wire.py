@@ -38,7 +38,8 @@ from agent_replay.agents.sse import NdjsonParser, Parser, SseParser
 from agent_replay.agents.upstream import UpstreamError, refused
 from agent_replay.errors import InvalidInput
 from agent_replay.ingest import Limits, chunk_from_text
-from agent_replay.log.chunks import StoredChunk, dumps
+from agent_replay.log.chunks import dumps
+from agent_replay.log.values import StoredChunk
 
 CONNECT_SECONDS = 10.0
 # Of a failed answer's body, this much goes into the run's RUN_ERROR.

@@ -13,7 +13,7 @@ from agent_replay.api.bodies import GuardedRoute
 from agent_replay.api.deps import DriversDep
 from agent_replay.api.models import ERRORS, RunOut
 from agent_replay.api.responses import JSON
-from agent_replay.log.eventlog import RUN_ID
+from agent_replay.log.store import RUN_ID
 
 RUN_ID_PATTERN = f"^{RUN_ID.pattern}$"
 

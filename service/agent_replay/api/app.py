@@ -57,7 +57,7 @@ from agent_replay.durable.protocol import Streams
 from agent_replay.durable.sweeper import Sweeper
 from agent_replay.embedded import embedded_postgres
 from agent_replay.errors import ReplayError
-from agent_replay.log import EventLog, LogStore, PoolStats
+from agent_replay.log import Administration, EventLog, PoolStats
 from agent_replay.log.streams import StreamStore
 from agent_replay.stream import Hub, Limits
 from agent_replay.stream.presence import Presence
@@ -251,7 +251,7 @@ def create_app(
     return app
 
 
-def _gauges(event_log: LogStore, hub: Hub, drivers: Drivers) -> list[Callable[[], None]]:
+def _gauges(event_log: Administration, hub: Hub, drivers: Drivers) -> list[Callable[[], None]]:
     """Register this app's gauges with the metrics registry; returns their removers."""
     return [
         metrics.sample("replay_stream_followers", lambda: hub.stats().subscribers),
@@ -265,7 +265,7 @@ def _gauges(event_log: LogStore, hub: Hub, drivers: Drivers) -> list[Callable[[]
     ]
 
 
-def _optional_pool_gauges(event_log: LogStore) -> list[Callable[[], None]]:
+def _optional_pool_gauges(event_log: Administration) -> list[Callable[[], None]]:
     """The gauges of the log's pools that it may not have: a standby's, the lanes' own."""
     optional = (("replica", event_log.replica_pool_stats), ("commit", event_log.commit_pool_stats))
     return [

@@ -7,7 +7,7 @@ the runs' maintained columns, the projection cache, or one run's events.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Protocol
 
 from fastapi import APIRouter, Path, Query
 from starlette.responses import Response, StreamingResponse
@@ -23,11 +23,16 @@ from agent_replay.archive.reader import read_archive
 from agent_replay.audit.cache import StoredRun, run_projection, thread_messages
 from agent_replay.audit.projection import messages_json
 from agent_replay.audit.queries import list_runs
-from agent_replay.log import MAX_SEQ, LogStore
+from agent_replay.log import MAX_SEQ, AuditReads, Reads
 from agent_replay.log.chunks import dumps
-from agent_replay.log.lookups import STATUSES, RunFilter
+from agent_replay.log.filters import STATUSES, RunFilter
 from agent_replay.transcript import from_archive, render
 from agent_replay.transcript.html import CSS as TRANSCRIPT_CSS
+
+
+class TranscribedLog(Reads, AuditReads, Protocol):
+    """What a transcript reads of the log: the runs' records and their events."""
+
 
 router = APIRouter(tags=["audit"], responses=ERRORS, route_class=GuardedRoute)
 
@@ -133,7 +138,7 @@ _NOSNIFF = {"X-Content-Type-Options": "nosniff"}
 
 
 async def _transcript(
-    log: LogStore, fmt: str, *, run_id: str | None = None, thread_id: str | None = None
+    log: TranscribedLog, fmt: str, *, run_id: str | None = None, thread_id: str | None = None
 ) -> Response:
     # The same path as `agent-replay transcript --run/--thread`: the export, read back.
     records = await run_records(log, run_id=run_id, thread_id=thread_id)

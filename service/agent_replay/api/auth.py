@@ -19,7 +19,7 @@ import asyncio
 import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, Protocol
 
 import fastapi.routing
 from fastapi import Depends, FastAPI, Request, Security
@@ -40,7 +40,7 @@ from agent_replay.access.tokens import TokenExpired, TokenInvalid, check_secret
 from agent_replay.api.edge import QUERY_CREDENTIAL
 from agent_replay.errors import Forbidden, InvalidCredential, InvalidRunId, KeyInQuery, Unauthorized
 from agent_replay.errors import TokenExpired as TokenExpiredError
-from agent_replay.log import LogStore, check_run_id
+from agent_replay.log import Administration, RunStates, check_run_id
 
 # The rules the routes use. A new route picks one (or makes its own Rule).
 READ = Rule(Action.READ, tokens=False)  # reads of no particular run or thread
@@ -69,6 +69,10 @@ PARSED_BODY = "replay.parsed_body"
 PRINCIPAL = "replay.principal"
 
 
+class GateLog(RunStates, Administration, Protocol):
+    """What the gate asks of the log: the token secret, and the runs a token may name."""
+
+
 class Gate:
     """The keys, and the token signer (its secret read once, then kept).
 
@@ -80,16 +84,16 @@ class Gate:
         self.keys = keys
         self._secret = None if secret is None else check_secret(secret, "REPLAY_TOKEN_SECRET")
         self._previous = [check_secret(s, "REPLAY_TOKEN_SECRET_PREVIOUS") for s in previous]
-        self._log: LogStore | None = None
+        self._log: GateLog | None = None
         self._signer: TokenSigner | None = None
         self._lock = asyncio.Lock()
 
-    def bind(self, log: LogStore) -> Gate:
+    def bind(self, log: GateLog) -> Gate:
         self._log, self._signer = log, None
         return self
 
     @property
-    def log(self) -> LogStore:
+    def log(self) -> GateLog:
         assert self._log is not None, "Gate.bind(log) first"
         return self._log
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from agent_replay.log import LogStore
+from agent_replay.log import Reads
 from agent_replay.log.chunks import dumps
 from agent_replay.log.typefilter import TypeFilter
 from agent_replay.projector.typewriter import ToolCalls
@@ -55,7 +55,7 @@ class DecodedFramer:
         kind = chunk.get("type")
         return (kind if isinstance(kind, str) else ""), self._calls.observe(chunk)
 
-    async def prime(self, log: LogStore, run_id: str, through: int) -> None:
+    async def prime(self, log: Reads, run_id: str, through: int) -> None:
         """Feed the run's events up to `through` to the decoder without framing them.
 
         Read through the log's API, which also stitches a fork's prefix from its source.

@@ -47,8 +47,8 @@ from agent_replay.ingest import (
 )
 from agent_replay.log import MAX_SEQ, check_run_id
 from agent_replay.log.chunks import dumps
-from agent_replay.log.eventlog import RUN_ID
-from agent_replay.log.lookups import EventFilter
+from agent_replay.log.filters import EventFilter
+from agent_replay.log.store import RUN_ID
 from agent_replay.log.typefilter import TypeFilter
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"], responses=ERRORS, route_class=GuardedRoute)

@@ -96,7 +96,7 @@ class StreamResponse(Response):
     ) -> None:
         self.body_iterator = body
         # Given the body's outlet, the response writes through it between the body's
-        # yields too (`write_now`): a caught-up follower's events, by the commit.
+        # yields too (`_write_now`): a caught-up follower's events, by the commit.
         self.outlet = outlet
         self.status_code = status_code
         self.media_type = media_type
@@ -117,7 +117,7 @@ class StreamResponse(Response):
         self._send_lock = anyio.Lock()
         # The server is shutting down: no more data, the body's end is due.
         self._ending = False
-        # A `write_now` whose send had to wait: finished by a task of its own, and
+        # A `_write_now` whose send had to wait: finished by a task of its own, and
         # every later data send waits for it (`_settled`).
         self._held: anyio.Event | None = None
         self._group: anyio.abc.TaskGroup | None = None
@@ -225,7 +225,7 @@ class StreamResponse(Response):
             held.set()
 
     async def _settled(self) -> None:
-        """Returns once no data send accepted by `write_now` is still under way."""
+        """Returns once no data send accepted by `_write_now` is still under way."""
         while self._held is not None:
             await self._held.wait()
 

@@ -16,10 +16,9 @@ from pathlib import Path
 from agent_replay.archive.dump import export_bytes, export_lines, run_records
 from agent_replay.archive.reader import Archive, read_archive
 from agent_replay.log import EventLog, LogStore
-from agent_replay.log.bulk import LoadReport
 from agent_replay.log.expiry import SweepReport
-from agent_replay.log.retention import PruneReport
 from agent_replay.log.streams import StreamStore
+from agent_replay.log.values import LoadReport, PruneReport
 
 
 @asynccontextmanager

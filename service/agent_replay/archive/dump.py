@@ -11,14 +11,14 @@ from collections.abc import AsyncIterator, Sequence
 
 from agent_replay.archive.format import event_line, header_line
 from agent_replay.errors import RunNotFound, ThreadNotFound, Unavailable
-from agent_replay.log import LogStore, check_run_id
-from agent_replay.log.bulk import RunRecord
+from agent_replay.log import AuditReads, Reads, check_run_id
+from agent_replay.log.values import RunRecord
 
 PAGE = 5000
 
 
 async def run_records(
-    log: LogStore, *, run_id: str | None = None, thread_id: str | None = None
+    log: AuditReads, *, run_id: str | None = None, thread_id: str | None = None
 ) -> list[RunRecord]:
     """One run, or a thread's runs oldest first; raises when there are none."""
     if run_id is not None:
@@ -32,7 +32,7 @@ async def run_records(
     return records
 
 
-async def export_lines(log: LogStore, records: Sequence[RunRecord]) -> AsyncIterator[bytes]:
+async def export_lines(log: Reads, records: Sequence[RunRecord]) -> AsyncIterator[bytes]:
     """The export file's lines. Each run's events are read up to its record's `last_seq`,
     through the log's reader: a replica may serve them, the primary completing what it
     has not replayed yet."""
@@ -49,5 +49,5 @@ async def export_lines(log: LogStore, records: Sequence[RunRecord]) -> AsyncIter
             after = events[-1].seq
 
 
-async def export_bytes(log: LogStore, records: Sequence[RunRecord]) -> bytes:
+async def export_bytes(log: Reads, records: Sequence[RunRecord]) -> bytes:
     return b"".join([line async for line in export_lines(log, records)])

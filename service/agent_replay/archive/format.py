@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from agent_replay.log.bulk import RunRecord
 from agent_replay.log.chunks import dumps, loads
+from agent_replay.log.values import RunRecord
 
 FORMAT = "agent-replay.export"
 VERSION = 1

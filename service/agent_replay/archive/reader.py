@@ -21,10 +21,10 @@ from typing import Any
 from agent_replay.archive.format import FORMAT, VERSION, event_prefix
 from agent_replay.errors import InvalidExport, InvalidJson, InvalidRunId, ReplayError
 from agent_replay.log import check_run_id
-from agent_replay.log.bulk import LoadedRun, LoggedEvent, RunRecord
 from agent_replay.log.chunks import check_nesting, dumps, loads, stored
-from agent_replay.log.lookups import STATUSES
+from agent_replay.log.filters import STATUSES
 from agent_replay.log.summary import summarize
+from agent_replay.log.values import LoadedRun, LoggedEvent, RunRecord
 
 _EVENT_KEYS = frozenset({"run_id", "seq", "received_at", "chunk"})
 _JSON_SPACE = " \t\r\n"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from agent_replay.audit.projection import (
     PROJECTOR_VERSION,
@@ -22,7 +22,11 @@ from agent_replay.audit.projection import (
 )
 from agent_replay.audit.threads import ThreadRun, assemble_thread
 from agent_replay.errors import OffsetOutOfRange, ThreadNotFound
-from agent_replay.log import LogStore
+from agent_replay.log import AuditReads, Reads
+
+
+class ProjectedLog(Reads, AuditReads, Protocol):
+    """What projections read of the log: runs' events, their records, the cache."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +44,7 @@ class Projection:
     messages: str  # UIMessage[] as JSON text
 
 
-async def _chunk_texts(log: LogStore, run: StoredRun, upto: int) -> list[str]:
+async def _chunk_texts(log: Reads, run: StoredRun, upto: int) -> list[str]:
     """The run's stored chunks up to seq `upto` (a fork's prefix included), in one read."""
     if upto <= 0:
         return []
@@ -56,7 +60,7 @@ async def _project(run_id: str, texts: list[str], normalize: bool, finalize: boo
 
 
 async def final_projections(
-    log: LogStore, closed: Sequence[StoredRun], normalize: bool
+    log: ProjectedLog, closed: Sequence[StoredRun], normalize: bool
 ) -> dict[str, str]:
     """Closed runs' final projections: from the cache, building what is missing."""
     last_seqs = {run.run_id: run.last_seq for run in closed}
@@ -75,7 +79,7 @@ async def final_projections(
 
 
 async def run_projection(
-    log: LogStore, run: StoredRun, *, at: int | None = None, normalize: bool = False
+    log: ProjectedLog, run: StoredRun, *, at: int | None = None, normalize: bool = False
 ) -> Projection:
     """The run's messages as of `at` (default: everything); finalized only
     when the run is closed and the view reaches its end."""
@@ -93,7 +97,7 @@ async def run_projection(
 
 
 async def thread_runs(
-    log: LogStore, thread_id: str, *, hosted_only: bool = False
+    log: AuditReads, thread_id: str, *, hosted_only: bool = False
 ) -> list[StoredRun]:
     """The thread's runs, oldest first; `hosted_only`: those an agent of the service ran."""
     return [
@@ -104,7 +108,7 @@ async def thread_runs(
 
 
 async def thread_messages(
-    log: LogStore, thread_id: str, *, normalize: bool = False
+    log: ProjectedLog, thread_id: str, *, normalize: bool = False
 ) -> list[dict[str, Any]]:
     """The thread's transcript: user turns from inputs, assistant turns from
     projections (cached for closed runs; open runs as they stand)."""

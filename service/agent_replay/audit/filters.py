@@ -1,5 +1,5 @@
 """A run listing's opaque keyset cursor (what it may be filtered by is the log's
-`RunFilter`, agent_replay.log.lookups).
+`RunFilter`, agent_replay.log.filters).
 
 Listings are ordered newest first, `(created_at, run_id)` descending, so a
 cursor is just the last row's pair: stable under concurrent inserts (a new run
@@ -16,7 +16,7 @@ from datetime import datetime
 import orjson
 
 from agent_replay.errors import InvalidCursor
-from agent_replay.log.lookups import utc
+from agent_replay.log.filters import utc
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,6 @@
 """Run listings: filtered, newest first, keyset-paginated.
 
-The log answers the query (`LogStore.list_runs`: every filter a column of `runs`
+The log answers the query (`AuditReads.list_runs`: every filter a column of `runs`
 with an index behind it, so a page costs the same with ten runs or ten million
 events); this module pages it and shapes each run's summary.
 """
@@ -12,8 +12,8 @@ from typing import Any
 
 from agent_replay.audit.filters import Cursor
 from agent_replay.audit.summary import summary
-from agent_replay.log import LogStore
-from agent_replay.log.lookups import RunFilter
+from agent_replay.log import AuditReads
+from agent_replay.log.filters import RunFilter
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,7 +23,7 @@ class RunsPage:
 
 
 async def list_runs(
-    log: LogStore, f: RunFilter, *, limit: int = 50, cursor: str | None = None
+    log: AuditReads, f: RunFilter, *, limit: int = 50, cursor: str | None = None
 ) -> RunsPage:
     after = Cursor.decode(cursor) if cursor else None
     # One more than asked: whether it exists says if there is a next page.

@@ -18,7 +18,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from agent_replay.errors import EmptyArray, InvalidEvent, PayloadTooLarge
-from agent_replay.log.chunks import StoredChunk, dumps, loads, stored, stored_values
+from agent_replay.log.chunks import dumps, loads, stored, stored_values
+from agent_replay.log.values import StoredChunk
 
 BYTES_EVENT = "durable-streams.bytes"
 _PREFIX = '{"type":"CUSTOM","name":"' + BYTES_EVENT + '","value":"'

@@ -8,9 +8,7 @@ a refusal carries (`Stream-Closed`, `Producer-Epoch`, ...).
 
 from __future__ import annotations
 
-import asyncio
 import base64
-import contextlib
 import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field, replace
@@ -41,11 +39,12 @@ from agent_replay.errors import (
     StreamNotFound,
     Unavailable,
 )
-from agent_replay.log.chunks import StoredChunk, dumps
-from agent_replay.log.store import RunState
+from agent_replay.log.chunks import dumps
 from agent_replay.log.streams import NewStream, Producer, StreamState, StreamStore
+from agent_replay.log.values import RunState, StoredChunk
 from agent_replay.stream import Hub
 from agent_replay.stream.channel import Channel
+from agent_replay.tasks import wait_set
 
 PREFIX = "/v1/stream/"
 
@@ -628,8 +627,7 @@ class Streams:
             left = deadline - time.monotonic()
             if left <= 0:
                 return self._poll_empty(now, after, cursor)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(advanced.wait(), left)
+            await wait_set(advanced, left)
 
     def _poll_rows(
         self,
@@ -747,9 +745,7 @@ class Streams:
                 left = ends_at - time.monotonic()
                 if left <= 0:
                     return
-                try:
-                    await asyncio.wait_for(advanced.wait(), min(left, limits.heartbeat_seconds))
-                except TimeoutError:
+                if not await wait_set(advanced, min(left, limits.heartbeat_seconds)):
                     sent_control = False  # a control event as the heartbeat
 
 

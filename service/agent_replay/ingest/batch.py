@@ -8,9 +8,10 @@ from typing import Any
 
 from agent_replay.errors import InvalidEvent, InvalidJson, InvalidRequest, PayloadTooLarge
 from agent_replay.ingest.verbatim import split_events, split_lines
-from agent_replay.log.chunks import StoredChunk, dumps, loads, stored, stored_values, texts_of
-from agent_replay.log.eventlog import MAX_SEQ
+from agent_replay.log.chunks import dumps, loads, stored, stored_values, texts_of
 from agent_replay.log.rows import BATCH_MIN
+from agent_replay.log.store import MAX_SEQ
+from agent_replay.log.values import StoredChunk
 
 
 @dataclass(frozen=True, slots=True)

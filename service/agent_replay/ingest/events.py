@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from agent_replay.ingest.batch import Limits
-from agent_replay.log.chunks import StoredChunk, check_nesting, loads, stored
+from agent_replay.log.chunks import check_nesting, loads, stored
+from agent_replay.log.values import StoredChunk
 
 
 def chunk_from_text(text: str, index: int, limits: Limits) -> StoredChunk:

@@ -35,8 +35,9 @@ from typing import Any
 
 import msgspec
 
-from agent_replay.log.chunks import Chunks, IdColumns, StoredChunk, plain, stored_id
+from agent_replay.log.chunks import Chunks, IdColumns, plain, stored_id
 from agent_replay.log.rows import BATCH_MIN
+from agent_replay.log.values import StoredChunk
 
 try:
     from agent_replay.ingest import _scan

@@ -2,30 +2,59 @@
 
 This package owns PostgreSQL: every asyncpg call, every statement
 (`queries.sql`), the LISTEN connection and the translation of driver errors
-(`faults`). Other layers get a `LogStore` (`store`), never a pool or a
-connection. Nothing here knows about HTTP, SSE or projections.
+(`faults`). Other layers get a `LogStore` (`store`), or the roles of it they
+use, never a pool or a connection; the values it takes and answers are in
+`values`. Nothing here knows about HTTP, SSE or projections.
 """
 
-from agent_replay.log.chunks import StoredChunk
-from agent_replay.log.eventlog import MAX_SEQ, Event, EventLog, Run, check_run_id
-from agent_replay.log.notifications import Notice
-from agent_replay.log.request import AppendResult
-from agent_replay.log.store import CommitHook, Listening, LogStore, Page, PoolStats, Row, RunState
+from agent_replay.log.eventlog import EventLog
+from agent_replay.log.store import (
+    MAX_SEQ,
+    Administration,
+    Appends,
+    AuditReads,
+    Leases,
+    Listening,
+    LogStore,
+    ReaderPresence,
+    Reads,
+    RunStates,
+    check_run_id,
+)
+from agent_replay.log.values import (
+    AppendResult,
+    CommitHook,
+    Event,
+    Notice,
+    Page,
+    PoolStats,
+    Row,
+    Run,
+    RunState,
+    StoredChunk,
+)
 
 __all__ = [
     "MAX_SEQ",
+    "Administration",
     "AppendResult",
+    "Appends",
+    "AuditReads",
     "CommitHook",
     "Event",
     "EventLog",
+    "Leases",
     "Listening",
     "LogStore",
     "Notice",
     "Page",
     "PoolStats",
+    "ReaderPresence",
+    "Reads",
     "Row",
     "Run",
     "RunState",
+    "RunStates",
     "StoredChunk",
     "check_run_id",
 ]

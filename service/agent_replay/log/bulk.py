@@ -12,57 +12,18 @@ a group commit never deadlock.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any, NamedTuple
 
 import asyncpg
 
 from agent_replay.errors import RunConflict
 from agent_replay.log import partitions
 from agent_replay.log import rows as log_rows
-from agent_replay.log.chunks import StoredChunk, dumps, loads
+from agent_replay.log.chunks import dumps, loads
 from agent_replay.log.faults import translated
 from agent_replay.log.partitions import month_of
 from agent_replay.log.sql import QUERIES
 from agent_replay.log.summary import summarize
-
-
-@dataclass(frozen=True, slots=True)
-class RunRecord:
-    """A run's stored fields, as an export describes it."""
-
-    run_id: str
-    thread_id: str | None
-    agent: str | None
-    status: str
-    created_at: datetime
-    updated_at: datetime
-    closed_at: datetime | None
-    last_seq: int
-    error_message: str | None
-    metadata: dict[str, Any]
-    input: str | None  # RunAgentInput JSON text
-    # The code of its last terminal RUN_ERROR (derived from the events, as appends keep it).
-    error_code: str | None = None
-
-
-class LoggedEvent(NamedTuple):
-    chunk: StoredChunk
-    received_at: datetime
-
-
-@dataclass(frozen=True, slots=True)
-class LoadedRun:
-    record: RunRecord
-    events: Sequence[LoggedEvent]  # seq 1..n in order
-
-
-@dataclass(frozen=True, slots=True)
-class LoadReport:
-    created: list[str] = field(default_factory=list)
-    unchanged: list[str] = field(default_factory=list)
-
+from agent_replay.log.values import LoadedRun, LoadReport, LoggedEvent, RunRecord
 
 # The fields a stored run must match to count as the same run. updated_at is
 # left out: leases renew it without changing what the run is.
@@ -77,7 +38,6 @@ _INSERT_RUN = QUERIES["insert_run"]
 _EVENT_COLUMNS = [
     "run_id", "seq", "type", "chunk", "message_id", "tool_call_id", "received_at", "run_month",
 ]  # fmt: skip
-_USAGE_KEYS = ("promptTokens", "completionTokens", "totalTokens")
 
 
 def maintained_columns(

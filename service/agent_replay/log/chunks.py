@@ -15,11 +15,12 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from itertools import accumulate, repeat
 from operator import add, attrgetter
-from typing import Any, NamedTuple, Protocol, overload
+from typing import Any, Protocol, overload
 
 import orjson
 
 from agent_replay.errors import InvalidEvent, InvalidJson, NestedTooDeep
+from agent_replay.log.values import StoredChunk
 
 TERMINAL_TYPES = frozenset({"RUN_FINISHED", "RUN_ERROR"})
 
@@ -117,15 +118,6 @@ def storable(text: str) -> str:
     if text.isascii() and "\x00" not in text:
         return text  # the common case, without a regex
     return _UNSTORABLE.sub("\ufffd", text)
-
-
-class StoredChunk(NamedTuple):
-    """A tuple, not a dataclass: the hot path builds one per chunk. Make it with `stored`."""
-
-    type: str
-    text: str
-    message_id: str | None
-    tool_call_id: str | None
 
 
 _TYPE = attrgetter("type")

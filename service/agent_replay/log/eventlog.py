@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from itertools import starmap
 from types import TracebackType
@@ -25,12 +23,11 @@ from typing import Any
 import asyncpg
 
 from agent_replay.config import asyncpg_dsn
-from agent_replay.errors import InvalidRequest, InvalidRunId, RunConflict, RunNotFound, Unavailable
+from agent_replay.errors import InvalidRequest, RunConflict, RunNotFound, Unavailable
 from agent_replay.log import bulk, leases, lookups, partitions, readers, reading, retention
 from agent_replay.log import rows as log_rows
 from agent_replay.log.chunks import (
     Chunks,
-    StoredChunk,
     check_nesting,
     dumps,
     loads,
@@ -40,12 +37,27 @@ from agent_replay.log.chunks import (
     stored_values,
 )
 from agent_replay.log.faults import acquire, translated
+from agent_replay.log.filters import EventFilter, RunFilter
 from agent_replay.log.listener import Listener
-from agent_replay.log.notifications import Notice
-from agent_replay.log.request import AppendResult
 from agent_replay.log.sql import QUERIES
-from agent_replay.log.store import CommitHook, CommitRowsHook, Page, PoolStats, RunState
-from agent_replay.log.summary import BIGINT_MAX
+from agent_replay.log.store import MAX_SEQ, check_run_id
+from agent_replay.log.values import (
+    Absence,
+    AppendResult,
+    CommitHook,
+    CommitRowsHook,
+    Event,
+    LoadedRun,
+    LoadReport,
+    Notice,
+    Page,
+    PoolStats,
+    PruneReport,
+    Run,
+    RunRecord,
+    RunState,
+    StoredChunk,
+)
 from agent_replay.log.writer import COMMIT_SETTINGS, GroupCommitter
 
 _CREATE_RUN = QUERIES["create_run"]
@@ -60,91 +72,9 @@ _READ = "the event log cannot be read"
 
 _log = logging.getLogger("replay.log")
 
-RUN_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
-
 # The run ids an append has checked lately (`EventLog._queue`): a set lookup instead of a
 # match per append, forgotten as a whole when it grows this large.
 _CHECKED_RUNS_MAX = 4096
-
-
-def check_run_id(run_id: str) -> str:
-    if not RUN_ID.fullmatch(run_id):
-        raise InvalidRunId(
-            f"run id {run_id[:140]!r} must be 1-128 characters of A-Z a-z 0-9 . _ : -"
-        )
-    return run_id
-
-
-@dataclass(frozen=True, slots=True)
-class Run:
-    run_id: str
-    thread_id: str | None
-    agent: str | None
-    status: str
-    last_seq: int
-    closed: bool
-    created_at: datetime
-    updated_at: datetime
-    closed_at: datetime | None
-    metadata: dict[str, Any]
-    last_terminal: str | None
-    error_message: str | None
-    error_code: str | None  # the code of that RUN_ERROR (`cancelled`, `abandoned`, ...)
-    lease_owner: str | None
-    lease_expires_at: datetime | None
-    tool_names: list[str]
-    prompt_tokens: int | None
-    completion_tokens: int | None
-    total_tokens: int | None
-    # A hosted run's disconnect policy (None: not hosted) and its readers' last leave.
-    on_disconnect: str | None = None
-    grace_seconds: float | None = None
-    reader_left_at: datetime | None = None
-
-    @classmethod
-    def from_record(cls, row: asyncpg.Record | Mapping[str, Any]) -> Run:
-        fields = dict(row)
-        fields["metadata"] = loads(fields["metadata"])
-        return cls(**fields)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "thread_id": self.thread_id,
-            "agent": self.agent,
-            "status": self.status,
-            "last_seq": self.last_seq,
-            "closed": self.closed,
-            "created_at": self.created_at.isoformat(),
-            "updated_at": self.updated_at.isoformat(),
-            "closed_at": self.closed_at.isoformat() if self.closed_at else None,
-            "metadata": self.metadata,
-            "error": self.error_message,
-            "error_code": self.error_code,
-            "tool_names": self.tool_names,
-            "usage": None
-            if self.total_tokens is None and self.prompt_tokens is None
-            else {
-                "promptTokens": self.prompt_tokens,
-                "completionTokens": self.completion_tokens,
-                "totalTokens": self.total_tokens,
-            },
-            "on_disconnect": None
-            if self.on_disconnect is None
-            else {
-                "policy": self.on_disconnect,
-                **({"grace_seconds": self.grace_seconds} if self.grace_seconds is not None else {}),
-                "reader_left_at": self.reader_left_at.isoformat() if self.reader_left_at else None,
-            },
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class Event:
-    seq: int
-    type: str
-    chunk: str  # the stored JSON text
-    received_at: datetime
 
 
 def _stored_chunks(
@@ -163,10 +93,6 @@ def _stored_chunks(
         if kinds == {dict}:
             return stored_values(chunks)  # a caller's parsed events, a column at a time
     return [c if isinstance(c, StoredChunk) else stored(c, i) for i, c in enumerate(chunks)]
-
-
-# Seqs are bigint: a position past this can be neither stored nor asked for.
-MAX_SEQ = BIGINT_MAX
 
 
 class _Backends:
@@ -296,7 +222,6 @@ class EventLog:
         # A run's share of an append of at least this many chunks is stored in batch
         # rows (agent_replay.log.rows); None: a row per event (the layout before 0007).
         self.batch_min = batch_min
-        self._answer_seconds = answer_seconds
         self._deadlines = _Deadlines(answer_seconds)
         self._checked_runs: set[str] = set()
         # A hot standby for catch-up reads (see `read_page`), or None.
@@ -553,7 +478,7 @@ class EventLog:
                     else None
                 )
         assert row is not None  # just inserted or already there; runs are only pruned when closed
-        run = Run.from_record(row)
+        run = _run_of(row)
         if created is None and (
             (thread_id is not None and run.thread_id != thread_id)
             or (metadata is not None and run.metadata != meta)
@@ -569,7 +494,7 @@ class EventLog:
     async def find_run(self, run_id: str) -> Run | None:
         with translated(_READ):
             row = await self.pool.fetchrow(_GET_RUN, run_id)
-        return None if row is None else Run.from_record(row)
+        return None if row is None else _run_of(row)
 
     async def get_run(self, run_id: str) -> Run:
         check_run_id(run_id)
@@ -669,13 +594,13 @@ class EventLog:
     ) -> list[str]:
         return await readers.left(self.pool, holder, run_ids, fresh_seconds)
 
-    async def reader_absence(self, run_id: str, fresh_seconds: float) -> readers.Absence | None:
+    async def reader_absence(self, run_id: str, fresh_seconds: float) -> Absence | None:
         return await readers.absence(self.pool, run_id, fresh_seconds)
 
     # -- audit and archive reads (agent_replay.log.lookups) -------------------
 
     async def list_runs(
-        self, f: lookups.RunFilter, limit: int, after: tuple[datetime, str] | None = None
+        self, f: RunFilter, limit: int, after: tuple[datetime, str] | None = None
     ) -> list[Run]:
         """Runs matching `f`, newest first (`created_at, run_id` descending), only those
         before `after` (a page's last pair), at most `limit`. From the standby when there
@@ -683,10 +608,10 @@ class EventLog:
         answer, from the primary."""
         records = await self._reader.from_standby(lookups.list_runs, f, limit, after)
         assert records is not None
-        return [Run.from_record(r) for r in records]
+        return [_run_of(r) for r in records]
 
     async def read_filtered(
-        self, run_id: str, f: lookups.EventFilter, after: int = 0, limit: int = 1000
+        self, run_id: str, f: EventFilter, after: int = 0, limit: int = 1000
     ) -> list[Event]:
         """`read_events` of the events that pass `f` (a filter that lets all through reads
         as `read_events`)."""
@@ -694,10 +619,10 @@ class EventLog:
             return await self.read_events(run_id, after, limit)
         return list(starmap(Event, await lookups.read_filtered(self.pool, run_id, f, after, limit)))
 
-    async def run_record(self, run_id: str) -> bulk.RunRecord | None:
+    async def run_record(self, run_id: str) -> RunRecord | None:
         return await lookups.run_record(self.pool, run_id)
 
-    async def thread_records(self, thread_id: str) -> list[bulk.RunRecord]:
+    async def thread_records(self, thread_id: str) -> list[RunRecord]:
         """The thread's runs, oldest first (`created_at, run_id`)."""
         return await lookups.thread_records(self.pool, thread_id)
 
@@ -715,10 +640,10 @@ class EventLog:
 
     # -- whole runs and readiness ---------------------------------------------
 
-    async def load_runs(self, runs: Sequence[bulk.LoadedRun]) -> bulk.LoadReport:
+    async def load_runs(self, runs: Sequence[LoadedRun]) -> LoadReport:
         return await bulk.load_runs(self.pool, runs)
 
-    async def count_prunable(self, closed_before: datetime) -> retention.PruneReport:
+    async def count_prunable(self, closed_before: datetime) -> PruneReport:
         return await retention.count_prunable(self.pool, closed_before)
 
     async def prune(
@@ -728,7 +653,7 @@ class EventLog:
         batch_events: int = 10_000,
         max_rate: float | None = None,
         whole_months: bool = True,
-    ) -> retention.PruneReport:
+    ) -> PruneReport:
         return await retention.prune(
             self.pool,
             closed_before,
@@ -752,6 +677,12 @@ class EventLog:
             async with self.pool.acquire(timeout=2) as conn:
                 version: str | None = await conn.fetchval(_SCHEMA_VERSION, timeout=2)
         return version
+
+
+def _run_of(row: asyncpg.Record) -> Run:
+    fields = dict(row)
+    fields["metadata"] = loads(fields["metadata"])
+    return Run(**fields)
 
 
 def _stats(pool: asyncpg.Pool) -> PoolStats:

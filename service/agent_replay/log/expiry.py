@@ -44,7 +44,6 @@ DeleteRun = Callable[[Any, str], Awaitable[None]]
 class SweepReport:
     streams: int = 0
     events: int = 0
-    transactions: int = 0
     # Streams whose own transaction failed this sweep (left whole, retried next time).
     failed: int = 0
 
@@ -127,7 +126,6 @@ async def _delete_batch(
                 await delete_run(conn, run_id)
     report.streams += len(chosen)
     report.events += sum(events for _, events in chosen)
-    report.transactions += 1 if chosen else 0
     return attempt
 
 

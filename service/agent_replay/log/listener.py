@@ -24,7 +24,6 @@ wake-up per commit.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -32,9 +31,10 @@ from typing import Any
 import asyncpg
 
 from agent_replay.log.faults import UNREACHABLE
-from agent_replay.log.notifications import CHANNEL, READERS_CHANNEL, Notice, decode, decode_left
+from agent_replay.log.notifications import CHANNEL, READERS_CHANNEL, decode, decode_left
 from agent_replay.log.sql import QUERIES
-from agent_replay.tasks import stopped
+from agent_replay.log.values import Notice
+from agent_replay.tasks import stopped, wait_set
 
 log = logging.getLogger("replay.log")
 
@@ -74,8 +74,7 @@ class Listener:
     async def start(self, wait_seconds: float) -> Listener:
         """Start listening; returns once listening, or after `wait_seconds` (it keeps trying)."""
         self._task = asyncio.create_task(self._listen_forever(), name="log-listen")
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._connected.wait(), wait_seconds)
+        await wait_set(self._connected, wait_seconds)
         return self
 
     def on_stop(self, callback: Callable[[], None]) -> None:
@@ -103,7 +102,8 @@ class Listener:
         if conn is None or lost is None:
             return
         try:
-            await asyncio.wait_for(conn.fetchval(_PROBE), 5)
+            async with asyncio.timeout(5):
+                await conn.fetchval(_PROBE)
         except _FAILURES:
             lost.set()
 
@@ -173,8 +173,10 @@ async def _unregister(conn: asyncpg.Connection) -> None:
     """Delete this connection's row and close it; on any failure, drop it (its row
     is then a dead backend's, deleted by the next registration)."""
     try:
-        await asyncio.wait_for(conn.execute(_UNREGISTER), 5)
-        await asyncio.wait_for(conn.close(), 5)
+        async with asyncio.timeout(5):
+            await conn.execute(_UNREGISTER)
+        async with asyncio.timeout(5):
+            await conn.close()
     except asyncio.CancelledError:
         conn.terminate()
         raise

@@ -16,20 +16,18 @@ plan, walk `created_at` for every listing, a rare thread's included.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 import asyncpg
 
-from agent_replay.errors import InvalidRequest
 from agent_replay.log import reading
-from agent_replay.log.bulk import RunRecord
-from agent_replay.log.chunks import MAX_ERROR_CODE_CHARS, loads, storable
+from agent_replay.log.chunks import loads, storable
 from agent_replay.log.faults import translated
+from agent_replay.log.filters import EventFilter, RunFilter
 from agent_replay.log.sql import QUERIES
-from agent_replay.log.typefilter import TypeFilter
+from agent_replay.log.values import RunRecord
 
 _RUN_RECORD = QUERIES["run_record"]
 _THREAD_RECORDS = QUERIES["thread_records"]
@@ -37,71 +35,6 @@ _CACHED = QUERIES["cached_projections"]
 _STORE_PROJECTION = QUERIES["store_projection"]
 
 _READ = "the event log cannot be read"
-
-# `cancelled` and `interrupted` are set by hosted runs; listed so filters on
-# them are valid before any run has them.
-STATUSES = ("running", "finished", "error", "cancelled", "interrupted")
-
-
-def utc(moment: datetime) -> datetime:
-    """A time without an offset is read as UTC."""
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
-
-
-@dataclass(frozen=True, slots=True)
-class RunFilter:
-    """What a run listing may be filtered by (every field: runs that match all given)."""
-
-    thread_id: str | None = None
-    statuses: tuple[str, ...] = ()
-    # Half-open: created_after <= created_at < created_before.
-    created_after: datetime | None = None
-    created_before: datetime | None = None
-    agent: str | None = None
-    tool: str | None = None
-    has_error: bool | None = None
-    # The code of the run's last RUN_ERROR (`abandoned`, `cancelled`, ...); any of these.
-    error_codes: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        # Matched against columns stored through `storable` (NUL and lone
-        # surrogates as U+FFFD), so mapped the same way; PostgreSQL would refuse them.
-        for name in ("thread_id", "agent", "tool"):
-            value = getattr(self, name)
-            if value is not None:
-                object.__setattr__(self, name, storable(value))
-        # Cut as the column keeps them, so the whole code a RUN_ERROR gave still finds it.
-        codes = tuple(storable(c[:MAX_ERROR_CODE_CHARS]) for c in self.error_codes)
-        object.__setattr__(self, "error_codes", codes)
-        unknown = [s for s in self.statuses if s not in STATUSES]
-        if unknown:
-            raise InvalidRequest(f"unknown status {unknown[0]!r}; use one of {', '.join(STATUSES)}")
-        for name in ("created_after", "created_before"):
-            value = getattr(self, name)
-            if value is not None:
-                object.__setattr__(self, name, utc(value))
-
-
-@dataclass(frozen=True, slots=True)
-class EventFilter:
-    """What a read of one run's events may be filtered by."""
-
-    types: tuple[str, ...] = ()
-    # `?types=` (exact types and `PREFIX*`), on top of `types` (`?type=`, exact).
-    patterns: TypeFilter | None = None
-    # Half-open, like run listings: received_after <= received_at < received_before.
-    received_after: datetime | None = None
-    received_before: datetime | None = None
-
-    @property
-    def empty(self) -> bool:
-        return (
-            not self.types
-            and (self.patterns is None or self.patterns.everything)
-            and self.received_after is None
-            and self.received_before is None
-        )
-
 
 # -- run listings ---------------------------------------------------------------
 
@@ -188,33 +121,20 @@ def _like(text: str) -> str:
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
-def _wanted(f: EventFilter) -> Callable[[str], bool]:
-    """The type filters as a test of one event's type (a batch row's events)."""
-    types = frozenset(storable(t) for t in f.types)
-    patterns = f.patterns
-
-    def wanted(kind: str) -> bool:
-        return (not types or kind in types) and (patterns is None or patterns.matches(kind))
-
-    return wanted
-
-
 async def read_filtered(
     pool: asyncpg.Pool, run_id: str, f: EventFilter, after: int, limit: int
 ) -> list[tuple[int, str, str, datetime]]:
     """`(seq, type, chunk, received_at)` of run `run_id`'s events after `after` that pass
     `f` (a fork's prefix included), at most `limit`, in seq order (`reading.filtered`)."""
-    # Stored types went through `storable`; so do the ones asked for.
-    types = sorted({storable(t) for t in f.types}) or None
+    types = sorted(set(f.types)) or None
     patterns = None
     if f.patterns is not None and not f.patterns.everything:
         patterns = sorted(_like(t) for t in f.patterns.exact)
         patterns += [_like(p) + "%" for p in f.patterns.prefixes]
-    bounds = (
-        None if f.received_after is None else utc(f.received_after),
-        None if f.received_before is None else utc(f.received_before),
+    bounds = (f.received_after, f.received_before)
+    return await reading.filtered(
+        pool, run_id, after, limit, types, patterns, bounds, f.passes_type
     )
-    return await reading.filtered(pool, run_id, after, limit, types, patterns, bounds, _wanted(f))
 
 
 # -- the projection cache -------------------------------------------------------------

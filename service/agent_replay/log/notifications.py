@@ -27,17 +27,12 @@ notification or a dead process leaves unsaid.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import NamedTuple
+
+from agent_replay.log.values import Notice
 
 VERSION = 2
 CHANNEL = f"replay_events_v{VERSION}"
 READERS_CHANNEL = f"replay_readers_v{VERSION}"
-
-
-class Notice(NamedTuple):
-    run_id: str
-    last_seq: int
-    closed: bool
 
 
 def encode(notices: Iterable[Notice]) -> str:

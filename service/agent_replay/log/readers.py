@@ -11,29 +11,18 @@ takes its last heartbeat as the time its reader left. Reached through
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import datetime
 
 import asyncpg
 
 from agent_replay.log.faults import translated
 from agent_replay.log.sql import QUERIES
+from agent_replay.log.values import Absence
 
 _HEARTBEAT = QUERIES["readers_heartbeat"]
 _LEFT = QUERIES["readers_left"]
 _ABSENCE = QUERIES["reader_absence"]
 
 _ACTION = "the run's readers cannot be counted"
-
-
-@dataclass(frozen=True, slots=True)
-class Absence:
-    """A run's readers as the log knows them."""
-
-    readers: int  # processes with a follower of the run right now
-    closed: bool
-    left_at: datetime | None  # when its last reader left (None: never read)
-    absent_seconds: float  # how long nobody has read it (since its start, if never)
 
 
 async def heartbeat(pool: asyncpg.Pool, holder: str, run_ids: Sequence[str]) -> list[str]:

@@ -32,7 +32,7 @@ from agent_replay.errors import Unavailable
 from agent_replay.log.faults import acquire, translated
 from agent_replay.log.rows import chunks_of, events_of
 from agent_replay.log.sql import QUERIES
-from agent_replay.log.store import Page, Row, RunState
+from agent_replay.log.values import Page, Row, RunState
 
 _READ_EVENTS = QUERIES["read_events"]
 _READ_PAGE = QUERIES["read_page"]

@@ -31,15 +31,14 @@ from dataclasses import dataclass, field, replace
 from datetime import date, datetime
 from itertools import repeat
 from operator import attrgetter
-from typing import Any, NamedTuple
+from typing import Any
 
 import orjson
 
 from agent_replay.errors import ProducerRefused, ReplayError, RunClosed, RunNotFound, SeqConflict
 from agent_replay.log import rows as layout
 from agent_replay.log import sql
-from agent_replay.log.chunks import Chunks, StoredChunk, loads, storable, text_at, types_of
-from agent_replay.log.store import RunState
+from agent_replay.log.chunks import Chunks, loads, storable, text_at, types_of
 from agent_replay.log.summary import (
     SUMMARIZED,
     TOKEN_COLUMNS,
@@ -47,16 +46,7 @@ from agent_replay.log.summary import (
     summarize_parts,
     tool_name,
 )
-
-
-class AppendResult(NamedTuple):
-    """Where an append's chunks went. A named tuple, not a frozen dataclass: one is made
-    per append, and a frozen dataclass sets each field through `object.__setattr__`."""
-
-    run_id: str
-    # None when the append carried no chunks (a bare close).
-    first_seq: int | None
-    last_seq: int
+from agent_replay.log.values import AppendResult, RunState, StoredChunk
 
 
 @dataclass(slots=True)

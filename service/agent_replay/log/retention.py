@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import date, datetime
 
 import asyncpg
@@ -33,6 +33,7 @@ import asyncpg
 from agent_replay.log import partitions
 from agent_replay.log.faults import translated
 from agent_replay.log.sql import QUERIES
+from agent_replay.log.values import PruneReport
 
 _PICK = QUERIES["pick_prunable"]
 _COUNT = QUERIES["count_prunable"]
@@ -43,19 +44,6 @@ _MONTH_STATE = QUERIES["month_state"]
 _DELETE_MONTH_RUNS = QUERIES["delete_month_runs"]
 
 _ACTION = "closed runs cannot be pruned"
-
-
-@dataclass(slots=True)
-class PruneReport:
-    runs: int = 0
-    events: int = 0
-    oldest: datetime | None = None
-    newest: datetime | None = None
-    batches: int = 0
-    # Monthly partitions of `events` dropped whole (or, counting, that would be).
-    partitions: list[date] = field(default_factory=list)
-    # Past months kept, with why (open runs, runs closed since the date, forks).
-    held: dict[date, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

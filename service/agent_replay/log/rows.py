@@ -28,7 +28,8 @@ from collections.abc import Iterable, Sequence
 from operator import itemgetter
 from typing import Any
 
-from agent_replay.log.chunks import Chunks, StoredChunk, texts_of, types_of
+from agent_replay.log.chunks import Chunks, texts_of, types_of
+from agent_replay.log.values import StoredChunk
 
 # An append bringing a run fewer chunks is stored a row per event: for two or
 # three a shared row saves next to nothing, while from a handful on it spares

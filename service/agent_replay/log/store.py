@@ -2,11 +2,17 @@
 
 The stream, the hosted-run drivers, the HTTP edge and the offline commands
 are handed a `LogStore`, never a pool or a connection: what they may ask of
-the log is this list, and nothing here says PostgreSQL. `EventLog` is the one
-implementation today; a sharded or replica-reading store implements the same
-Protocol and runs the same contract suite (`tests/log/contract.py`).
+the log is this list, and nothing here says PostgreSQL. It is the union of
+one small Protocol per role (`Appends`, `Reads`, `RunStates`, `Leases`,
+`ReaderPresence`, `AuditReads`, `Administration`), and a consumer is typed on the roles it
+uses. What it takes and answers is in `agent_replay.log.values`; this module
+imports no implementation. `EventLog` (PostgreSQL) and `MemoryStore` (plain
+Python, `agent_replay.log.memory`) implement it, and both run the contract
+suite (`tests/log/contract.py`), as any other store would.
 
-The guarantees every implementation keeps (the suite checks each):
+The guarantees every implementation keeps (the contract suite checks each, the
+standby's through a standby that lags; `tests/ops/test_read_replica.py` checks it
+against a real hot standby):
 
 * A run's seqs are 1, 2, 3 ... without gaps; an append is durable before it
   returns, and its events are numbered contiguously in submission order.
@@ -27,64 +33,46 @@ The guarantees every implementation keeps (the suite checks each):
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from agent_replay.log.bulk import LoadedRun, LoadReport, RunRecord
-    from agent_replay.log.chunks import StoredChunk
-    from agent_replay.log.eventlog import Event, Run
-    from agent_replay.log.lookups import EventFilter, RunFilter
-    from agent_replay.log.notifications import Notice
-    from agent_replay.log.readers import Absence
-    from agent_replay.log.request import AppendResult
-    from agent_replay.log.retention import PruneReport
+from agent_replay.errors import InvalidRunId
+from agent_replay.log.filters import EventFilter, RunFilter
+from agent_replay.log.summary import BIGINT_MAX
+from agent_replay.log.values import (
+    Absence,
+    AppendResult,
+    CommitHook,
+    CommitRowsHook,
+    Event,
+    LoadedRun,
+    LoadReport,
+    Notice,
+    Page,
+    PoolStats,
+    PruneReport,
+    Run,
+    RunRecord,
+    RunState,
+    StoredChunk,
+)
 
-# (seq, stored chunk JSON text): what replay sends, as the log keeps it.
-Row = tuple[int, str]
+RUN_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 
-# (run_id, last_seq, closed), called on the committer's task: must not block.
-CommitHook = Callable[[str, int, bool], None]
-
-# (run_id, rows, last_seq, closed): the rows one commit added to the run (seqs up
-# to last_seq, as stored; empty for a bare close), called after that commit, in
-# commit order per run, on the committer's task: must not block. rows is None
-# for a commit whose rows are not at hand (one made outside the group
-# committer): that call is only a hint, as `on_commit`'s.
-CommitRowsHook = Callable[[str, list[Row] | None, int, bool], None]
-
-
-@dataclass(frozen=True, slots=True)
-class RunState:
-    last_seq: int
-    closed: bool
-    # Where a caller compares it (the writer settling a refused append).
-    created_at: datetime | None = None
+# Seqs are bigint: a position past this can be neither stored nor asked for.
+MAX_SEQ = BIGINT_MAX
 
 
-@dataclass(frozen=True, slots=True)
-class Page:
-    """Events after a cursor and the run's state, from one snapshot."""
-
-    state: RunState
-    rows: list[Row]
-
-    @property
-    def complete(self) -> bool:
-        """Nothing after this page will ever exist."""
-        end = self.rows[-1][0] if self.rows else None
-        return self.state.closed and (end is None or end >= self.state.last_seq)
-
-
-@dataclass(frozen=True, slots=True)
-class PoolStats:
-    """The store's database connections, for the metrics gauges."""
-
-    in_use: int
-    size: int
-    max_size: int
+def check_run_id(run_id: str) -> str:
+    """`run_id` if every store can keep it (and a notification line carry it), else
+    `InvalidRunId` naming why."""
+    if not RUN_ID.fullmatch(run_id):
+        raise InvalidRunId(
+            f"run id {run_id[:140]!r} must be 1-128 characters of A-Z a-z 0-9 . _ : -"
+        )
+    return run_id
 
 
 class Listening(Protocol):
@@ -105,10 +93,8 @@ class Listening(Protocol):
     async def stop(self) -> None: ...
 
 
-class LogStore(Protocol):
-    """What the rest of the service may ask of the log."""
-
-    # -- appends ------------------------------------------------------------
+class Appends(Protocol):
+    """Adding events to runs, and closing them: every write goes through the one committer."""
 
     async def append(
         self,
@@ -130,19 +116,23 @@ class LogStore(Protocol):
         rather than a task awaiting each."""
         ...
 
-    async def close_run(self, run_id: str) -> Run: ...
+    async def close_run(self, run_id: str) -> Run:
+        """Close a run (idempotent), after the appends queued before it."""
+        ...
 
-    async def create_run(
-        self,
-        run_id: str,
-        *,
-        thread_id: str | None = None,
-        agent: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        input: Any = None,
-        on_disconnect: str | None = None,
-        grace_seconds: float | None = None,
-    ) -> tuple[Run, bool]: ...
+
+class Reads(Protocol):
+    """A run's events, and the hints that say when to read them again."""
+
+    async def read_events(
+        self, run_id: str, after: int = 0, limit: int = 1000, *, through: int | None = None
+    ) -> list[Event]:
+        """`through` (the primary's last_seq for the run) lets a read replica serve it."""
+
+    async def read_page(
+        self, run_id: str, after: int, limit: int, *, catch_up: bool = False
+    ) -> Page | None:
+        """`catch_up=True`: a read replica may serve it, the primary completing what it lacks."""
 
     def on_commit(self, hook: CommitHook) -> Callable[[], None]: ...
 
@@ -159,26 +149,6 @@ class LogStore(Protocol):
         told to the `on_commit_rows` hooks, or failed. (A notification of a commit can
         come before its hook is called.)"""
 
-    # -- reads --------------------------------------------------------------
-
-    async def find_run(self, run_id: str) -> Run | None: ...
-
-    async def get_run(self, run_id: str) -> Run: ...
-
-    async def read_events(
-        self, run_id: str, after: int = 0, limit: int = 1000, *, through: int | None = None
-    ) -> list[Event]:
-        """`through` (the primary's last_seq for the run) lets a read replica serve it."""
-
-    async def read_page(
-        self, run_id: str, after: int, limit: int, *, catch_up: bool = False
-    ) -> Page | None:
-        """`catch_up=True`: a read replica may serve it, the primary completing what it lacks."""
-
-    async def read_states(self, run_ids: Sequence[str]) -> dict[str, RunState]: ...
-
-    # -- hints --------------------------------------------------------------
-
     async def listen(
         self,
         on_notices: Callable[[list[Notice]], None],
@@ -192,7 +162,31 @@ class LogStore(Protocol):
         every (re)connect, and when a commit of this store's may have gone unheard."""
         ...
 
-    # -- leases (hosted runs) -------------------------------------------------
+
+class RunStates(Protocol):
+    """Runs as records: made, found, and the state of many at once."""
+
+    async def create_run(
+        self,
+        run_id: str,
+        *,
+        thread_id: str | None = None,
+        agent: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        input: Any = None,
+        on_disconnect: str | None = None,
+        grace_seconds: float | None = None,
+    ) -> tuple[Run, bool]: ...
+
+    async def find_run(self, run_id: str) -> Run | None: ...
+
+    async def get_run(self, run_id: str) -> Run: ...
+
+    async def read_states(self, run_ids: Sequence[str]) -> dict[str, RunState]: ...
+
+
+class Leases(Protocol):
+    """Which process drives a hosted run, for how long."""
 
     async def claim_lease(self, run_id: str, owner: str, seconds: float) -> bool: ...
 
@@ -212,7 +206,9 @@ class LogStore(Protocol):
         self, run_id: str, owner: str, seconds: float, instance: str
     ) -> bool: ...
 
-    # -- readers (hosted runs' disconnect policies) ----------------------------
+
+class ReaderPresence(Protocol):
+    """Who follows a hosted run, across processes (its disconnect policy's input)."""
 
     async def readers_heartbeat(self, holder: str, run_ids: Sequence[str]) -> list[str]:
         """`holder` has followers of `run_ids`; returns those whose policy watches readers."""
@@ -227,7 +223,10 @@ class LogStore(Protocol):
 
     async def reader_absence(self, run_id: str, fresh_seconds: float) -> Absence | None: ...
 
-    # -- audit and archive reads ---------------------------------------------
+
+class AuditReads(Protocol):
+    """The audit's and the archive's reads: run listings, export records, a run's events
+    filtered, and the cache of closed runs' projections."""
 
     async def list_runs(
         self, f: RunFilter, limit: int, after: tuple[datetime, str] | None = None
@@ -259,7 +258,9 @@ class LogStore(Protocol):
     ) -> None:
         """Cache each closed run's `(run_id, last_seq, messages)`."""
 
-    # -- whole runs (import, retention) and readiness -------------------------
+
+class Administration(Protocol):
+    """Whole runs (import, retention), readiness, connections and deployment secrets."""
 
     async def load_runs(self, runs: Sequence[LoadedRun]) -> LoadReport: ...
 
@@ -277,7 +278,9 @@ class LogStore(Protocol):
         `whole_months`: drop the partitions of past months whose runs all go (False: every
         run row by row, for comparison)."""
 
-    async def schema_version(self) -> str | None: ...
+    async def schema_version(self) -> str | None:
+        """The migration the schema is at (None: not migrated); raises `Unavailable` when
+        the store cannot answer."""
 
     def pool_stats(self) -> PoolStats: ...
 
@@ -287,8 +290,13 @@ class LogStore(Protocol):
     def commit_pool_stats(self) -> PoolStats | None:
         """The commit lanes' own connections; None when they share `pool_stats`'."""
 
-    # -- deployment-wide secrets (the token signing secret) -------------------
-
     async def shared_secret(self, name: str, candidate: str) -> str:
         """Secret `name`: `candidate` if this call stored it first, else the stored one."""
         ...
+
+
+class LogStore(
+    Appends, Reads, RunStates, Leases, ReaderPresence, AuditReads, Administration, Protocol
+):
+    """Everything the service may ask of the log: what its composition root holds and
+    hands on, each consumer typed on the roles it uses."""

@@ -1,9 +1,9 @@
 """Durable Streams' state in the log: lookups, creation, guarded appends, forks, deletion.
 
-A stream *is* a run: its messages are the
-run's events, its offsets the run's seqs. What the protocol adds lives in
-small tables beside `runs`, and every change to them is made in the same
-transaction as the events it concerns:
+A stream *is* a run (its statements: the Durable Streams section of `queries.sql`):
+its messages are the run's events, its offsets the run's seqs. What the protocol
+adds lives in small tables beside `runs`, and every change to them is made in the
+same transaction as the events it concerns:
 
 * creation (the run, the stream row, a fork's link, initial content, closing)
   is one transaction, so a refused PUT leaves nothing behind;
@@ -44,11 +44,12 @@ from agent_replay.errors import (
     StreamSeqConflict,
 )
 from agent_replay.log import expiry, partitions, reading
-from agent_replay.log.chunks import StoredChunk
-from agent_replay.log.eventlog import RUN_ID, EventLog
+from agent_replay.log.eventlog import EventLog
 from agent_replay.log.faults import translated
 from agent_replay.log.request import Group, thread_of
 from agent_replay.log.sql import QUERIES
+from agent_replay.log.store import RUN_ID
+from agent_replay.log.values import StoredChunk
 
 _T = TypeVar("_T")
 

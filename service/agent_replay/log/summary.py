@@ -22,7 +22,6 @@ from typing import Any
 
 from agent_replay.log.chunks import (
     Chunks,
-    StoredChunk,
     error_code,
     error_message,
     loads,
@@ -30,6 +29,7 @@ from agent_replay.log.chunks import (
     text_at,
     types_of,
 )
+from agent_replay.log.values import StoredChunk
 
 _TYPE = attrgetter("type")
 # The chunk types a summary reads; every other chunk adds nothing to it.

@@ -62,10 +62,17 @@ from agent_replay import metrics
 from agent_replay.errors import Unavailable
 from agent_replay.log import partitions, sql
 from agent_replay.log import rows as log_rows
-from agent_replay.log.chunks import StoredChunk, loads, text_at, texts_of
+from agent_replay.log.chunks import loads, text_at, texts_of
 from agent_replay.log.faults import translate
-from agent_replay.log.request import AppendResult, Group, Outcomes, Pending, explain, settle, take
-from agent_replay.log.store import CommitHook, CommitRowsHook, Row, RunState
+from agent_replay.log.request import Group, Outcomes, Pending, explain, settle, take
+from agent_replay.log.values import (
+    AppendResult,
+    CommitHook,
+    CommitRowsHook,
+    Row,
+    RunState,
+    StoredChunk,
+)
 from agent_replay.loopevent import LoopEvent
 from agent_replay.tasks import stopped
 

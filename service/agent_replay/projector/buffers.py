@@ -17,7 +17,6 @@ demand, walking back over the boundaries, with a memo per boundary.
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from typing import Any
 
 from agent_replay.projector.jsvalues import (
@@ -107,9 +106,6 @@ class PartialTracker:
             value = self.fallback
         memo[index] = value
         return value
-
-    def index_of(self, end: int) -> int:
-        return bisect_right(self.ends, end) - 1
 
 
 class LazyPartial:

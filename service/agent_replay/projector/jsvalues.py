@@ -67,11 +67,6 @@ def truthy(value: Any) -> bool:
     return True
 
 
-def is_object(value: Any) -> bool:
-    """A non-null, non-array JS object."""
-    return isinstance(value, dict)
-
-
 def get(value: Any, key: str) -> Any:
     """``value.key`` (``value?.key``) for JSON values; primitives have no own keys."""
     if isinstance(value, dict):
@@ -156,13 +151,6 @@ def join_surrogates(text: str) -> str:
     in Python it stays two code points until re-decoded.
     """
     return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
-
-
-def concat(left: str, right: str) -> str:
-    """``left + right`` with JS surrogate-pair semantics."""
-    if ends_high_surrogate(left) and starts_low_surrogate(right):
-        return join_surrogates(left + right)
-    return left + right
 
 
 def to_string(value: Any) -> str:

@@ -109,12 +109,6 @@ class Message:
                 self._note(len(self.parts) - 1, part)
         self._view = None
 
-    def replace_parts(self, parts: list[Any]) -> None:
-        self.parts = parts
-        self._rendered = [_DIRTY] * len(parts)
-        self._index = None
-        self._view = None
-
     def last_part(self) -> Any:
         return self.parts[-1] if self.parts else None
 

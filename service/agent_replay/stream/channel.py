@@ -23,7 +23,8 @@ from dataclasses import dataclass
 
 from agent_replay import metrics
 from agent_replay.errors import Unavailable
-from agent_replay.log.store import LogStore, Page, Row, RunState
+from agent_replay.log.store import Reads
+from agent_replay.log.values import Page, Row, RunState
 from agent_replay.loopevent import LoopEvent
 from agent_replay.stream.framing import Framer
 from agent_replay.stream.outlet import Sink
@@ -94,7 +95,7 @@ class Limits:
 class Channel:
     """What this process knows about one followed run, and its one reader."""
 
-    def __init__(self, run_id: str, store: LogStore, limits: Limits) -> None:
+    def __init__(self, run_id: str, store: Reads, limits: Limits) -> None:
         self.run_id = run_id
         self._store = store
         self._limits = limits

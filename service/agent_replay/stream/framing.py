@@ -16,7 +16,7 @@ import re
 from collections.abc import Hashable, Sequence
 from typing import Protocol
 
-from agent_replay.log.store import Row as Row  # re-exported: the stream's unit of a page
+from agent_replay.log.values import Row as Row  # re-exported: the stream's unit of a page
 
 SSE_MEDIA_TYPE = "text/event-stream"
 NDJSON_MEDIA_TYPE = "application/x-ndjson"

@@ -23,18 +23,18 @@ ever queued per follower.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
+from typing import Protocol
 
 from agent_replay.errors import Unavailable
-from agent_replay.log.notifications import Notice
-from agent_replay.log.store import Listening, LogStore, Row
+from agent_replay.log.store import Listening, ReaderPresence, Reads, RunStates
+from agent_replay.log.values import Notice, Row
 from agent_replay.stream.channel import Channel, Limits
 from agent_replay.stream.presence import Presence
-from agent_replay.tasks import stopped
+from agent_replay.tasks import stopped, wait_set
 
 log = logging.getLogger("replay.stream")
 
@@ -74,6 +74,11 @@ class HubStats:
     follower_reads: int
 
 
+class FollowedLog(Reads, RunStates, ReaderPresence, Protocol):
+    """What following runs asks of the log: their events and commits, their states, and
+    the presence of their readers."""
+
+
 class Hub:
     """One per process; `start()` in the app's lifespan, `stop()` at its end.
 
@@ -83,7 +88,7 @@ class Hub:
 
     def __init__(
         self,
-        store: LogStore,
+        store: FollowedLog,
         *,
         limits: Limits | None = None,
         recheck_seconds: float = 5.0,
@@ -255,8 +260,7 @@ class Hub:
     async def _recheck_forever(self) -> None:
         while True:
             interval = self._recheck_seconds if self.listening else self._poll_seconds
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._recheck_now.wait(), interval)
+            await wait_set(self._recheck_now, interval)
             self._recheck_now.clear()
             try:
                 await self.recheck()

@@ -17,18 +17,28 @@ order, by one path or the other, and a stateful framer sees each row once.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from agent_replay.loopevent import LoopEvent
 from agent_replay.stream.framing import Framer
-
-if TYPE_CHECKING:
-    from agent_replay.stream.channel import Channel
 
 # Takes a blob and writes it now, or refuses it (False) and writes nothing.
 Write = Callable[[bytes], bool]
 # Told how many events a sink wrote and how many it knows of past them.
 Sent = Callable[[int, int], None]
+
+
+class Buffer(Protocol):
+    """What a sink reads of its channel (`agent_replay.stream.channel.Channel`), named here
+    so that the channel, which holds sinks, is not imported by them."""
+
+    @property
+    def head(self) -> int | None: ...
+
+    @property
+    def complete(self) -> bool: ...
+
+    def pending(self, cursor: int, framer: Framer) -> tuple[bytes, int] | None: ...
 
 
 class Outlet:
@@ -57,7 +67,7 @@ class Sink:
         # Set once the follower's task must take over again.
         self.attention = LoopEvent()
 
-    def advanced(self, channel: Channel) -> None:
+    def advanced(self, channel: Buffer) -> None:
         """The channel buffered rows or completed: write what follows the cursor."""
         if not self.live:
             return

@@ -25,8 +25,8 @@ import time
 import uuid
 
 from agent_replay.errors import ReplayError
-from agent_replay.log.store import LogStore
-from agent_replay.tasks import stopped
+from agent_replay.log.store import ReaderPresence
+from agent_replay.tasks import stopped, wait_set
 
 log = logging.getLogger("replay.stream")
 
@@ -34,7 +34,7 @@ log = logging.getLogger("replay.stream")
 class Presence:
     def __init__(
         self,
-        store: LogStore,
+        store: ReaderPresence,
         *,
         fresh_seconds: float,
         linger_seconds: float = 1.0,
@@ -97,8 +97,7 @@ class Presence:
             wait = self._beat_at + self.interval - now
             if self._released:
                 wait = min(wait, min(self._released.values()) + self.linger_seconds - now)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), max(0.01, wait))
+            await wait_set(self._wake, max(0.01, wait))
             self._wake.clear()
 
     async def sync(self) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 from agent_replay.archive.reader import Archive
 from agent_replay.audit.projection import project_run
 from agent_replay.audit.threads import ThreadRun, thread_turns
-from agent_replay.log.bulk import RunRecord
+from agent_replay.log.values import RunRecord
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from agent_replay.log.bulk import RunRecord
+from agent_replay.log.values import RunRecord
 from agent_replay.transcript.blocks import Block, Section, blocks, readable, result_ids
 from agent_replay.transcript.document import Transcript
 
