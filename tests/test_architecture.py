@@ -184,6 +184,68 @@ def test_modules_when_they_import_each_other_in_a_circle_then_fail() -> None:
     assert cycles(EDGES) == []
 
 
+# The database is the log's: outside `log/`, no module may import its driver, its query
+# builder or its table definitions. Alembic runs on SQLAlchemy, so the migration
+# runner (`migrate`) and the revisions' environment (`migrations`, which compares the
+# database with `log.schema`) may; nothing that serves a request imports either.
+DATABASE_MODULES = ("asyncpg", "sqlalchemy", "agent_replay.log.schema")
+DATABASE_ALLOWED = {"agent_replay.migrate", "agent_replay.migrations"}
+
+
+def database_imports(path: Path) -> set[str]:
+    """The modules of `DATABASE_MODULES` that `path` imports, at import time or in a
+    function (`if TYPE_CHECKING:` blocks too: a type is knowledge of the layout)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text("utf-8"), str(path))):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+        found.update(m for m in DATABASE_MODULES for n in names if n == m or n.startswith(m + "."))
+    return found
+
+
+def database_offenders(root: Path = SERVICE) -> list[str]:
+    bad = []
+    for path in sorted(root.rglob("*.py")):
+        name = module_name(path, root)
+        if package(name) == "log" or any(
+            name == a or name.startswith(a + ".") for a in DATABASE_ALLOWED
+        ):
+            continue
+        bad += [f"{name} imports {m}" for m in sorted(database_imports(path))]
+    return bad
+
+
+def test_database_when_reached_from_outside_the_log_then_fail() -> None:
+    assert database_offenders() == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "import asyncpg\n",
+        "from sqlalchemy.ext.asyncio import AsyncEngine\n",
+        "def f():\n    from agent_replay.log.schema import runs\n",
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import sqlalchemy\n",
+        "from agent_replay.log import schema\n",
+    ],
+)
+def test_database_checker_when_a_module_outside_the_log_imports_it_then_reports_it(
+    tmp_path: Path, text: str
+) -> None:
+    root = tmp_path / "agent_replay"
+    for name in ("log", "audit"):
+        (root / name).mkdir(parents=True)
+        (root / name / "__init__.py").write_text("")
+    (root / "log" / "inside.py").write_text(text)
+    (root / "audit" / "outside.py").write_text(text)
+    assert [line.split(" imports ")[0] for line in database_offenders(root)] == [
+        "agent_replay.audit.outside"
+    ]
+
+
 def test_memory_store_when_its_imports_are_followed_then_none_reaches_postgresql() -> None:
     """The second implementation of the log's contract is independent of the first: the
     in-memory store, and all it imports, import neither the driver nor the SQL toolkit."""

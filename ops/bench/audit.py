@@ -6,7 +6,7 @@ Builds the population straight in SQL in a scratch database (generate_series:
 N runs of M events, their maintained columns set to match the events), then
 times `GET /v1/runs` pages (limit 50) for each filter and some combinations,
 over HTTP to a `agent-replay serve` process on loopback, and the identical statement
-(compiled from the same SQLAlchemy query) through raw asyncpg. Prints p50/p99
+(agent_replay.log.lookups.listing) through raw asyncpg. Prints p50/p99
 in ms. Sequential requests, one at a time: latency, not throughput.
 """
 
@@ -24,10 +24,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import asyncpg
 import httpx
 from common import pct, scratch_database, server_process, write_json
-from sqlalchemy.dialects import postgresql
 
-from agent_replay.audit.filters import RunFilter
-from agent_replay.audit.queries import page_query
+from agent_replay.log.filters import RunFilter
+from agent_replay.log.lookups import listing
 
 TOOLS = 12
 # Built in slices so progress shows and no single statement runs for minutes.
@@ -131,13 +130,9 @@ def run_filter(params: dict[str, Any]) -> RunFilter:
 
 
 def compiled(params: dict[str, Any], limit: int) -> tuple[str, list[Any]]:
-    """The service's own statement, as asyncpg receives it."""
-    statement = page_query(run_filter(params), limit, None).compile(
-        dialect=postgresql.asyncpg.dialect(),  # type: ignore[attr-defined]
-        compile_kwargs={"render_postcompile": True},  # IN lists as plain $n parameters
-    )
-    positions = statement.positiontup or []
-    return str(statement), [statement.params[name] for name in positions]
+    """The service's own statement and parameters (one more row than a page: whether it
+    exists says if there is a next page)."""
+    return listing(run_filter(params), limit + 1, None)
 
 
 async def populate(url: str, runs: int, events: int) -> None:

@@ -79,9 +79,9 @@ async def test_export_import_export_when_into_empty_database_then_bytes_and_proj
     assert read(again) == read(exported)
     # The maintained columns were rebuilt from the events as appends keep them.
     assert await _aggregates(empty_url) == await _aggregates(database_url)
-    from agent_replay.archive.commands import engine_for
+    from agent_replay.archive.commands import log_for
 
-    async with engine_for(database_url) as source, engine_for(empty_url) as target:
+    async with log_for(database_url) as source, log_for(empty_url) as target:
         assert await thread_messages(target, THREAD) == await thread_messages(source, THREAD)
 
 

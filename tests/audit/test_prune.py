@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 import pytest
 
-from agent_replay.archive.commands import engine_for
+from agent_replay.archive.commands import log_for
 from agent_replay.audit.cache import StoredRun, final_projections
 from agent_replay.log import EventLog
 from tests.audit.helpers import fingerprint, replay
@@ -48,8 +48,8 @@ async def populated(database_url: str) -> None:
     finally:
         await conn.close()
     closed = [StoredRun(r, n, True) for r, (n, c) in RUNS.items() if c is not None]
-    async with engine_for(database_url) as engine:
-        await final_projections(engine, closed, False)
+    async with log_for(database_url) as log:
+        await final_projections(log, closed, False)
 
 
 async def _rows(url: str) -> dict[str, list[str]]:

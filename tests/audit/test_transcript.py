@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from agent_replay.archive.commands import engine_for
+from agent_replay.archive.commands import log_for
 from agent_replay.audit.cache import thread_messages
 from agent_replay.log import EventLog
 from agent_replay.log.chunks import loads
@@ -73,8 +73,8 @@ async def test_transcript_json_when_from_file_then_turns_equal_the_thread_messag
     rendered: dict[str, str], database_url: str
 ) -> None:
     document = loads(rendered["json"])
-    async with engine_for(database_url) as engine:
-        messages = await thread_messages(engine, THREAD)
+    async with log_for(database_url) as log:
+        messages = await thread_messages(log, THREAD)
     assert [t["message"] for t in document["turns"] if "message" in t] == messages
     assert document["turns"][-1] == {
         "run_id": "tr-b",

@@ -1,7 +1,7 @@
-"""Audit reads (SQLAlchemy, not the log's asyncpg pool) while PostgreSQL is stopped: run
-listings, run and thread messages, transcripts and exports answer `503 unavailable` with
+"""Audit reads (the log's, through `LogStore`) while PostgreSQL is stopped: run listings,
+run and thread messages, transcripts and exports answer `503 unavailable` with
 Retry-After, promptly, never a 500; once the database is back they answer again by
-themselves (the engine's dead pooled connections are replaced, no restart)."""
+themselves (the pool's dead connections are replaced, no restart)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ ANSWER_BOUND = 5.0
 THREAD = "t-audit"
 RUN = "audit-1"
 
-# One of each family of audit endpoint; the first ones reach SQLAlchemy before the log.
+# One of each family of audit endpoint; the first ones reach the database first of all.
 AUDIT_READS = [
     "/v1/runs",
     f"/v1/runs?thread_id={THREAD}&status=finished",
@@ -50,7 +50,7 @@ async def test_database_stopped_then_audit_reads_answer_503_retry_after_and_heal
         async with httpx.AsyncClient(base_url=base, timeout=ANSWER_BOUND) as http:
             r = await http.post(f"/v1/runs/{RUN}/events", json={"events": _chunks(), "close": True})
             assert r.status_code == 200, r.text
-            # Answered while the database is up (and the engine's pool holds connections,
+            # Answered while the database is up (and the log's pool holds connections,
             # which the stop below leaves dead).
             before = {path: await http.get(path) for path in AUDIT_READS}
             assert {p: r.status_code for p, r in before.items()} == dict.fromkeys(AUDIT_READS, 200)

@@ -1,7 +1,7 @@
 """Failover: the primary dies (SIGKILL, a lost host) under load and its synchronous standby
 is promoted. The service is given both hosts in one DSN with
-`target_session_attrs=read-write`, so its pool, its LISTEN connection and the audit's
-engine find whichever is the primary now. Producers retry (agent_replay.client), followers
+`target_session_attrs=read-write`, so its pools and its LISTEN connection find whichever
+is the primary now. Producers retry (agent_replay.client), followers
 resume; the log on the new primary holds exactly the acknowledged events once, in order,
 and every follower got exactly that.
 

@@ -52,6 +52,8 @@ from agent_replay.errors import (
 from agent_replay.ingest import Limits, chunk_from_text
 from agent_replay.log import MAX_SEQ, LogStore, Notice
 from agent_replay.log.chunks import stored
+from agent_replay.log.filters import EventFilter, RunFilter
+from agent_replay.log.typefilter import TypeFilter
 from agent_replay.log.values import LoadedRun, LoggedEvent, RunRecord
 
 DEADLINE = 10.0
@@ -837,6 +839,134 @@ class LogStoreContract:
         assert one == two and one in ("one", "two")
         assert await store.shared_secret(name, "three") == one
         assert await second_store.shared_secret(name, "four") == one
+
+    # -- audit and archive reads ----------------------------------------------
+
+    async def test_list_runs_when_filtered_then_those_matching_newest_first_in_pages(
+        self, store: LogStore
+    ) -> None:
+        thread = new_run("c-list")
+        made: list[str] = []
+        for i, (agent, end) in enumerate(
+            [("a", "RUN_FINISHED"), ("b", "RUN_ERROR"), ("a", None), ("a", "RUN_FINISHED")]
+        ):
+            run_id = new_run(f"c-list{i}")
+            await store.create_run(run_id, thread_id=thread, agent=agent)
+            chunks = [chunk("TOOL_CALL_START", toolCallId="c", toolCallName=f"tool-{i % 2}")]
+            if end is not None:
+                chunks.append(chunk(end, message="failed") if end == "RUN_ERROR" else chunk(end))
+            await store.append(run_id, chunks, close=end is not None)
+            made.append(run_id)
+        newest_first = made[::-1]
+
+        async def listed(f: RunFilter, limit: int = 100) -> list[str]:
+            found, after = [], None
+            while True:
+                page = await store.list_runs(f, limit, after)
+                found += [run.run_id for run in page]
+                if len(page) < limit:
+                    return found
+                after = (page[-1].created_at, page[-1].run_id)
+
+        assert await listed(RunFilter(thread_id=thread)) == newest_first
+        assert await listed(RunFilter(thread_id=thread), limit=1) == newest_first
+        assert await listed(RunFilter(thread_id=thread, agent="a")) == [made[3], made[2], made[0]]
+        assert await listed(RunFilter(thread_id=thread, statuses=("finished",))) == [
+            made[3],
+            made[0],
+        ]
+        assert await listed(RunFilter(thread_id=thread, statuses=("error", "running"))) == [
+            made[2],
+            made[1],
+        ]
+        assert await listed(RunFilter(thread_id=thread, tool="tool-1")) == [made[3], made[1]]
+        assert await listed(RunFilter(thread_id=thread, has_error=True)) == [made[1]]
+        assert await listed(RunFilter(thread_id=thread, has_error=False)) == [
+            made[3],
+            made[2],
+            made[0],
+        ]
+        first = await store.get_run(made[0])
+        assert await listed(RunFilter(thread_id=thread, created_before=first.created_at)) == []
+        assert await listed(RunFilter(thread_id=thread, created_after=first.created_at)) == (
+            newest_first
+        )
+        (run,) = await store.list_runs(RunFilter(thread_id=thread), 1)
+        assert run == await store.get_run(made[3])
+
+    async def test_read_filtered_when_types_patterns_or_times_then_only_those_in_seq_order(
+        self, store: LogStore
+    ) -> None:
+        run_id = new_run("c-filter")
+        kinds = ["RUN_STARTED", "TEXT_A", "TOOL_X", "TEXT_B", "TOOL_Y", "TEXT_A", "RUN_FINISHED"]
+        await store.append(run_id, [chunk(k, n=i) for i, k in enumerate(kinds[:5])])
+        for i, k in enumerate(kinds[5:], 5):
+            await store.append(run_id, [chunk(k, n=i)])
+        numbered = list(enumerate(kinds, 1))
+
+        async def seqs(f: EventFilter, after: int = 0, limit: int = 100) -> list[int]:
+            return [e.seq for e in await store.read_filtered(run_id, f, after, limit)]
+
+        assert await seqs(EventFilter(types=("TEXT_A",))) == [2, 6]
+        assert await seqs(EventFilter(patterns=TypeFilter.parse("TOOL_*,RUN_STARTED"))) == [
+            1,
+            3,
+            5,
+        ]
+        for after in range(len(kinds) + 1):
+            for limit in (1, 2):
+                got = await seqs(EventFilter(types=("TEXT_A", "TEXT_B")), after, limit)
+                assert got == [s for s, k in numbered if k.startswith("TEXT") and s > after][:limit]
+        events = await store.read_events(run_id, 0, 100)
+        assert await store.read_filtered(run_id, EventFilter(), 2, 3) == events[2:5]
+        last = events[-1].received_at
+        assert await seqs(EventFilter(types=("RUN_FINISHED",), received_before=last)) == []
+        assert await seqs(EventFilter(types=("RUN_FINISHED",), received_after=last)) == [7]
+        assert await seqs(EventFilter(received_after=last + timedelta(days=1))) == []
+
+    async def test_run_records_when_a_thread_has_runs_then_each_oldest_first(
+        self, store: LogStore
+    ) -> None:
+        thread = new_run("c-records")
+        first, second = new_run("c-rec1"), new_run("c-rec2")
+        await store.create_run(
+            first, thread_id=thread, agent="x", metadata={"k": 1}, input={"messages": []}
+        )
+        await store.append(first, [chunk("RUN_FINISHED")], close=True)
+        await store.create_run(second, thread_id=thread)
+        record = await store.run_record(first)
+        run = await store.get_run(first)
+        assert record is not None
+        assert (record.run_id, record.thread_id, record.agent, record.status) == (
+            first,
+            thread,
+            "x",
+            "finished",
+        )
+        assert (record.last_seq, record.metadata, json.loads(record.input or "null")) == (
+            1,
+            {"k": 1},
+            {"messages": []},
+        )
+        assert (record.created_at, record.closed_at) == (run.created_at, run.closed_at)
+        assert [r.run_id for r in await store.thread_records(thread)] == [first, second]
+        assert await store.run_record(new_run("c-rec-missing")) is None
+        assert await store.thread_records(new_run("c-thread-missing")) == []
+
+    async def test_projections_when_stored_then_found_only_at_their_last_seq_and_version(
+        self, store: LogStore
+    ) -> None:
+        a, b = new_run("c-proj-a"), new_run("c-proj-b")
+        await store.store_projections([(a, 3, "[1]"), (b, 5, "[2]")], False, "v1")
+        assert await store.cached_projections({a: 3, b: 5}, False, "v1") == {a: "[1]", b: "[2]"}
+        # Another last_seq (pruned and imported again), normalization or version: not it.
+        assert await store.cached_projections({a: 4, b: 5}, False, "v1") == {b: "[2]"}
+        assert await store.cached_projections({a: 3}, True, "v1") == {}
+        assert await store.cached_projections({a: 3}, False, "v2") == {}
+        assert await store.cached_projections({}, False, "v1") == {}
+        await store.store_projections([(a, 4, "[3]")], False, "v2")
+        assert await store.cached_projections({a: 4}, False, "v2") == {a: "[3]"}
+        assert await store.cached_projections({a: 3}, False, "v1") == {}
 
     # -- errors -------------------------------------------------------------
 

@@ -12,6 +12,7 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -19,6 +20,7 @@ import httpx
 import pytest
 
 from agent_replay import migrate
+from agent_replay.archive.commands import export_to
 from tests.conftest import settings_for
 from tests.ops.scrape import delta, scrape
 from tests.stream.wire import SseReader
@@ -225,6 +227,40 @@ async def test_replica_when_paused_then_event_pages_and_exports_are_whole(
         await resume_replay(standby)
 
 
+async def test_replica_when_paused_then_exports_read_the_standby_and_top_up_from_the_primary(
+    http: httpx.AsyncClient, urls: tuple[str, str, Cluster], primary: Cluster, tmp_path: Path
+) -> None:
+    url, read_url, standby = urls
+    await _append(http, "rr-export", 1, 700)
+    await caught_up(standby, primary)
+    await pause_replay(standby)
+    try:
+        await _append(http, "rr-export", 701, 300, close=True)
+        reads = "replay_replica_reads_total"
+        before = await scrape(http)
+        export = await http.get("/v1/runs/rr-export/export")
+        after = await scrape(http)
+        lines = [json.loads(line) for line in export.text.splitlines()]
+        assert [line["seq"] for line in lines[1:]] == list(range(1, 1001))
+        assert [line["chunk"]["delta"] for line in lines[1:]] == [f"d{i}" for i in range(1, 1001)]
+        # One read: the standby's 700 events, the primary's 300 after them.
+        assert delta(before, after, reads, {"served": "topped_up"}) == 1
+        assert delta(before, after, reads, {"served": "primary"}) == 0
+        # The command line's export, given the standby too, writes the same file.
+        out = tmp_path / "rr-export.jsonl"
+        written = await export_to(
+            url, run_id="rr-export", thread_id=None, out=out, read_url=read_url
+        )
+        assert written == 1000
+        assert out.read_bytes() == export.content
+        # So does the transcript, which reads the export back.
+        transcript = await http.get("/v1/runs/rr-export/transcript", params={"format": "json"})
+        assert transcript.status_code == 200
+        assert "d1000" in transcript.text
+    finally:
+        await resume_replay(standby)
+
+
 async def test_replica_when_standby_is_down_then_reads_fall_back_to_the_primary(
     http: httpx.AsyncClient, urls: tuple[str, str, Cluster], primary: Cluster
 ) -> None:
@@ -238,5 +274,9 @@ async def test_replica_when_standby_is_down_then_reads_fall_back_to_the_primary(
         after = await scrape(http)
         assert [seq for seq, _ in events] == list(range(1, 1201))
         assert delta(before, after, "replay_replica_reads_total", {"served": "primary"}) >= 1
+        # A listing, which the standby serves when it answers, too.
+        listed = (await http.get("/v1/runs", params={"limit": 500})).json()["runs"]
+        (summary,) = [r for r in listed if r["run_id"] == "rr-down"]
+        assert (summary["event_count"], summary["closed_at"] is not None) == (1200, True)
     finally:
         await asyncio.to_thread(standby.start)

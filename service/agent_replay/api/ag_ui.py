@@ -62,7 +62,7 @@ async def _run_input(state: AppState, run_id: str, thread_id: str | None) -> Any
     """The run's recorded RunAgentInput (its conversation before the run), if any."""
     if thread_id is None:
         return None
-    for run in await thread_runs(state.engine, thread_id):
+    for run in await thread_runs(state.log, thread_id):
         if run.run_id == run_id and run.input:
             return loads(run.input)
     return None

@@ -128,7 +128,7 @@ async def _ui_stream(
 
 
 async def _active_run(state: AppState, chat_id: str, hosted_only: bool) -> StoredRun | None:
-    stored = await thread_runs(state.engine, chat_id, hosted_only=hosted_only)
+    stored = await thread_runs(state.log, chat_id, hosted_only=hosted_only)
     return next((run for run in reversed(stored) if not run.closed), None)
 
 
@@ -251,7 +251,7 @@ async def chat_messages(
     """
     messages: list[dict[str, Any]] = []
     # A `run` key reads the chat's hosted runs only.
-    stored = await thread_runs(state.engine, chat_id, hosted_only=reads_hosted_runs_only(request))
+    stored = await thread_runs(state.log, chat_id, hosted_only=reads_hosted_runs_only(request))
     for run in stored:
         sent = _sent_ids(run.input)
         if sent is not None:

@@ -16,7 +16,6 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
-from sqlalchemy.ext.asyncio import AsyncEngine
 from starlette.exceptions import HTTPException
 from starlette.routing import Route
 
@@ -60,16 +59,12 @@ from agent_replay.durable.sweeper import Sweeper
 from agent_replay.embedded import embedded_postgres
 from agent_replay.errors import ReplayError
 from agent_replay.log import Administration, EventLog, PoolStats
-from agent_replay.log.engine import open_engine
 from agent_replay.log.streams import StreamStore
 from agent_replay.stream import Hub, Limits
 from agent_replay.stream.presence import Presence
 from agent_replay.workers import worker_settings
 
 log = logging.getLogger("replay")
-
-# Connections the audit's engine may open past its pool size.
-_AUDIT_OVERFLOW = 2
 
 
 def worker_app() -> FastAPI:
@@ -113,26 +108,6 @@ def create_app(
                 batch_min=settings.batch_min_events or None,
             )
             stack.push_async_callback(event_log.close)
-            # SQLAlchemy Core for the audit's dynamic queries; connects lazily.
-            audit_pool_size = max(2, settings.pool_size // 2)
-            bounds = {
-                "connect_seconds": settings.db_connect_timeout_seconds,
-                "statement_seconds": settings.db_statement_timeout_seconds,
-            }
-            engine = open_engine(
-                url, pool_size=audit_pool_size, max_overflow=_AUDIT_OVERFLOW, **bounds
-            )
-            stack.push_async_callback(engine.dispose)
-            # Run listings and exports' events may come from a hot standby.
-            read_engine = None
-            if settings.read_database_url:
-                read_engine = open_engine(
-                    settings.read_database_url,
-                    pool_size=audit_pool_size,
-                    max_overflow=_AUDIT_OVERFLOW,
-                    **bounds,
-                )
-                stack.push_async_callback(read_engine.dispose)
             hub = Hub(
                 event_log,
                 limits=Limits(
@@ -174,9 +149,7 @@ def create_app(
             drain = Drain(drivers, hub, settings.drain_seconds)
             stack.callback(drain.install())
             stack.push_async_callback(drain.stop)
-            for stop_sampling in _gauges(
-                event_log, engine, audit_pool_size + _AUDIT_OVERFLOW, hub, drivers
-            ):
+            for stop_sampling in _gauges(event_log, hub, drivers):
                 stack.callback(stop_sampling)
             stream_store = StreamStore(event_log)
             sweeper = Sweeper(
@@ -206,9 +179,6 @@ def create_app(
             app.state.replay = AppState(
                 settings=settings,
                 log=event_log,
-                database_url=url,
-                engine=engine,
-                read_engine=read_engine,
                 hub=hub,
                 drivers=drivers,
                 durable=streams,
@@ -286,11 +256,8 @@ def create_app(
     return app
 
 
-def _gauges(
-    event_log: Administration, engine: AsyncEngine, audit_max: int, hub: Hub, drivers: Drivers
-) -> list[Callable[[], None]]:
+def _gauges(event_log: Administration, hub: Hub, drivers: Drivers) -> list[Callable[[], None]]:
     """Register this app's gauges with the metrics registry; returns their removers."""
-    audit_pool: Any = engine.pool  # QueuePool: checkedout() / size()
     return [
         metrics.sample("replay_stream_followers", lambda: hub.stats().subscribers),
         metrics.sample("replay_stream_runs_followed", lambda: hub.stats().channels),
@@ -299,13 +266,6 @@ def _gauges(
         metrics.sample("replay_hosted_runs", lambda: len(drivers.active)),
         metrics.sample("replay_listen_connected", lambda: float(hub.listening)),
         *_pool_gauges("log", event_log.pool_stats),
-        metrics.sample("replay_db_pool_in_use", audit_pool.checkedout, pool="audit"),
-        metrics.sample(
-            "replay_db_pool_size",
-            lambda: audit_pool.checkedin() + audit_pool.checkedout(),
-            pool="audit",
-        ),
-        metrics.sample("replay_db_pool_max_size", lambda: audit_max, pool="audit"),
         *_optional_pool_gauges(event_log),
     ]
 

@@ -7,27 +7,32 @@ the runs' maintained columns, the projection cache, or one run's events.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Protocol
 
 from fastapi import APIRouter, Path, Query
 from starlette.responses import Response, StreamingResponse
 
 from agent_replay.api.auth import EXPORT_RUN, LIST_RUNS, READ_RUN, READ_THREAD, requires
 from agent_replay.api.bodies import GuardedRoute
-from agent_replay.api.deps import EngineDep, LogDep, ReadEngineDep, StateDep
+from agent_replay.api.deps import LogDep
 from agent_replay.api.models import ERRORS
 from agent_replay.api.pages import page_headers
 from agent_replay.api.responses import JSON
 from agent_replay.archive.dump import export_bytes, export_lines, run_records
 from agent_replay.archive.reader import read_archive
 from agent_replay.audit.cache import StoredRun, run_projection, thread_messages
-from agent_replay.audit.filters import STATUSES, RunFilter
 from agent_replay.audit.projection import messages_json
 from agent_replay.audit.queries import list_runs
-from agent_replay.log import MAX_SEQ
+from agent_replay.log import MAX_SEQ, AuditReads, Reads
 from agent_replay.log.chunks import dumps
+from agent_replay.log.filters import STATUSES, RunFilter
 from agent_replay.transcript import from_archive, render
 from agent_replay.transcript.html import CSS as TRANSCRIPT_CSS
+
+
+class TranscribedLog(Reads, AuditReads, Protocol):
+    """What a transcript reads of the log: the runs' records and their events."""
+
 
 router = APIRouter(tags=["audit"], responses=ERRORS, route_class=GuardedRoute)
 
@@ -37,7 +42,7 @@ Normalize = Annotated[bool, Query(description="apply the projector's legacy norm
 
 @router.get("/v1/runs", dependencies=[requires(LIST_RUNS)])
 async def get_runs(
-    engine: ReadEngineDep,
+    log: LogDep,
     thread_id: str | None = None,
     status: Annotated[
         list[str] | None, Query(description=f"repeatable; one of {', '.join(STATUSES)}")
@@ -70,15 +75,13 @@ async def get_runs(
         has_error=has_error,
         error_codes=tuple(error_code or ()),
     )
-    async with engine.connect() as conn:
-        page = await list_runs(conn, run_filter, limit=limit, cursor=cursor)
+    page = await list_runs(log, run_filter, limit=limit, cursor=cursor)
     return JSON({"runs": page.runs, "next_cursor": page.next_cursor})
 
 
 @router.get("/v1/runs/{run_id}/messages", dependencies=[requires(READ_RUN)])
 async def get_run_messages(
     log: LogDep,
-    engine: EngineDep,
     run_id: RunId,
     at: Annotated[
         int | None, Query(ge=0, le=MAX_SEQ, description="project events with seq <= at")
@@ -89,7 +92,7 @@ async def get_run_messages(
     reaches its end), served from the projection cache."""
     run = await log.get_run(run_id)
     projection = await run_projection(
-        engine, StoredRun(run.run_id, run.last_seq, run.closed), at=at, normalize=normalize
+        log, StoredRun(run.run_id, run.last_seq, run.closed), at=at, normalize=normalize
     )
     body = (
         f'{{"run_id":{dumps(run.run_id)},"seq":{projection.upto},'
@@ -101,20 +104,20 @@ async def get_run_messages(
 
 @router.get("/v1/threads/{thread_id}/messages", dependencies=[requires(READ_THREAD)])
 async def get_thread_messages(
-    engine: EngineDep, thread_id: str, normalize: Normalize = False
+    log: LogDep, thread_id: str, normalize: Normalize = False
 ) -> Response:
     """The thread's transcript across its runs, user turns included."""
-    messages = await thread_messages(engine, thread_id, normalize=normalize)
+    messages = await thread_messages(log, thread_id, normalize=normalize)
     body = f'{{"thread_id":{dumps(thread_id)},"messages":{messages_json(messages)}}}'
     return Response(body.encode(), media_type="application/json")
 
 
 @router.get("/v1/runs/{run_id}/export", dependencies=[requires(EXPORT_RUN)])
-async def export_run(state: StateDep, run_id: RunId) -> Response:
+async def export_run(log: LogDep, run_id: RunId) -> Response:
     """The run as an export file (what `agent-replay export --run` writes)."""
-    records = await run_records(state.engine, run_id=run_id)
+    records = await run_records(log, run_id=run_id)
     return StreamingResponse(
-        export_lines(state.engine, records, replica=state.read_engine),
+        export_lines(log, records),
         media_type="application/x-ndjson",
         headers={"Content-Disposition": f'attachment; filename="{run_id}.jsonl"'},
     )
@@ -135,11 +138,11 @@ _NOSNIFF = {"X-Content-Type-Options": "nosniff"}
 
 
 async def _transcript(
-    engine: EngineDep, fmt: str, *, run_id: str | None = None, thread_id: str | None = None
+    log: TranscribedLog, fmt: str, *, run_id: str | None = None, thread_id: str | None = None
 ) -> Response:
     # The same path as `agent-replay transcript --run/--thread`: the export, read back.
-    records = await run_records(engine, run_id=run_id, thread_id=thread_id)
-    archive = read_archive(await export_bytes(engine, records))
+    records = await run_records(log, run_id=run_id, thread_id=thread_id)
+    archive = read_archive(await export_bytes(log, records))
     headers = _HTML_HEADERS if fmt == "html" else _NOSNIFF
     body = render(from_archive(archive), fmt).encode()
     return Response(body, media_type=_TRANSCRIPT_TYPES[fmt], headers=headers)
@@ -147,15 +150,15 @@ async def _transcript(
 
 @router.get("/v1/runs/{run_id}/transcript", dependencies=[requires(READ_RUN)])
 async def run_transcript(
-    engine: EngineDep, run_id: RunId, format: TranscriptFormat = "markdown"
+    log: LogDep, run_id: RunId, format: TranscriptFormat = "markdown"
 ) -> Response:
     """The run as `agent-replay transcript --run` writes it."""
-    return await _transcript(engine, format, run_id=run_id)
+    return await _transcript(log, format, run_id=run_id)
 
 
 @router.get("/v1/threads/{thread_id}/transcript", dependencies=[requires(READ_THREAD)])
 async def thread_transcript(
-    engine: EngineDep, thread_id: str, format: TranscriptFormat = "markdown"
+    log: LogDep, thread_id: str, format: TranscriptFormat = "markdown"
 ) -> Response:
     """The thread as `agent-replay transcript --thread` writes it."""
-    return await _transcript(engine, format, thread_id=thread_id)
+    return await _transcript(log, format, thread_id=thread_id)

@@ -6,7 +6,6 @@ from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, Request
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from agent_replay.agents import Drivers
 from agent_replay.api.auth import Gate
@@ -22,12 +21,9 @@ class AppState:
     """Everything the lifespan owns, yielded once and typed."""
 
     settings: Settings
+    # The log, every read and write of the database included (a hot standby, if
+    # configured, is the log's to use).
     log: LogStore
-    database_url: str
-    # SQLAlchemy Core engine for the audit's filtered queries (agent_replay.audit).
-    engine: AsyncEngine
-    # The same on the hot standby (REPLAY_READ_DATABASE_URL), if any.
-    read_engine: AsyncEngine | None
     # This process's LISTEN connection and per-run fan-out (agent_replay.stream).
     hub: Hub
     # The hosted runs this process drives, and its lease reaper.
@@ -60,22 +56,8 @@ async def _log(request: Request) -> LogStore:
     return state_of(request).log
 
 
-async def _engine(request: Request) -> AsyncEngine:
-    return state_of(request).engine
-
-
 StateDep = Annotated[AppState, Depends(_state)]
 LogDep = Annotated[LogStore, Depends(_log)]
-EngineDep = Annotated[AsyncEngine, Depends(_engine)]
-
-
-async def _read_engine(request: Request) -> AsyncEngine:
-    """The standby's engine for reads that may lag (run listings), else the primary's."""
-    state = state_of(request)
-    return state.read_engine or state.engine
-
-
-ReadEngineDep = Annotated[AsyncEngine, Depends(_read_engine)]
 
 
 async def _drivers(request: Request) -> Drivers:

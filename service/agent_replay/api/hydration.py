@@ -52,9 +52,9 @@ async def hydrate(
     hosted_only: bool = False,
 ) -> Response:
     """`hosted_only`: the thread as a `run` key may see it, its hosted runs alone."""
-    stored = await thread_runs(state.engine, thread_id, hosted_only=hosted_only)
+    stored = await thread_runs(state.log, thread_id, hosted_only=hosted_only)
     closed = [run for run in stored if run.closed]
-    texts = await final_projections(state.engine, closed, False) if closed else {}
+    texts = await final_projections(state.log, closed, False) if closed else {}
     messages = assemble_thread(
         ThreadRun(run.run_id, run.input, parse_messages(texts[run.run_id]) if run.closed else [])
         for run in stored

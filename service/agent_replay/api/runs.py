@@ -14,7 +14,7 @@ from starlette.responses import Response
 from agent_replay import metrics
 from agent_replay.api.auth import APPEND, FORK_RUN, READ_RUN, authorize, requires
 from agent_replay.api.bodies import GuardedRoute, is_json, media_type, read_bounded
-from agent_replay.api.deps import AppState, EngineDep, LogDep, StateDep, state_of
+from agent_replay.api.deps import AppState, LogDep, StateDep, state_of
 from agent_replay.api.models import (
     ERRORS,
     AppendIn,
@@ -27,7 +27,6 @@ from agent_replay.api.models import (
     RunOut,
 )
 from agent_replay.api.responses import JSON
-from agent_replay.audit.events import EventFilter, read_events
 from agent_replay.errors import (
     ContentTypeMismatch,
     ForkSourceNotFound,
@@ -48,6 +47,7 @@ from agent_replay.ingest import (
 )
 from agent_replay.log import MAX_SEQ, check_run_id
 from agent_replay.log.chunks import dumps
+from agent_replay.log.filters import EventFilter
 from agent_replay.log.store import RUN_ID
 from agent_replay.log.typefilter import TypeFilter
 
@@ -266,7 +266,6 @@ async def get_run(log: LogDep, run_id: RunId) -> Response:
 )
 async def list_events(
     log: LogDep,
-    engine: EngineDep,
     run_id: RunId,
     after: Annotated[int, Query(ge=0, le=MAX_SEQ, description="Only events with seq > after")] = 0,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
@@ -285,8 +284,7 @@ async def list_events(
     if event_filter.empty:
         events = await log.read_events(run_id, after, limit, through=run.last_seq)
     else:
-        async with engine.connect() as conn:
-            events = await read_events(conn, run_id, event_filter, after=after, limit=limit)
+        events = await log.read_filtered(run_id, event_filter, after, limit)
     # Stored chunks are JSON text already: splice them in rather than re-encode.
     items = ",".join(
         f'{{"seq":{e.seq},"type":{dumps(e.type)},"received_at":"{e.received_at.isoformat()}",'

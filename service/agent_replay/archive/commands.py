@@ -9,33 +9,22 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import asynccontextmanager
 from datetime import datetime
 from pathlib import Path
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-
 from agent_replay.archive.dump import export_bytes, export_lines, run_records
 from agent_replay.archive.reader import Archive, read_archive
-from agent_replay.log import Administration, EventLog
-from agent_replay.log.engine import open_engine
+from agent_replay.log import EventLog, LogStore
 from agent_replay.log.expiry import SweepReport
 from agent_replay.log.streams import StreamStore
 from agent_replay.log.values import LoadReport, PruneReport
 
 
 @asynccontextmanager
-async def engine_for(url: str) -> AsyncIterator[AsyncEngine]:
-    engine = open_engine(url)
-    try:
-        yield engine
-    finally:
-        await engine.dispose()
-
-
-@asynccontextmanager
-async def log_for(url: str) -> AsyncIterator[Administration]:
-    async with EventLog.connect(url, pool_size=2, commit_lanes=1) as log:
+async def log_for(url: str, *, read_url: str | None = None) -> AsyncIterator[LogStore]:
+    """The log of a command: a connection or two (`read_url`: a hot standby for its reads)."""
+    async with EventLog.connect(url, pool_size=2, commit_lanes=1, read_url=read_url) as log:
         yield log
 
 
@@ -51,19 +40,17 @@ async def export_to(
 
     `read_url`: a hot standby that serves the events (the primary fills in what it lacks).
     """
-    async with AsyncExitStack() as stack:
-        engine = await stack.enter_async_context(engine_for(url))
-        replica = await stack.enter_async_context(engine_for(read_url)) if read_url else None
-        records = await run_records(engine, run_id=run_id, thread_id=thread_id)
+    async with log_for(url, read_url=read_url) as log:
+        records = await run_records(log, run_id=run_id, thread_id=thread_id)
         if out is None:
-            async for line in export_lines(engine, records, replica=replica):
+            async for line in export_lines(log, records):
                 sys.stdout.buffer.write(line)
             sys.stdout.buffer.flush()
             return sum(r.last_seq for r in records)
         partial = out.with_name(out.name + ".part")
         try:
             with partial.open("wb") as handle:
-                async for line in export_lines(engine, records, replica=replica):
+                async for line in export_lines(log, records):
                     handle.write(line)
             os.replace(partial, out)
         finally:
@@ -80,9 +67,9 @@ async def import_archive(url: str, archive: Archive) -> LoadReport:
 async def archive_from_database(url: str, *, run_id: str | None, thread_id: str | None) -> Archive:
     """What `export` would write, read back: transcripts from a database take
     the same path as transcripts from a file."""
-    async with engine_for(url) as engine:
-        records = await run_records(engine, run_id=run_id, thread_id=thread_id)
-        return read_archive(await export_bytes(engine, records))
+    async with log_for(url) as log:
+        records = await run_records(log, run_id=run_id, thread_id=thread_id)
+        return read_archive(await export_bytes(log, records))
 
 
 async def prune_closed(

@@ -19,10 +19,10 @@ from datetime import datetime
 from typing import Any
 
 from agent_replay.archive.format import FORMAT, VERSION, event_prefix
-from agent_replay.audit.filters import STATUSES
 from agent_replay.errors import InvalidExport, InvalidJson, InvalidRunId, ReplayError
 from agent_replay.log import check_run_id
 from agent_replay.log.chunks import check_nesting, dumps, loads, stored
+from agent_replay.log.filters import STATUSES
 from agent_replay.log.summary import summarize
 from agent_replay.log.values import LoadedRun, LoggedEvent, RunRecord
 

@@ -2,39 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, Text, cast
-
-from agent_replay.log.chunks import loads
-from agent_replay.log.schema import runs
-
-# What both a summary and an export record say about a run.
-RUN_COLUMNS: tuple[ColumnElement[Any], ...] = (
-    runs.c.run_id,
-    runs.c.thread_id,
-    runs.c.agent,
-    runs.c.status,
-    runs.c.created_at,
-    runs.c.updated_at,
-    runs.c.closed_at,
-    runs.c.last_seq,
-    runs.c.error_message,
-    runs.c.error_code,
-    # jsonb as text, decoded by the log's exact parser like Run.from_record.
-    cast(runs.c.metadata, Text).label("metadata"),
-)
-
-# Everything a summary needs, all maintained on the run row by appends.
-SUMMARY_COLUMNS = (
-    *RUN_COLUMNS,
-    runs.c.tool_names,
-    runs.c.prompt_tokens,
-    runs.c.completion_tokens,
-    runs.c.total_tokens,
-)
+from agent_replay.log import Run
 
 
 def _iso(moment: datetime | None) -> str | None:
@@ -47,27 +18,27 @@ def duration_ms(created_at: datetime, closed_at: datetime | None) -> int | None:
     return (closed_at - created_at) // timedelta(milliseconds=1)
 
 
-def usage(row: Mapping[str, Any]) -> dict[str, int | None] | None:
-    values = (row["prompt_tokens"], row["completion_tokens"], row["total_tokens"])
+def usage(run: Run) -> dict[str, int | None] | None:
+    values = (run.prompt_tokens, run.completion_tokens, run.total_tokens)
     if all(v is None for v in values):
         return None
     return dict(zip(("promptTokens", "completionTokens", "totalTokens"), values, strict=True))
 
 
-def summary(row: Mapping[str, Any]) -> dict[str, Any]:
+def summary(run: Run) -> dict[str, Any]:
     return {
-        "run_id": row["run_id"],
-        "thread_id": row["thread_id"],
-        "agent": row["agent"],
-        "status": row["status"],
-        "created_at": _iso(row["created_at"]),
-        "updated_at": _iso(row["updated_at"]),
-        "closed_at": _iso(row["closed_at"]),
-        "duration_ms": duration_ms(row["created_at"], row["closed_at"]),
-        "event_count": row["last_seq"],
-        "tool_names": list(row["tool_names"]),
-        "error": row["error_message"],
-        "error_code": row["error_code"],
-        "usage": usage(row),
-        "metadata": loads(row["metadata"]),
+        "run_id": run.run_id,
+        "thread_id": run.thread_id,
+        "agent": run.agent,
+        "status": run.status,
+        "created_at": _iso(run.created_at),
+        "updated_at": _iso(run.updated_at),
+        "closed_at": _iso(run.closed_at),
+        "duration_ms": duration_ms(run.created_at, run.closed_at),
+        "event_count": run.last_seq,
+        "tool_names": list(run.tool_names),
+        "error": run.error_message,
+        "error_code": run.error_code,
+        "usage": usage(run),
+        "metadata": run.metadata,
     }

@@ -14,19 +14,17 @@ import asyncio
 import logging
 import uuid
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from itertools import starmap
-from operator import itemgetter
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any
 
 import asyncpg
 
-from agent_replay import metrics
 from agent_replay.config import asyncpg_dsn
 from agent_replay.errors import InvalidRequest, RunConflict, RunNotFound, Unavailable
-from agent_replay.log import bulk, leases, partitions, readers, retention
+from agent_replay.log import bulk, leases, lookups, partitions, readers, reading, retention
 from agent_replay.log import rows as log_rows
 from agent_replay.log.chunks import (
     Chunks,
@@ -39,6 +37,7 @@ from agent_replay.log.chunks import (
     stored_values,
 )
 from agent_replay.log.faults import acquire, translated
+from agent_replay.log.filters import EventFilter, RunFilter
 from agent_replay.log.listener import Listener
 from agent_replay.log.sql import QUERIES
 from agent_replay.log.store import MAX_SEQ, check_run_id
@@ -55,6 +54,7 @@ from agent_replay.log.values import (
     PoolStats,
     PruneReport,
     Run,
+    RunRecord,
     RunState,
     StoredChunk,
 )
@@ -63,12 +63,6 @@ from agent_replay.log.writer import COMMIT_SETTINGS, GroupCommitter
 _CREATE_RUN = QUERIES["create_run"]
 _GET_RUN = QUERIES["get_run"]
 _RUN_INPUT = QUERIES["run_input"]
-_READ_EVENTS = QUERIES["read_events"]
-_READ_PAGE = QUERIES["read_page"]
-# A fork's prefix is its source's (agent_replay.log.streams): read through the chain
-# only when a plain read does not start right after the cursor.
-_READ_EVENTS_STITCHED = QUERIES["read_events_stitched"]
-_READ_STITCHED = QUERIES["stream_read"]
 _RUN_STATES = QUERIES["run_states"]
 _SCHEMA_VERSION = QUERIES["schema_version"]
 _INSERT_SECRET = QUERIES["insert_secret"]
@@ -77,7 +71,6 @@ _GET_SECRET = QUERIES["get_secret"]
 _READ = "the event log cannot be read"
 
 _log = logging.getLogger("replay.log")
-_T = TypeVar("_T")
 
 # The run ids an append has checked lately (`EventLog._queue`): a set lookup instead of a
 # match per append, forgotten as a whole when it grows this large.
@@ -100,11 +93,6 @@ def _stored_chunks(
         if kinds == {dict}:
             return stored_values(chunks)  # a caller's parsed events, a column at a time
     return [c if isinstance(c, StoredChunk) else stored(c, i) for i, c in enumerate(chunks)]
-
-
-# read_page's row: (last_seq, closed, seq, n, chunk).
-_ROW_N = itemgetter(3)
-_ROW_CHUNK = itemgetter(2, 4)
 
 
 class _Backends:
@@ -238,6 +226,8 @@ class EventLog:
         self._checked_runs: set[str] = set()
         # A hot standby for catch-up reads (see `read_page`), or None.
         self.read_pool = read_pool
+        # Every read of a run's events, on the primary or the standby.
+        self._reader = reading.Reader(pool, read_pool)
         # Creates `events`' partitions ahead while the log is open (see `open`).
         self._ahead = partitions.Ahead(pool)
         # The server pids of `pool`'s connections, when `open` made the pool (see
@@ -527,65 +517,18 @@ class EventLog:
     async def read_events(
         self, run_id: str, after: int = 0, limit: int = 1000, *, through: int | None = None
     ) -> list[Event]:
-        """Events with seq > `after`, at most `limit`, in seq order.
-
-        `through`: the run's `last_seq` as the primary last reported it. With it
-        (and a standby configured) the standby serves the page, and whatever
-        the standby has not replayed yet up to `through` is read from the primary.
-        """
-        if through is None or self.read_pool is None:
-            return await _events(self.pool, run_id, after, limit)
-        want = min(after + limit, through)
-        rows = await self._from_standby(_events, run_id, after, limit)
-        if rows is None:
-            return await _events(self.pool, run_id, after, limit)
-        end = rows[-1].seq if rows else after
-        if end >= want or len(rows) == limit:
-            metrics.REPLICA_READS.labels("standby").inc()
-            return rows
-        metrics.REPLICA_READS.labels("topped_up").inc()
-        return rows + await _events(self.pool, run_id, end, limit - len(rows))
+        """Events with seq > `after`, at most `limit`, in seq order (see `Reader.events`:
+        with `through`, a standby may serve it)."""
+        return list(
+            starmap(Event, await self._reader.events(run_id, after, limit, through=through))
+        )
 
     async def read_page(
         self, run_id: str, after: int, limit: int, *, catch_up: bool = False
     ) -> Page | None:
-        """Events with seq > `after` (at most `limit`) and the run's state; None if no such run.
-
-        `catch_up=True` lets a standby serve it. A standby is behind the primary
-        by its replay lag (or without limit, when replay is paused), so its
-        page is trusted only as far as it goes: a full page, or a run it
-        already has closed and whole. Anything shorter is completed from the
-        primary, in the same call, so a reader never skips what the standby
-        lacks, nor waits for it. The state returned is then the primary's.
-        """
-        if not catch_up or self.read_pool is None:
-            return await _page(self.pool, run_id, after, limit)
-        page = await self._from_standby(_page, run_id, after, limit)
-        if page is None:
-            # Not on the standby yet (a new run), or the standby failed.
-            return await _page(self.pool, run_id, after, limit)
-        if len(page.rows) == limit or page.complete:
-            metrics.REPLICA_READS.labels("standby").inc()
-            return page
-        end = page.rows[-1][0] if page.rows else after
-        rest = await _page(self.pool, run_id, end, limit - len(page.rows))
-        metrics.REPLICA_READS.labels("topped_up").inc()
-        if rest is None:
-            return None  # pruned on the primary meanwhile
-        return Page(rest.state, page.rows + rest.rows)
-
-    async def _from_standby(self, read: Callable[..., Awaitable[_T]], *args: Any) -> _T | None:
-        """`read(standby_pool, *args)`; None (counted) if the standby cannot answer."""
-        assert self.read_pool is not None
-        try:
-            result = await read(self.read_pool, *args)
-        except Unavailable as exc:
-            metrics.REPLICA_READS.labels("primary").inc()
-            _log.warning("standby read failed, reading the primary: %s", exc)
-            return None
-        if result is None:
-            metrics.REPLICA_READS.labels("primary").inc()
-        return result
+        """Events with seq > `after` (at most `limit`) and the run's state; None if no such
+        run (see `Reader.page`: with `catch_up`, a standby may serve it)."""
+        return await self._reader.page(run_id, after, limit, catch_up=catch_up)
 
     async def read_states(self, run_ids: Sequence[str]) -> dict[str, RunState]:
         with translated(_READ):
@@ -654,6 +597,47 @@ class EventLog:
     async def reader_absence(self, run_id: str, fresh_seconds: float) -> Absence | None:
         return await readers.absence(self.pool, run_id, fresh_seconds)
 
+    # -- audit and archive reads (agent_replay.log.lookups) -------------------
+
+    async def list_runs(
+        self, f: RunFilter, limit: int, after: tuple[datetime, str] | None = None
+    ) -> list[Run]:
+        """Runs matching `f`, newest first (`created_at, run_id` descending), only those
+        before `after` (a page's last pair), at most `limit`. From the standby when there
+        is one (a listing may lag the primary by its replay), else, or if it does not
+        answer, from the primary."""
+        records = await self._reader.from_standby(lookups.list_runs, f, limit, after)
+        assert records is not None
+        return [_run_of(r) for r in records]
+
+    async def read_filtered(
+        self, run_id: str, f: EventFilter, after: int = 0, limit: int = 1000
+    ) -> list[Event]:
+        """`read_events` of the events that pass `f` (a filter that lets all through reads
+        as `read_events`)."""
+        if f.empty:
+            return await self.read_events(run_id, after, limit)
+        return list(starmap(Event, await lookups.read_filtered(self.pool, run_id, f, after, limit)))
+
+    async def run_record(self, run_id: str) -> RunRecord | None:
+        return await lookups.run_record(self.pool, run_id)
+
+    async def thread_records(self, thread_id: str) -> list[RunRecord]:
+        """The thread's runs, oldest first (`created_at, run_id`)."""
+        return await lookups.thread_records(self.pool, thread_id)
+
+    async def cached_projections(
+        self, last_seqs: Mapping[str, int], normalize: bool, version: str
+    ) -> dict[str, str]:
+        """{run_id: messages} cached for these runs at exactly these last_seqs."""
+        return await lookups.cached_projections(self.pool, last_seqs, normalize, version)
+
+    async def store_projections(
+        self, made: Sequence[tuple[str, int, str]], normalize: bool, version: str
+    ) -> None:
+        """Cache each `(run_id, last_seq, messages)`, all in one transaction."""
+        await lookups.store_projections(self.pool, made, normalize, version)
+
     # -- whole runs and readiness ---------------------------------------------
 
     async def load_runs(self, runs: Sequence[LoadedRun]) -> LoadReport:
@@ -703,39 +687,6 @@ def _run_of(row: asyncpg.Record) -> Run:
 
 def _stats(pool: asyncpg.Pool) -> PoolStats:
     return PoolStats(pool.get_size() - pool.get_idle_size(), pool.get_size(), pool.get_max_size())
-
-
-async def _events(pool: asyncpg.Pool, run_id: str, after: int, limit: int) -> list[Event]:
-    with translated(_READ):
-        rows = await pool.fetch(_READ_EVENTS, run_id, after, limit)
-        # The first row holding `after + 1` starts at or before it; anything else is a
-        # gap: a fork's inherited prefix, or nothing there.
-        if not rows or rows[0]["seq"] - rows[0]["n"] > after:
-            rows = await pool.fetch(_READ_EVENTS_STITCHED, run_id, after, limit)
-    return list(starmap(Event, log_rows.events_of(rows, after, limit=limit)))
-
-
-async def _page(pool: asyncpg.Pool, run_id: str, after: int, limit: int) -> Page | None:
-    with translated(_READ):
-        async with acquire(pool) as conn:
-            records = await conn.fetch(_READ_PAGE, run_id, after, limit)
-    if not records:
-        return None
-    first = records[0]
-    state = RunState(first[0], first[1])
-    if (first[2] is None and after < state.last_seq) or (
-        first[2] is not None and first[2] - first[3] > after
-    ):
-        # A gap right after the cursor: a fork's inherited prefix (its own
-        # events start after the fork point), read from its source.
-        with translated(_READ):
-            rows = await pool.fetch(_READ_STITCHED, run_id, after, state.last_seq, limit)
-        return Page(state, log_rows.chunks_of(rows, after, limit=limit))
-    if first[2] is None:
-        return Page(state, [])
-    if len(records) <= limit and sum(map(_ROW_N, records)) == len(records):
-        return Page(state, list(map(_ROW_CHUNK, records)))  # a row per event (in C)
-    return Page(state, log_rows.chunks_of([r[2:] for r in records], after, limit=limit))
 
 
 class _Opening:

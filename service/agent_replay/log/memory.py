@@ -39,6 +39,7 @@ from agent_replay.errors import (
     Unstorable,
 )
 from agent_replay.log.chunks import check_nesting, dumps, loads, storable, stored
+from agent_replay.log.filters import EventFilter, RunFilter
 from agent_replay.log.store import MAX_SEQ, LogStore, check_run_id
 from agent_replay.log.summary import BIGINT_MAX, summarize
 from agent_replay.log.values import (
@@ -55,6 +56,7 @@ from agent_replay.log.values import (
     PruneReport,
     Row,
     Run,
+    RunRecord,
     RunState,
     StoredChunk,
 )
@@ -197,6 +199,8 @@ class MemoryLog:
     def __init__(self) -> None:
         self.runs: dict[str, _Run] = {}
         self.secrets: dict[str, str] = {}
+        # (run_id, normalize) -> (last_seq, projector version, messages).
+        self.projections: dict[tuple[str, bool], tuple[int, str, str]] = {}
         self.subscriptions: list[_Subscription] = []
 
     def replay(self, primary: MemoryLog, run_id: str) -> None:
@@ -563,6 +567,60 @@ class MemoryStore:
             (now - since).total_seconds(),
         )
 
+    # -- audit and archive reads --------------------------------------------------
+
+    async def list_runs(
+        self, f: RunFilter, limit: int, after: tuple[datetime, str] | None = None
+    ) -> list[Run]:
+        """From the standby when there is one, as `EventLog` lists (a listing may lag)."""
+        log = self.log if self.standby is None else self.standby
+        found = sorted(
+            (run for run in log.runs.values() if f.matches(run.run())),
+            key=lambda run: (run.created_at, run.run_id),
+            reverse=True,
+        )
+        if after is not None:
+            found = [run for run in found if (run.created_at, run.run_id) < after]
+        return [run.run() for run in found[:limit]]
+
+    async def read_filtered(
+        self, run_id: str, f: EventFilter, after: int = 0, limit: int = 1000
+    ) -> list[Event]:
+        run = self.log.runs.get(run_id)
+        if run is None:
+            return []
+        passing = [
+            Event(seq, chunk.type, chunk.text, at)
+            for seq, (chunk, at) in enumerate(run.events[after:], start=after + 1)
+            if f.passes(chunk.type, at)
+        ]
+        return passing[:limit]
+
+    async def run_record(self, run_id: str) -> RunRecord | None:
+        run = self.log.runs.get(run_id)
+        return None if run is None else _record(run)
+
+    async def thread_records(self, thread_id: str) -> list[RunRecord]:
+        thread_id = storable(thread_id)
+        held = [run for run in self.log.runs.values() if run.thread_id == thread_id]
+        return [_record(run) for run in sorted(held, key=lambda r: (r.created_at, r.run_id))]
+
+    async def cached_projections(
+        self, last_seqs: Mapping[str, int], normalize: bool, version: str
+    ) -> dict[str, str]:
+        found = {}
+        for run_id, last_seq in last_seqs.items():
+            cached = self.log.projections.get((run_id, normalize))
+            if cached is not None and cached[:2] == (last_seq, version):
+                found[run_id] = cached[2]
+        return found
+
+    async def store_projections(
+        self, made: Sequence[tuple[str, int, str]], normalize: bool, version: str
+    ) -> None:
+        for run_id, last_seq, messages in made:
+            self.log.projections[run_id, normalize] = (last_seq, version, messages)
+
     # -- administration ---------------------------------------------------------
 
     async def load_runs(self, runs: Sequence[LoadedRun]) -> LoadReport:
@@ -601,6 +659,8 @@ class MemoryStore:
         gone = self._prunable(closed_before)
         for run in gone:
             del self.log.runs[run.run_id]
+            for normalize in (False, True):
+                self.log.projections.pop((run.run_id, normalize), None)
         report = _report(gone)
         report.batches = 1 if gone else 0
         return report
@@ -676,6 +736,23 @@ def _check_same(held: _Run, loaded: LoadedRun) -> None:
     )
     if not same:
         raise RunConflict(f"run {run_id!r} is already stored with different events")
+
+
+def _record(run: _Run) -> RunRecord:
+    return RunRecord(
+        run_id=run.run_id,
+        thread_id=run.thread_id,
+        agent=run.agent,
+        status=run.status,
+        created_at=run.created_at,
+        updated_at=run.updated_at,
+        closed_at=run.closed_at,
+        last_seq=run.last_seq,
+        error_message=run.error_message,
+        metadata=copy.deepcopy(run.metadata),
+        input=run.input,
+        error_code=run.error_code,
+    )
 
 
 def _loaded(loaded: LoadedRun) -> _Run:

@@ -1198,3 +1198,66 @@ WHERE (
     OR (s.ttl_seconds IS NOT NULL AND s.touched_at + s.ttl_seconds * interval '1 second' <= now())
   )
   AND NOT EXISTS (SELECT 1 FROM run_forks g WHERE g.source_run_id = s.run_id);
+
+
+-- Audit and archive reads (agent_replay.log.lookups): a run's export record, a
+-- thread's runs, a run's events filtered by type and receive time, and the cache
+-- of closed runs' projections. (The run listing's statement is composed there:
+-- its filters pick the index, which one generic plan could not.)
+
+-- name: run_record
+-- Run $1's stored fields, as an export describes it.
+SELECT run_id, thread_id, agent, status, created_at, updated_at, closed_at, last_seq,
+       error_message, error_code, metadata::text AS metadata, input
+FROM runs WHERE run_id = $1;
+
+-- name: thread_records
+-- `run_record` of each run of thread $1, oldest first.
+SELECT run_id, thread_id, agent, status, created_at, updated_at, closed_at, last_seq,
+       error_message, error_code, metadata::text AS metadata, input
+FROM runs WHERE thread_id = $1 ORDER BY created_at, run_id;
+
+-- name: read_events_filtered
+-- Run $1's rows holding events after $2, at most $3, through its fork chain (see
+-- stream_read), that may pass the filters: types $4 (exact, NULL: any), LIKE
+-- patterns $5 (NULL: any) and receive times $6 <= received_at < $7 (NULL: unbounded).
+-- A batch row's types are its events' joined: it is let through the type filters,
+-- and its events are tested one by one (agent_replay.log.lookups). The scan stays
+-- in the run's primary key range, whatever the filters: no index on `type`, which
+-- every append would pay.
+WITH RECURSIVE chain(run_id, lo, hi, month) AS (
+    SELECT $1::text, coalesce((SELECT fork_seq FROM run_forks WHERE run_id = $1), 0),
+        9223372036854775807::bigint, (SELECT run_month FROM runs WHERE run_id = $1)
+  UNION ALL
+    SELECT f.source_run_id,
+        coalesce((SELECT g.fork_seq FROM run_forks g WHERE g.run_id = f.source_run_id), 0), c.lo,
+        (SELECT s.run_month FROM runs s WHERE s.run_id = f.source_run_id)
+    FROM chain c JOIN run_forks f ON f.run_id = c.run_id
+    WHERE c.lo > $2
+)
+SELECT e.seq, e.n, e.type, e.chunk, e.received_at, greatest(c.lo, $2) AS lo, c.hi
+FROM chain c CROSS JOIN LATERAL (
+    SELECT seq, n, type, chunk, received_at FROM events
+    WHERE events.run_id = c.run_id AND events.run_month = c.month AND seq > greatest(c.lo, $2)
+      AND seq < least(c.hi, 9223372036854775551) + 256 AND seq - n < c.hi
+      AND (n > 1 OR $4::text[] IS NULL OR type = ANY($4::text[]))
+      AND (n > 1 OR $5::text[] IS NULL OR type LIKE ANY($5::text[]))
+      AND ($6::timestamptz IS NULL OR received_at >= $6::timestamptz)
+      AND ($7::timestamptz IS NULL OR received_at < $7::timestamptz)
+    ORDER BY seq LIMIT $3
+) AS e
+ORDER BY e.seq - e.n LIMIT $3;
+
+-- name: cached_projections
+-- The cached projections of runs $1 made with normalization $2 by projector version $3.
+SELECT run_id, last_seq, messages FROM run_projections
+WHERE run_id = ANY($1::text[]) AND normalize = $2 AND projector_version = $3;
+
+-- name: store_projection
+-- A closed run's projection: run $1, normalization $2, at last_seq $3, by projector
+-- version $4, the messages $5 (replacing one made before).
+INSERT INTO run_projections (run_id, normalize, last_seq, projector_version, messages)
+VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (run_id, normalize) DO UPDATE
+SET last_seq = excluded.last_seq, projector_version = excluded.projector_version,
+    messages = excluded.messages, created_at = excluded.created_at;

@@ -1,7 +1,8 @@
 """The log's tables, as SQLAlchemy Core metadata.
 
-Alembic revisions create the schema; this module is what the drift test
-compares them with, and what the audit queries are written against.
+Alembic revisions create the schema; this module is what the drift test (and
+alembic's environment) compares them with. No statement is built from it: the
+log's are in `queries.sql` (and the run listing's in `lookups.py`).
 
 `events` has no foreign key to `runs` on purpose: every append reaches it
 through an UPDATE of its run row in the same statement, so the key could never

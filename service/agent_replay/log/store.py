@@ -4,7 +4,7 @@ The stream, the hosted-run drivers, the HTTP edge and the offline commands
 are handed a `LogStore`, never a pool or a connection: what they may ask of
 the log is this list, and nothing here says PostgreSQL. It is the union of
 one small Protocol per role (`Appends`, `Reads`, `RunStates`, `Leases`,
-`ReaderPresence`, `Administration`), and a consumer is typed on the roles it
+`ReaderPresence`, `AuditReads`, `Administration`), and a consumer is typed on the roles it
 uses. What it takes and answers is in `agent_replay.log.values`; this module
 imports no implementation. `EventLog` (PostgreSQL) and `MemoryStore` (plain
 Python, `agent_replay.log.memory`) implement it, and both run the contract
@@ -39,6 +39,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from agent_replay.errors import InvalidRunId
+from agent_replay.log.filters import EventFilter, RunFilter
 from agent_replay.log.summary import BIGINT_MAX
 from agent_replay.log.values import (
     Absence,
@@ -53,6 +54,7 @@ from agent_replay.log.values import (
     PoolStats,
     PruneReport,
     Run,
+    RunRecord,
     RunState,
     StoredChunk,
 )
@@ -222,6 +224,41 @@ class ReaderPresence(Protocol):
     async def reader_absence(self, run_id: str, fresh_seconds: float) -> Absence | None: ...
 
 
+class AuditReads(Protocol):
+    """The audit's and the archive's reads: run listings, export records, a run's events
+    filtered, and the cache of closed runs' projections."""
+
+    async def list_runs(
+        self, f: RunFilter, limit: int, after: tuple[datetime, str] | None = None
+    ) -> list[Run]:
+        """Runs matching `f`, newest first (`created_at, run_id` descending), only those
+        before `after`, at most `limit`; a replica may serve it (it may lag)."""
+        ...
+
+    async def read_filtered(
+        self, run_id: str, f: EventFilter, after: int = 0, limit: int = 1000
+    ) -> list[Event]:
+        """`read_events` of only the events that pass `f`."""
+        ...
+
+    async def run_record(self, run_id: str) -> RunRecord | None: ...
+
+    async def thread_records(self, thread_id: str) -> list[RunRecord]:
+        """The thread's runs, oldest first (`created_at, run_id`)."""
+        ...
+
+    async def cached_projections(
+        self, last_seqs: Mapping[str, int], normalize: bool, version: str
+    ) -> dict[str, str]:
+        """{run_id: messages} of the projections cached for these runs at these last_seqs."""
+        ...
+
+    async def store_projections(
+        self, made: Sequence[tuple[str, int, str]], normalize: bool, version: str
+    ) -> None:
+        """Cache each closed run's `(run_id, last_seq, messages)`."""
+
+
 class Administration(Protocol):
     """Whole runs (import, retention), readiness, connections and deployment secrets."""
 
@@ -258,6 +295,8 @@ class Administration(Protocol):
         ...
 
 
-class LogStore(Appends, Reads, RunStates, Leases, ReaderPresence, Administration, Protocol):
+class LogStore(
+    Appends, Reads, RunStates, Leases, ReaderPresence, AuditReads, Administration, Protocol
+):
     """Everything the service may ask of the log: what its composition root holds and
     hands on, each consumer typed on the roles it uses."""

@@ -12,7 +12,7 @@ same transaction as the events it concerns:
   the new state before one commit: a retry after a crash is a duplicate,
   never a second copy;
 * a fork shares its source's prefix: `run_forks` says "seqs up to N are the
-  source's", and reads stitch (never a copy).
+  source's", and reads stitch (never a copy: `agent_replay.log.reading`).
 
 Plain appends (no guard) take the group committer like any run's. The
 protocol's rules (which header means what, which status) live in
@@ -43,8 +43,7 @@ from agent_replay.errors import (
     StreamNotFound,
     StreamSeqConflict,
 )
-from agent_replay.log import expiry, partitions
-from agent_replay.log import rows as log_rows
+from agent_replay.log import expiry, partitions, reading
 from agent_replay.log.eventlog import EventLog
 from agent_replay.log.faults import translated
 from agent_replay.log.request import Group, thread_of
@@ -73,11 +72,6 @@ _SET_PRODUCER = QUERIES["stream_set_producer"]
 _DELETE_RUN = QUERIES["stream_delete_run"]
 _ORPHANED = QUERIES["stream_orphaned"]
 _LAST_SEQ = QUERIES["stream_last_seq"]
-_READ = QUERIES["stream_read"]
-_READ_OWN = QUERIES["stream_read_own"]
-_READ_ONE = QUERIES["stream_read_one"]
-_READ_OWN_JSON = QUERIES["stream_read_own_json"]
-_READ_JSON = QUERIES["stream_read_json"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,11 +209,8 @@ class StreamStore:
         self, state: StreamState, after: int, upto: int, limit: int
     ) -> list[tuple[int, str]]:
         """Events after `after` up to `upto`, at most `limit`, a fork's prefix included."""
-        statement = _READ_OWN if state.fork_seq is None else _READ
-        with translated("the event log cannot be read"):
-            async with self.pool.acquire() as conn:
-                rows = await conn.fetch(statement, state.run_id, after, upto, limit)
-        return log_rows.chunks_of(rows, after, upto, limit)
+        forked = state.fork_seq is not None
+        return await reading.chunks(self.pool, state.run_id, after, upto, limit, forked=forked)
 
     async def read_json(
         self, state: StreamState, after: int, upto: int, limit: int, max_bytes: int
@@ -228,22 +219,13 @@ class StreamStore:
 
         At most `limit` messages and about `max_bytes` (never fewer than one).
         """
-        statement = _READ_OWN_JSON if state.fork_seq is None else _READ_JSON
-        # The statement takes at most `limit` rows, and a batch row holds many
-        # messages: bound the seqs instead (a run's seqs are contiguous, a fork's
-        # prefix included, so `limit` seqs are at most `limit` messages).
-        upto = min(upto, after + limit)
-        with translated("the event log cannot be read"):
-            row = await self.pool.fetchrow(statement, state.run_id, after, upto, limit, max_bytes)
-        assert row is not None
-        count = int(row["n"])
-        return count, int(row["last"]) if count else after, str(row["body"])
+        forked = state.fork_seq is not None
+        return await reading.json_messages(
+            self.pool, state.run_id, after, upto, limit, max_bytes, forked=forked
+        )
 
     async def chunk_at(self, run_id: str, seq: int) -> str | None:
-        with translated("the event log cannot be read"):
-            row = await self.pool.fetchrow(_READ_ONE, run_id, seq - 1, seq)
-        found = [] if row is None else log_rows.chunks_of([row], seq - 1, seq)
-        return found[0][1] if found else None
+        return await reading.chunk_at(self.pool, run_id, seq)
 
     # -- creation -------------------------------------------------------------
 
