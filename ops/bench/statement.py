@@ -2,35 +2,33 @@
 
     python ops/bench/statement.py [--runs 37] [--statements 1500] [--rounds 3] [--json FILE]
 
-One connection commits the same group over and over: one event for each of
-`--runs` runs, each run's expected seq given, as a hosted run's tokens arrive
-(a group holds one token of each of many runs). The group goes through:
+One connection commits the same group over and over, each group shape through the one
+general statement (`append`: its plain shares by the update of counts and expected
+seqs alone, the others by the full one) and through each variant made for that shape:
 
-* `append`: the full statement, which looks every field of a run's request up
-  in its JSON (what such groups took until `append_plain` took expected seqs);
-* `append` for a group of which one share has something to record (a tool
-  name) and the rest are plain: those take its `append_plain`-like update;
-* `append_tools` for that group (what it takes now: one share records only
-  the tool it called, so no share needs the full update);
-* `append_plain` with the expected seqs (what such a group of several chunks
-  per run takes);
-* `append_ones` with the expected seqs, and with the tool (what these groups,
-  one chunk per run, take now);
-* `append_plain` and `append_ones` without them (a plain stream's group).
+* tokens: one event for each of `--runs` runs (a hosted run's tokens arrive so: a group
+  holds one token of each of many runs), with each run's expected seq and without;
+  variants `append_plain` and `append_ones`;
+* the same group where one run's token is a tool call's start (its share records the
+  tool's name); variants `append_tools` and `append_ones`;
+* one run's 1,000 events, a row each (the row-per-event layout's large append, which
+  the writer sends by COPY from 1,000 rows on); variant `bump` then COPY.
 
-No other process listens, so the plain statements queue no NOTIFY (as in a
-lone process); `append` always does.
+A variant earns its place only if it saves at least 15% of PostgreSQL's CPU per event
+against the general statement on the same group (issue #47).
+
+No other process listens, so no statement queues a NOTIFY (as in a lone process).
 
 The figure is the backend's CPU (utime + stime from /proc) per event stored,
 which, unlike wall time, counts only the server's own work, so a busy machine
 changes it little; beside it, this process's CPU per event (binding the group's
-rows, `EventRows.params`, sending the statement and reading its answer: what
-the writer's event loop pays) and the wall time per statement. The targets
-take turns within each round (the order rotated every round); each prints its
-median over the rounds and its ratio to the full statement's. Commits are
-durable (`synchronous_commit` as the server has it), as the log's are. The
-connection has the commit lanes' session settings (`writer.COMMIT_SETTINGS`), so
-the statements run on the plans the lanes' do.
+rows, sending the statement and reading its answer: what the writer's event loop
+pays) and the wall time per statement. The targets take turns within each round
+(the order rotated every round); each prints its median over the rounds and its
+ratio to the general statement's on the same group. Commits are durable
+(`synchronous_commit` as the server has it), as the log's are. The connection has
+the commit lanes' session settings (`writer.COMMIT_SETTINGS`), so the statements
+run on the plans the lanes' do.
 """
 
 from __future__ import annotations
@@ -43,7 +41,8 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -61,79 +60,128 @@ from agent_replay.log.writer import COMMIT_SETTINGS
 CHUNK = orjson.dumps(
     {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": "tokens "}
 ).decode()
+TOKEN = StoredChunk("TEXT_MESSAGE_CONTENT", CHUNK, "m1", None)
 
-# Each target: (statement, its parameters, given the group's rows, the runs and each
-# run's seq before the group).
-Params = Callable[[EventRows, list[str], dict[str, int]], tuple[Any, ...]]
-
-
-def _full(events: EventRows, runs: list[str], seqs: dict[str, int]) -> tuple[Any, ...]:
-    requests = {run: {"n": 1, "expected": seqs[run] + 1} for run in runs}
-    return *events.params(), orjson.dumps(requests).decode(), runs, "{}", [], "{}"
-
-
-def _one_rich(events: EventRows, runs: list[str], seqs: dict[str, int]) -> tuple[Any, ...]:
-    # The first run's share records a tool name; the rest are plain, as `append` takes them.
-    rich, plain = runs[:1], runs[1:]
-    requests = {run: {"n": 1, "expected": seqs[run] + 1, "tools": ["search"]} for run in rich}
-    expected = {run: seqs[run] + 1 for run in plain}
-    return (
-        *events.params(),
-        orjson.dumps(requests).decode(),
-        rich,
-        orjson.dumps(dict.fromkeys(plain, 1)).decode(),
-        plain,
-        orjson.dumps(expected).decode(),
-    )
-
-
-_TOOL = orjson.dumps({"statement-0000": ["search"]}).decode()
 # The committing process: no other one listens (no NOTIFY).
 _PROCESS = "statement-bench"
 
-
-def _one_tool(events: EventRows, runs: list[str], seqs: dict[str, int]) -> tuple[Any, ...]:
-    # The same group as `_one_rich`'s, as `append_tools` takes it: every run's count and
-    # expected seq, and the first run's tool apart.
-    return (*_plain_expected(events, runs, seqs)[:-1], _TOOL, _PROCESS)
+# A target commits its group once, given the connection and each run's seq before it.
+Commit = Callable[[asyncpg.Connection, dict[str, int]], Awaitable[list[asyncpg.Record]]]
 
 
-def _plain_expected(events: EventRows, runs: list[str], seqs: dict[str, int]) -> tuple[Any, ...]:
-    expected = {run: seqs[run] + 1 for run in runs}
-    counts = orjson.dumps(dict.fromkeys(runs, 1)).decode()
-    return *events.params(), counts, runs, orjson.dumps(expected).decode(), _PROCESS
+@dataclass
+class Shape:
+    runs: list[str]
+    events: EventRows
+    targets: dict[str, Commit]  # the first: the general statement
+    per_group: int  # events per group
+    scale: int = 1  # this shape's groups per round: `--statements` // scale
 
 
-def _plain(events: EventRows, runs: list[str], seqs: dict[str, int]) -> tuple[Any, ...]:
-    counts = orjson.dumps(dict.fromkeys(runs, 1)).decode()
-    return *events.params(), counts, runs, "{}", _PROCESS
+def _dumps(value: Any) -> str:
+    return orjson.dumps(value).decode()
 
 
-def _ones(
-    events: EventRows, runs: list[str], seqs: dict[str, int], *, expected: bool, tool: bool
-) -> tuple[Any, ...]:
-    columns = ones_columns(events.rows)
-    assert columns is not None
-    given = orjson.dumps({run: seqs[run] + 1 for run in runs}).decode() if expected else "{}"
-    return *columns, given, _TOOL if tool else "{}", _PROCESS
+def _general(events: EventRows, runs: list[str], *, expected: bool, tool: bool) -> Commit:
+    """`append` as the writer sends it: plain shares in $5-$7, the tool share in $3-$4."""
+
+    async def commit(conn: asyncpg.Connection, seqs: dict[str, int]) -> list[asyncpg.Record]:
+        rich = runs[:1] if tool else []
+        plain = runs[1:] if tool else runs
+        counts = {run: len(events.rows) // len(runs) for run in plain}
+        requests = {
+            run: {"n": 1, "tools": ["search"], **({"expected": seqs[run] + 1} if expected else {})}
+            for run in rich
+        }
+        given = {run: seqs[run] + 1 for run in plain} if expected else {}
+        params = (_dumps(requests), rich, _dumps(counts), plain, _dumps(given), _PROCESS)
+        return list(await conn.fetch(sql.APPEND, *events.params(), *params))
+
+    return commit
 
 
-TARGETS: dict[str, tuple[str, Params]] = {
-    "append, expected seqs": (sql.APPEND, _full),
-    "append, one share not plain": (sql.APPEND, _one_rich),
-    "append_tools, one tool share": (sql.APPEND_TOOLS, _one_tool),
-    "append_plain, expected seqs": (sql.APPEND_PLAIN, _plain_expected),
-    "append_ones, expected seqs": (
-        sql.APPEND_ONES,
-        functools.partial(_ones, expected=True, tool=False),
-    ),
-    "append_ones, one tool share": (
-        sql.APPEND_ONES,
-        functools.partial(_ones, expected=True, tool=True),
-    ),
-    "append_plain, none": (sql.APPEND_PLAIN, _plain),
-    "append_ones, none": (sql.APPEND_ONES, functools.partial(_ones, expected=False, tool=False)),
-}
+def _plain(events: EventRows, runs: list[str], *, expected: bool) -> Commit:
+    async def commit(conn: asyncpg.Connection, seqs: dict[str, int]) -> list[asyncpg.Record]:
+        counts = _dumps(dict.fromkeys(runs, 1))
+        given = _dumps({run: seqs[run] + 1 for run in runs}) if expected else "{}"
+        params = (counts, runs, given, _PROCESS)
+        return list(await conn.fetch(sql.APPEND_PLAIN, *events.params(), *params))
+
+    return commit
+
+
+def _tools(events: EventRows, runs: list[str]) -> Commit:
+    async def commit(conn: asyncpg.Connection, seqs: dict[str, int]) -> list[asyncpg.Record]:
+        counts = _dumps(dict.fromkeys(runs, 1))
+        given = _dumps({run: seqs[run] + 1 for run in runs})
+        tools = _dumps({runs[0]: ["search"]})
+        params = (counts, runs, given, tools, _PROCESS)
+        return list(await conn.fetch(sql.APPEND_TOOLS, *events.params(), *params))
+
+    return commit
+
+
+def _ones(events: EventRows, runs: list[str], *, expected: bool, tool: bool) -> Commit:
+    async def commit(conn: asyncpg.Connection, seqs: dict[str, int]) -> list[asyncpg.Record]:
+        columns = ones_columns(events.rows)
+        assert columns is not None
+        given = _dumps({run: seqs[run] + 1 for run in runs}) if expected else "{}"
+        tools = _dumps({runs[0]: ["search"]}) if tool else "{}"
+        return list(await conn.fetch(sql.APPEND_ONES, *columns, given, tools, _PROCESS))
+
+    return commit
+
+
+def _copy(events: EventRows, runs: list[str]) -> Commit:
+    async def commit(conn: asyncpg.Connection, seqs: dict[str, int]) -> list[asyncpg.Record]:
+        requests = _dumps({run: {"n": len(events.rows) // len(runs)} for run in runs})
+        async with conn.transaction():
+            rows = list(await conn.fetch(sql.BUMP, requests, runs))
+            records = events.records(
+                {row["run_id"]: row["base"] for row in rows},
+                {row["run_id"]: row["run_month"] for row in rows},
+            )
+            await conn.copy_records_to_table(
+                "events", records=records, columns=list(sql.EVENT_COLUMNS)
+            )
+        return rows
+
+    return commit
+
+
+def shapes(width: int) -> dict[str, Shape]:
+    tokens = [f"statement-{i:04d}" for i in range(width)]
+    rows = EventRows()
+    for run in tokens:
+        rows.add(run, [TOKEN], 0)
+    called = [f"called-{i:04d}" for i in range(width)]
+    called_rows = EventRows()
+    for run in called:
+        called_rows.add(run, [TOKEN], 0)
+    bulk = ["bulk-0000"]
+    bulk_rows = EventRows(batch_min=None)
+    bulk_rows.add(bulk[0], [TOKEN] * 1000, 0)
+    return {
+        "tokens, expected seqs": Shape(tokens, rows, {
+            "append": _general(rows, tokens, expected=True, tool=False),
+            "append_plain": _plain(rows, tokens, expected=True),
+            "append_ones": _ones(rows, tokens, expected=True, tool=False),
+        }, width),
+        "tokens": Shape(tokens, rows, {
+            "append": _general(rows, tokens, expected=False, tool=False),
+            "append_plain": _plain(rows, tokens, expected=False),
+            "append_ones": _ones(rows, tokens, expected=False, tool=False),
+        }, width),
+        "tokens, one tool call": Shape(called, called_rows, {
+            "append": _general(called_rows, called, expected=True, tool=True),
+            "append_tools": _tools(called_rows, called),
+            "append_ones": _ones(called_rows, called, expected=True, tool=True),
+        }, width),
+        "one run's 1,000 events": Shape(bulk, bulk_rows, {
+            "append": _general(bulk_rows, bulk, expected=False, tool=False),
+            "bump + COPY": _copy(bulk_rows, bulk),
+        }, 1000, scale=15),
+    }  # fmt: skip
 
 
 async def measure(url: str, width: int, statements: int, rounds: int) -> dict[str, Any]:
@@ -141,34 +189,39 @@ async def measure(url: str, width: int, statements: int, rounds: int) -> dict[st
     conn = await asyncpg.connect(url, server_settings=dict(COMMIT_SETTINGS))
     try:
         pid = await conn.fetchval("SELECT pg_backend_pid()")
-        runs = [f"statement-{i:04d}" for i in range(width)]
-        await conn.executemany("INSERT INTO runs (run_id) VALUES ($1)", [(r,) for r in runs])
-        seqs = dict.fromkeys(runs, 0)
-        token = StoredChunk("TEXT_MESSAGE_CONTENT", CHUNK, "m1", None)
-        events = EventRows()
-        for run in runs:
-            events.add(run, [token], 0)
-        cpu: dict[str, list[float]] = {name: [] for name in TARGETS}
-        client: dict[str, list[float]] = {name: [] for name in TARGETS}
-        wall: dict[str, list[float]] = {name: [] for name in TARGETS}
-        names = list(TARGETS)
+        found = shapes(width)
+        every = sorted({run for shape in found.values() for run in shape.runs})
+        await conn.executemany("INSERT INTO runs (run_id) VALUES ($1)", [(r,) for r in every])
+        seqs = dict.fromkeys(every, 0)
+        names = [(group, target) for group, shape in found.items() for target in shape.targets]
+        cpu: dict[str, list[float]] = {f"{g}: {t}": [] for g, t in names}
+        client: dict[str, list[float]] = {f"{g}: {t}": [] for g, t in names}
+        wall: dict[str, list[float]] = {f"{g}: {t}": [] for g, t in names}
+
+        async def once(shape: Shape, commit: Commit, name: str) -> None:
+            rows = await commit(conn, seqs)
+            if len(rows) != len(shape.runs):
+                raise RuntimeError(f"{name}: {len(rows)} of {len(shape.runs)} runs applied")
+            for run in shape.runs:
+                seqs[run] += shape.per_group // len(shape.runs)
+
         for round_ in range(rounds):
-            for name in names[round_ % len(names) :] + names[: round_ % len(names)]:
-                statement, params = TARGETS[name]
-                await conn.fetch(statement, *params(events, runs, seqs))  # planned
-                seqs = {run: seq + 1 for run, seq in seqs.items()}
+            for group, target in names[round_ % len(names) :] + names[: round_ % len(names)]:
+                shape, name = found[group], f"{group}: {target}"
+                commit = shape.targets[target]
+                count = max(1, statements // shape.scale)
+                await once(shape, commit, name)  # planned
                 start, used = time.perf_counter(), cpu_seconds([pid])
                 own = time.process_time()
-                for _ in range(statements):
-                    rows = await conn.fetch(statement, *params(events, runs, seqs))
-                    if len(rows) != width:
-                        raise RuntimeError(f"{name}: {len(rows)} of {width} runs applied")
-                    seqs = {run: seq + 1 for run, seq in seqs.items()}
-                cpu[name].append((cpu_seconds([pid]) - used) / (statements * width) * 1e6)
-                client[name].append((time.process_time() - own) / (statements * width) * 1e6)
-                wall[name].append((time.perf_counter() - start) / statements * 1e3)
+                for _ in range(count):
+                    await once(shape, commit, name)
+                stored = count * shape.per_group
+                cpu[name].append((cpu_seconds([pid]) - used) / stored * 1e6)
+                client[name].append((time.process_time() - own) / stored * 1e6)
+                wall[name].append((time.perf_counter() - start) / count * 1e3)
         return {"cpu_us_per_event": cpu, "client_cpu_us_per_event": client,
-                "wall_ms_per_statement": wall}  # fmt: skip
+                "wall_ms_per_statement": wall, "groups": {g: list(s.targets)
+                                                          for g, s in found.items()}}  # fmt: skip
     finally:
         await conn.close()
 
@@ -185,25 +238,30 @@ def main() -> None:
     cpu = {name: statistics.median(v) for name, v in found["cpu_us_per_event"].items()}
     wall = {name: statistics.median(v) for name, v in found["wall_ms_per_statement"].items()}
     client = {name: statistics.median(v) for name, v in found["client_cpu_us_per_event"].items()}
-    base = cpu["append, expected seqs"]
+    ratios = {}
     print(
-        f"append statements: {args.runs} runs x 1 event per group, {args.statements} groups"
-        f" per target per round, {args.rounds} rounds; load {os.getloadavg()[0]:.1f}"
+        f"append statements: {args.statements} groups per target per round (1,000-event"
+        f" groups: a fifteenth), {args.rounds} rounds; load {os.getloadavg()[0]:.1f}"
     )
-    for name in TARGETS:
-        spread = ", ".join(f"{v:.1f}" for v in found["cpu_us_per_event"][name])
-        print(
-            f"  {name:<30} PostgreSQL CPU {cpu[name]:6.1f} us/event ({spread})"
-            f"  {cpu[name] / base:5.2f}x the full statement   client CPU {client[name]:5.1f}"
-            f" us/event   wall {wall[name]:.2f} ms/statement"
-        )
+    for group, targets in found["groups"].items():
+        base = cpu[f"{group}: {targets[0]}"]
+        print(f"{group}:")
+        for target in targets:
+            name = f"{group}: {target}"
+            ratios[name] = cpu[name] / base
+            spread = ", ".join(f"{v:.1f}" for v in found["cpu_us_per_event"][name])
+            print(
+                f"  {target:<14} PostgreSQL CPU {cpu[name]:6.1f} us/event ({spread})"
+                f"  {ratios[name]:5.2f}x the general statement   client CPU"
+                f" {client[name]:5.1f} us/event   wall {wall[name]:.2f} ms/statement"
+            )
     if args.json:
         report = {
             "runs_per_group": args.runs,
             "cpu_us_per_event": cpu,
             "client_cpu_us_per_event": client,
             "wall_ms_per_statement": wall,
-            "ratio_to_full": {name: cpu[name] / base for name in TARGETS},
+            "ratio_to_general": ratios,
             "rounds": found,
         }
         args.json.write_text(json.dumps(report, indent=2) + "\n")

@@ -164,6 +164,13 @@ note AS (
     FROM (SELECT run_id || ' ' || last_seq || CASE WHEN close THEN ' c' ELSE '' END AS line,
                  (row_number() OVER ()) / 40 AS bucket
           FROM upd) AS l
+    -- Only when the group closed a run (every process's close hooks hear of every
+    -- close, the committing one's too) or another process listens (see
+    -- `listener_lock`); two ranges of the key, as `<>` would scan the table
+    -- (which the lanes' settings price out).
+    WHERE EXISTS (SELECT FROM rich WHERE close)
+       OR EXISTS (SELECT FROM log_listeners WHERE process < $8)
+       OR EXISTS (SELECT FROM log_listeners WHERE process > $8)
     GROUP BY bucket
 )
 SELECT run_id, base, (SELECT count(*) FROM note) AS notes FROM upd;

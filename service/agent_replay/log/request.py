@@ -431,8 +431,6 @@ class Group:
                     process,
                 )
         statement, requests = self.request_params()
-        if statement is sql.APPEND:
-            return statement, (*events.params(), *requests)
         return statement, (*events.params(), *requests, process)
 
     def request_params(self) -> tuple[str, tuple[str | list[str], ...]]:
