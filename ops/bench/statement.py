@@ -24,8 +24,10 @@ which, unlike wall time, counts only the server's own work, so a busy machine
 changes it little; beside it, this process's CPU per event (binding the group's
 rows, sending the statement and reading its answer: what the writer's event loop
 pays) and the wall time per statement. The targets take turns within each round
-(the order rotated every round); each prints its median over the rounds and its
-ratio to the general statement's on the same group. Commits are durable
+(the order rotated every round); each prints its median over the rounds and the
+median (and quartiles) of its ratio to the general statement's on the same group
+in the same round: on a shared machine whose load drifts, the pairs are what
+compare. Commits are durable
 (`synchronous_commit` as the server has it), as the log's are. The connection has
 the commit lanes' session settings (`writer.COMMIT_SETTINGS`), so the statements
 run on the plans the lanes' do.
@@ -35,7 +37,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import functools
 import json
 import os
 import statistics
@@ -238,21 +239,28 @@ def main() -> None:
     cpu = {name: statistics.median(v) for name, v in found["cpu_us_per_event"].items()}
     wall = {name: statistics.median(v) for name, v in found["wall_ms_per_statement"].items()}
     client = {name: statistics.median(v) for name, v in found["client_cpu_us_per_event"].items()}
-    ratios = {}
+    # Each round's ratio to the general statement's figure of the same round (measured
+    # next to it, on the same load), then their median and quartiles over the rounds.
+    ratios: dict[str, float] = {}
+    quartiles: dict[str, list[float]] = {}
     print(
         f"append statements: {args.statements} groups per target per round (1,000-event"
         f" groups: a fifteenth), {args.rounds} rounds; load {os.getloadavg()[0]:.1f}"
     )
     for group, targets in found["groups"].items():
-        base = cpu[f"{group}: {targets[0]}"]
+        base = found["cpu_us_per_event"][f"{group}: {targets[0]}"]
         print(f"{group}:")
         for target in targets:
             name = f"{group}: {target}"
-            ratios[name] = cpu[name] / base
-            spread = ", ".join(f"{v:.1f}" for v in found["cpu_us_per_event"][name])
+            paired = [v / b for v, b in zip(found["cpu_us_per_event"][name], base, strict=True)]
+            ratios[name] = statistics.median(paired)
+            quartiles[name] = (
+                statistics.quantiles(paired, n=4) if len(paired) > 1 else [paired[0]] * 3
+            )
+            low, _, high = quartiles[name]
             print(
-                f"  {target:<14} PostgreSQL CPU {cpu[name]:6.1f} us/event ({spread})"
-                f"  {ratios[name]:5.2f}x the general statement   client CPU"
+                f"  {target:<14} PostgreSQL CPU {cpu[name]:6.1f} us/event  {ratios[name]:5.2f}x"
+                f" the general statement (quartiles {low:.2f}-{high:.2f})   client CPU"
                 f" {client[name]:5.1f} us/event   wall {wall[name]:.2f} ms/statement"
             )
     if args.json:
@@ -262,6 +270,7 @@ def main() -> None:
             "client_cpu_us_per_event": client,
             "wall_ms_per_statement": wall,
             "ratio_to_general": ratios,
+            "ratio_quartiles": quartiles,
             "rounds": found,
         }
         args.json.write_text(json.dumps(report, indent=2) + "\n")
