@@ -614,7 +614,9 @@ _KINDS = st.lists(
     )
 )
 # A share that records only the tools called, beside a plain one not at its expected
-# seq; a run's error and close beside a plain share at its expected seq; a cancel.
+# seq; a run's error and close beside a plain share at its expected seq, with several
+# chunks and with one each; a cancel.
+@example(runs=[([(["RUN_ERROR"], "x")], None, True, None), ([(["A"], "x")], 3, False, None)])
 @example(
     runs=[([(["TOOL_CALL_START"], "search")], None, False, None), ([(["A"], "x")], 4, False, None)]
 )

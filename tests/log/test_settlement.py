@@ -22,6 +22,7 @@ from agent_replay.log.request import (
     Pending,
     RunShare,
     explain,
+    ones_columns,
     settle,
     take,
 )
@@ -196,6 +197,45 @@ def test_take_when_any_queue_then_a_group_that_keeps_each_runs_order_and_bounds(
         else:
             held.add(item.run_id)
     assert size == sum(len(item.chunks) for item in taken)
+
+
+# Any id or type, the columns' separator and null among them.
+_COLUMN_TEXT = st.text(st.sampled_from(["\x1e", "\x1f", "a", "é", "🙂", '"']), max_size=3)
+
+
+@given(
+    st.lists(
+        st.tuples(
+            _COLUMN_TEXT,
+            st.one_of(st.none(), _COLUMN_TEXT),
+            st.one_of(st.none(), _COLUMN_TEXT),
+        ),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_ones_columns_when_any_values_then_each_splits_back_or_none_where_a_value_holds_one(
+    values: list[tuple[str, str | None, str | None]],
+) -> None:
+    """`append_ones`' columns of any rows: each column, split as the statement splits it,
+    gives back its values, the nulls marked; None exactly where a type holds the
+    separator or an id holds the separator or the null."""
+    rows = [
+        (f"run-{i}", 1, kind, f'{{"t":{i}}}', message_id, tool_call_id, 1)
+        for i, (kind, message_id, tool_call_id) in enumerate(values)
+    ]
+    columns = ones_columns(rows)
+    clash = any(
+        "\x1e" in kind or any(v is not None and ("\x1e" in v or "\x1f" in v) for v in ids)
+        for kind, *ids in values
+    )
+    assert (columns is None) == clash
+    if columns is None:
+        return
+    for column, field in zip(columns, (0, 2, 3, 4, 5), strict=True):
+        assert column.split("\x1e") == [
+            "\x1f" if row[field] is None else row[field] for row in rows
+        ]
 
 
 def test_explain_when_run_missing_and_all_may_create_then_created_with_thread_and_retried(

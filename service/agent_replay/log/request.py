@@ -1,7 +1,7 @@
 """One group commit, typed: what the append statement is sent, and what each append gets back.
 
-The append statement (`queries.sql`: `append`) takes a group as typed parts, each
-defined once here:
+The append statement (`queries.sql`: `append`, and `append_ones` for a group of
+tokens) takes a group as typed parts, each defined once here:
 
 * `RunShare`: a run's share of the group (how many events, the seq they must
   start at, whether it closes, its summary). A plain share (a count, at most an
@@ -10,7 +10,9 @@ defined once here:
   needs no join). `RunShare.to_json` is the only writer of that object.
 * `EventRows`: the rows of events, a row per event or per batch
   (agent_replay.log.rows), sent as one JSON array (`$1`, with the batch rows'
-  chunks apart: `$2`).
+  chunks apart: `$2`); a group of one chunk for each of several runs that
+  records nothing but tools sends them as columns of delimited text instead
+  (`append_ones`, `ones_columns`).
 * `Pending`: one producer's append, waiting for its group.
 
 `Group.statement` is the one place a group's statement and its parameters are made.
@@ -181,9 +183,14 @@ class RunShare:
     def plain(self) -> bool:
         """Whether `to_json` holds nothing but the count and the expected seq (`append`
         then takes it with the plain shares), told from the fields without building it."""
+        return not self.tools and self.tools_at_most
+
+    @property
+    def tools_at_most(self) -> bool:
+        """Whether `to_json` holds nothing but the count, the expected seq and the tools
+        called (what `append_ones` takes)."""
         return (
-            not self.tools
-            and not self.close
+            not self.close
             and self.terminal is None
             and self.usage == _NO_USAGE
             and self.born is None
@@ -365,10 +372,29 @@ class Group:
         return cls(shares, events)
 
     def statement(self, process: str = "") -> tuple[str, tuple[Any, ...]]:
-        """The append statement (`queries.sql`) with all its parameters. `process`: the
-        committing process's key, as its listener registered it; the statement notifies
-        (but for a close) only when another process listens (the default, no process's,
-        counts every one)."""
+        """The append statement this group takes (`queries.sql`) with all its parameters:
+        `append_ones` when each of several runs brings one chunk and nothing to record
+        but the tool it called, else `append`. `process`: the committing process's key,
+        as its listener registered it; the statement notifies (but for a close) only
+        when another process listens (the default, no process's, counts every one)."""
+        events = self.events
+        shares = self.shares
+        if (
+            len(events.rows) == events.events == len(shares) > 1
+            and not events.batched
+            and all(share.count == 1 and share.tools_at_most for share in shares.values())
+            and (columns := ones_columns(events.rows)) is not None
+        ):
+            return sql.APPEND_ONES, (
+                *columns,
+                _json({run: s.expected for run, s in shares.items() if s.expected is not None}),
+                _json({run: list(s.tools) for run, s in shares.items() if s.tools}),
+                process,
+            )
+        return self.general(process)
+
+    def general(self, process: str = "") -> tuple[str, tuple[Any, ...]]:
+        """`append`, which takes any group, with all its parameters."""
         shares = self.shares
         # $3-$7: the shares with something to record as the statement's JSON requests
         # (`to_json`), the plain ones (a count, at most an expected seq) apart.
@@ -389,6 +415,33 @@ class Group:
 
 def _json(value: Any) -> str:
     return orjson.dumps(value).decode()
+
+
+# `append_ones`' columns: values joined by a separator, a null in the two that may be
+# null as a value of its own; neither is ever raw in a chunk's JSON text.
+_SEPARATOR = "\x1e"
+_NULL = "\x1f"
+
+
+def ones_columns(rows: list[EventRow]) -> tuple[str, str, str, str, str] | None:
+    """`append_ones`' $1-$5 for these rows (one event each), or None where a value holds
+    the separator or the null (a type or an id may: any string is one), so that the
+    group takes `append`."""
+    count = len(rows)
+    run_ids, _, types, texts, message_ids, tool_call_ids, _ = zip(*rows, strict=True)
+    joined = []
+    for column in (run_ids, types, texts):
+        text = _SEPARATOR.join(column)
+        if text.count(_SEPARATOR) != count - 1:
+            return None
+        joined.append(text)
+    for nullable in (message_ids, tool_call_ids):
+        nulls = nullable.count(None)
+        text = _SEPARATOR.join([_NULL if value is None else value for value in nullable])
+        if text.count(_SEPARATOR) != count - 1 or text.count(_NULL) != nulls:
+            return None
+        joined.append(text)
+    return joined[0], joined[1], joined[2], joined[3], joined[4]
 
 
 def take(

@@ -62,5 +62,6 @@ def parse(text: str) -> Mapping[str, str]:
 QUERIES = parse(SOURCE.read_text("utf-8"))
 
 
-# The one append statement (agent_replay.log.request.Group.statement sends it).
+# The append statements (agent_replay.log.request.Group.statement picks one per group).
 APPEND = QUERIES["append"]
+APPEND_ONES = QUERIES["append_ones"]
