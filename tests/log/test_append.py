@@ -11,7 +11,7 @@ from typing import Any
 import asyncpg
 import orjson
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from agent_replay.config import asyncpg_dsn
@@ -25,7 +25,7 @@ from agent_replay.errors import (
     Unavailable,
 )
 from agent_replay.ingest.verbatim import split_events
-from agent_replay.log import EventLog, sql
+from agent_replay.log import EventLog
 from agent_replay.log.chunks import Chunks, stored, stored_values
 from agent_replay.log.request import Group, Pending
 
@@ -392,23 +392,17 @@ async def test_run_summary_when_tools_called_and_usage_reported_then_maintained_
 async def test_tool_calls_when_appended_alone_then_names_merge_distinct_and_sorted(
     event_log: EventLog,
 ) -> None:
-    """Appends whose only thing to record is the tools called (`append_tools`) add each
-    name once, sorted among the run's earlier ones, whichever statement recorded those
-    (and leave the rest of the summary as it was); a later plain append leaves them."""
+    """Appends whose only thing to record is the tools called add each name once, sorted
+    among the run's earlier ones, whichever append recorded those (and leave the rest of
+    the summary as it was); a later plain append leaves them."""
 
     def start(call: str, name: str) -> dict[str, str]:
         return {"type": "TOOL_CALL_START", "toolCallId": call, "toolCallName": name}
 
     run = "tools-merge-1"
     first = [start("c1", "search"), {"type": "RUN_STARTED", "threadId": "t"}]
-    assert Group.one(run, [stored(c, i) for i, c in enumerate(first)]).statement()[0] == (
-        sql.APPEND_TOOLS
-    )
     await event_log.append(run, first)
     calls = [start("c2", "fetch"), start("c3", "search"), start("c4", "lookup")]
-    assert Group.one(run, [stored(c, i) for i, c in enumerate(calls)]).statement()[0] == (
-        sql.APPEND_TOOLS
-    )
     await asyncio.gather(*(event_log.append(run, [call]) for call in calls))
     await event_log.append(run, [{"type": "TEXT_MESSAGE_CONTENT", "delta": "x"}])
     summary = await event_log.get_run(run)
@@ -420,18 +414,15 @@ async def test_tool_calls_when_appended_alone_then_names_merge_distinct_and_sort
     assert (await event_log.get_run(run)).tool_names == ["fetch", "lookup", "search"]
     await event_log.append(run, [start("c6", "lookup"), start("c7", "answer")])
     assert (await event_log.get_run(run)).tool_names == ["answer", "fetch", "lookup", "search"]
-    # Names the full statement recorded (beside a terminal chunk) are merged with too,
-    # and what else it recorded is left as it was.
+    # Names recorded beside a terminal chunk are merged with too, and what else that
+    # append recorded is left as it was.
     ended = "tools-merge-2"
     finished = [start("c1", "search"), {"type": "RUN_FINISHED", "usage": {"totalTokens": 3}}]
-    assert Group.one(ended, [stored(c, i) for i, c in enumerate(finished)]).statement()[0] == (
-        sql.APPEND
-    )
     await event_log.append(ended, finished)
     await event_log.append(ended, [start("c2", "fetch")])
     after = await event_log.get_run(ended)
     assert after.tool_names == ["fetch", "search"]
-    # The full statement skips a known name and merges a new one the same way.
+    # Beside a terminal chunk, a known name is skipped and a new one merged the same way.
     known = [start("c3", "search"), {"type": "RUN_FINISHED", "usage": {"totalTokens": 1}}]
     await event_log.append(ended, known)
     assert (await event_log.get_run(ended)).tool_names == ["fetch", "search"]
@@ -442,15 +433,14 @@ async def test_tool_calls_when_appended_alone_then_names_merge_distinct_and_sort
     assert (after.last_terminal, after.total_tokens, after.last_seq) == ("RUN_FINISHED", 5, 7)
 
 
-async def test_tool_calls_when_a_group_takes_the_copy_path_then_names_merge_the_same(
+async def test_tool_calls_when_a_group_holds_a_thousand_rows_then_names_merge_the_same(
     database_url: str,
 ) -> None:
-    """`bump` (a group of a row per event too large for one statement) merges a run's
-    tool names as the other statements do: a known name changes nothing, a new one is
-    added in order."""
+    """A group of a thousand rows and more (a row per event) merges a run's tool names as
+    a small one does: a known name changes nothing, a new one is added in order."""
     log = await EventLog.open(database_url, batch_min=None)
     try:
-        run = f"tools-copy-{uuid.uuid4().hex[:6]}"
+        run = f"tools-large-{uuid.uuid4().hex[:6]}"
 
         def calls(*names: str) -> list[dict[str, Any]]:
             deltas = [{"type": "TEXT_MESSAGE_CONTENT", "delta": "x"}] * 1000
@@ -460,10 +450,6 @@ async def test_tool_calls_when_a_group_takes_the_copy_path_then_names_merge_the_
             ]
             return [*deltas, *starts]
 
-        group = Group.of({run: [Pending(run, [stored(c, 0) for c in calls()], None, False,
-                                        True, None, asyncio.get_running_loop().create_future())]},
-                         None)  # fmt: skip
-        assert len(group.events.rows) >= 1000  # the COPY path's, not one statement's
         await log.append(run, calls("search"))
         await log.append(run, calls("search"))
         assert (await log.get_run(run)).tool_names == ["search"]
@@ -474,33 +460,33 @@ async def test_tool_calls_when_a_group_takes_the_copy_path_then_names_merge_the_
         await log.close()
 
 
-async def test_append_when_groups_large_then_copy_path_keeps_order_text_and_retries(
+async def test_append_when_groups_large_then_order_text_summary_and_retries_kept(
     event_log: EventLog,
 ) -> None:
-    """Big groups take the COPY path: same numbering, text, summary and idempotence."""
+    """Big groups: the same numbering, text, summary and idempotence as small ones."""
     big = [
         {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": f"{i} \ud83d"}
         for i in range(700)
     ]
     big.append({"type": "TOOL_CALL_START", "toolCallId": "c", "toolCallName": "search"})
     results = await asyncio.gather(
-        event_log.append("copy-1", big, expected_seq=1),
-        event_log.append("copy-2", [{"type": "A"}]),
-        event_log.append("copy-3", big[:300]),
+        event_log.append("large-1", big, expected_seq=1),
+        event_log.append("large-2", [{"type": "A"}]),
+        event_log.append("large-3", big[:300]),
     )
     assert [(r.first_seq, r.last_seq) for r in results] == [(1, 701), (1, 1), (1, 300)]
-    stored = await event_log.read_events("copy-1", 0, 10_000)
+    stored = await event_log.read_events("large-1", 0, 10_000)
     assert [e.seq for e in stored] == list(range(1, 702))
     assert [json.loads(e.chunk) for e in stored] == big
-    assert (await event_log.get_run("copy-1")).tool_names == ["search"]
-    again = await event_log.append("copy-1", big, expected_seq=1)
+    assert (await event_log.get_run("large-1")).tool_names == ["search"]
+    again = await event_log.append("large-1", big, expected_seq=1)
     assert (again.first_seq, again.last_seq) == (1, 701)
-    assert (await event_log.get_run("copy-1")).last_seq == 701
+    assert (await event_log.get_run("large-1")).last_seq == 701
 
 
-@pytest.mark.parametrize("copy_path", [False, True], ids=["statement", "copy"])
+@pytest.mark.parametrize("large", [False, True], ids=["small", "large"])
 async def test_append_when_summary_values_unstorable_then_chunks_kept_and_summary_sanitized(
-    event_log: EventLog, copy_path: bool
+    event_log: EventLog, large: bool
 ) -> None:
     """NUL, lone surrogates and huge usage are valid in a chunk but not in a text or
     bigint column: the chunk is stored as sent, the summary made storable, and the
@@ -513,22 +499,22 @@ async def test_append_when_summary_values_unstorable_then_chunks_kept_and_summar
     ]
     chunks = [json.loads(text) for text in raw]
     padding = [{"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "x"}] * (
-        1000 if copy_path else 0
+        1000 if large else 0
     )
     bad, neighbour = await asyncio.gather(
-        event_log.append(f"unstorable-1-{copy_path}", padding + chunks),
-        event_log.append(f"unstorable-2-{copy_path}", [{"type": "A"}]),
+        event_log.append(f"unstorable-1-{large}", padding + chunks),
+        event_log.append(f"unstorable-2-{large}", [{"type": "A"}]),
     )
     assert (bad.last_seq, neighbour.last_seq) == (len(padding) + 4, 1)
-    texts = await stored_texts(event_log, f"unstorable-1-{copy_path}")
+    texts = await stored_texts(event_log, f"unstorable-1-{large}")
     assert [json.loads(t) for t in texts[len(padding) :]] == chunks
-    run = await event_log.get_run(f"unstorable-1-{copy_path}")
+    run = await event_log.get_run(f"unstorable-1-{large}")
     assert run.tool_names == ["half \ufffd", "look\ufffdup"]
     assert (run.total_tokens, run.prompt_tokens) == (2**63 - 1, -(2**63 - 1))
     assert (run.last_terminal, run.error_message) == ("RUN_ERROR", "bad \ufffd and \ufffd")
     # Summing past the bigint range saturates instead of failing the commit.
-    await event_log.append(f"unstorable-1-{copy_path}", [chunks[2]])
-    assert (await event_log.get_run(f"unstorable-1-{copy_path}")).total_tokens == 2**63 - 1
+    await event_log.append(f"unstorable-1-{large}", [chunks[2]])
+    assert (await event_log.get_run(f"unstorable-1-{large}")).total_tokens == 2**63 - 1
 
 
 # Text that JSON escapes (quotes, backslashes, control characters) or that is not ASCII.
@@ -582,19 +568,8 @@ async def test_group_statement_when_runs_mix_batch_rows_and_rows_then_each_reads
         assert [(e.seq, e.type, e.chunk) for e in events] == [
             (i + 1, c.type, c.text) for i, c in enumerate(item.chunks)
         ]
-    # Whichever statement the group took (one chunk for each of several runs: the
-    # columns'), its plain shares only bump their runs, the others record their
-    # terminal chunk or the tool they called.
-    kinds_sent = {last for _, last in shares}
-    assert statement == (
-        sql.APPEND
-        if "RUN_FINISHED" in kinds_sent
-        else sql.APPEND_ONES
-        if len(shares) > 1 and all(count == 1 for count, _ in shares)
-        else sql.APPEND_TOOLS
-        if "TOOL_CALL_START" in kinds_sent
-        else sql.APPEND_PLAIN
-    )
+    # The plain shares only bump their runs, the others record their terminal chunk or
+    # the tool they called.
     async with event_log.pool.acquire() as conn:
         rows = await conn.fetch(
             "SELECT run_id, last_seq, last_terminal, tool_names FROM runs WHERE run_id = ANY($1)",
@@ -610,7 +585,115 @@ async def test_group_statement_when_runs_mix_batch_rows_and_rows_then_each_reads
     }
 
 
-# Any string, the two separators of `append_ones`' columns and the empty one included.
+# A run's appends in one group: each (chunk types, tool names); the first append's
+# expected seq (none, the next, or one past it); whether the last closes, and with
+# which status.
+_KINDS = st.lists(
+    st.tuples(
+        st.lists(
+            st.sampled_from(["A", "TOOL_CALL_START", "RUN_FINISHED", "RUN_ERROR"]), max_size=3
+        ),
+        st.sampled_from(["search", "fetch"]),
+    ),
+    min_size=1,
+    max_size=3,
+)
+
+
+@_DATABASE_PROPERTY
+@given(
+    runs=st.lists(
+        st.tuples(
+            _KINDS,
+            st.sampled_from([None, 3, 4]),
+            st.booleans(),
+            st.sampled_from([None, "cancelled"]),
+        ),
+        min_size=1,
+        max_size=5,
+    )
+)
+# A share that records only the tools called, beside a plain one not at its expected
+# seq; a run's error and close beside a plain share at its expected seq, with several
+# chunks and with one each; a cancel.
+@example(runs=[([(["RUN_ERROR"], "x")], None, True, None), ([(["A"], "x")], 3, False, None)])
+@example(
+    runs=[([(["TOOL_CALL_START"], "search")], None, False, None), ([(["A"], "x")], 4, False, None)]
+)
+@example(
+    runs=[
+        ([(["A"], "x"), (["RUN_ERROR"], "x")], 3, True, None),
+        ([(["A", "A"], "x")], 3, False, None),
+    ]
+)
+@example(runs=[([(["RUN_FINISHED", "TOOL_CALL_START"], "fetch")], None, True, "cancelled")])
+async def test_group_when_shares_record_anything_then_each_run_changes_as_its_appends_say(
+    event_log: EventLog,
+    runs: list[tuple[list[tuple[list[str], str]], int | None, bool, str | None]],
+) -> None:
+    """A group of several runs' shares, some plain (a count, an expected seq) and some
+    with more to record (tools called, a terminal chunk, its error and usage, a close
+    and its status), committed by the statement the writer sends: every run at its
+    expected seq (or with none) gets its events from seq 3 on and its summary as its
+    chunks say; a run not at its expected seq is left exactly as it was."""
+    loop = asyncio.get_running_loop()
+    appends: dict[str, list[Pending]] = {}
+    for index, (specs, expected, close, status) in enumerate(runs):
+        run = f"share-{uuid.uuid4().hex[:8]}-{index}"
+        await event_log.append(run, [{"type": "A"}, {"type": "A"}])
+        items = []
+        for position, (kinds, name) in enumerate(specs):
+            values = [
+                {"type": kind, "toolCallName": name, "message": "boom",
+                 "usage": {"totalTokens": 5}}
+                for kind in kinds
+            ]  # fmt: skip
+            last = position == len(specs) - 1
+            items.append(
+                Pending(
+                    run, [stored(v, i) for i, v in enumerate(values)],
+                    expected if position == 0 else None, close and last, False,
+                    status if close and last else None, loop.create_future(),
+                )
+            )  # fmt: skip
+        appends[run] = items
+    statement, params = Group.of(appends).statement()
+    async with event_log.pool.acquire() as conn:
+        answer = await conn.fetch(statement, *params)
+        found = {
+            r["run_id"]: tuple(r)[1:]
+            for r in await conn.fetch(
+                "SELECT run_id, last_seq, closed_at IS NOT NULL, status, last_terminal,"
+                " error_message, tool_names, total_tokens FROM runs WHERE run_id = ANY($1)",
+                list(appends),
+            )
+        }
+    want = {}
+    applied = set()
+    for run, (specs, expected, close, status) in zip(appends, runs, strict=True):
+        kinds = [kind for kinds, _ in specs for kind in kinds]
+        if expected not in (None, 3):
+            want[run] = (2, False, "running", None, None, [], None)
+            continue
+        applied.add(run)
+        ends = [kind for kind in kinds if kind in ("RUN_FINISHED", "RUN_ERROR")]
+        terminal = ends[-1] if ends else None
+        tools = sorted({name for kinds, name in specs if "TOOL_CALL_START" in kinds})
+        tokens = 5 * kinds.count("RUN_FINISHED") or None
+        state = "running"
+        if close:
+            state = status or ("error" if terminal == "RUN_ERROR" else "finished")
+        error = "boom" if terminal == "RUN_ERROR" else None
+        want[run] = (2 + len(kinds), close, state, terminal, error, tools, tokens)
+    assert found == want
+    assert {row["run_id"]: row["base"] for row in answer} == dict.fromkeys(applied, 2)
+    for run in applied:
+        events = await event_log.read_events(run, 2, 100)
+        sent = [chunk.text for item in appends[run] for chunk in item.chunks]
+        assert [(e.seq, e.chunk) for e in events] == list(enumerate(sent, start=3))
+
+
+# Any string, control characters and the empty one included.
 _ANY_TEXT = st.text(st.sampled_from(["\x1e", "\x1f", '"', "\\", "\x01", "é", "a", " "]), max_size=4)
 
 
@@ -634,12 +717,10 @@ async def test_one_event_per_run_group_when_some_runs_refuse_then_the_rest_read_
     shares: list[tuple[str, str, int | None, bool, bool]],
     odd_type: str | None,
 ) -> None:
-    """A group of one event per run: `append_ones` from two runs on, unless a value holds
-    one of its columns' separators (then `append_plain` or `append_tools`, as for a single
-    run). Either way, every run that is open and at its expected seq (if one is given)
-    gets its event at the next seq, exactly as sent (ids null or not, any type, the
-    empty string included), and the tools it called; a closed run, or one not at the
-    expected seq, gets nothing."""
+    """A group of one event per run (a busy log's commonest group): every run that is
+    open and at its expected seq (if one is given) gets its event at the next seq,
+    exactly as sent (ids null or not, any type, the empty string included), and the
+    tools it called; a closed run, or one not at the expected seq, gets nothing."""
     loop = asyncio.get_running_loop()
     appends: dict[str, list[Pending]] = {}
     for index, (kind, text, expected, closed, null_ids) in enumerate(shares):
@@ -655,22 +736,6 @@ async def test_one_event_per_run_group_when_some_runs_refuse_then_the_rest_read_
         chunk = stored(value, 0) if kind else stored_values([value], untyped=True)[0]
         appends[run] = [Pending(run, [chunk], expected, False, False, None, loop.create_future())]
     statement, params = Group.of(appends).statement()
-    sent = [item.chunks[0] for (item,) in appends.values()]
-    # A value holding the separator, or an id holding the null (a type is never null).
-    separated = any(
-        "\x1e" in chunk.type
-        or any("\x1e" in part or "\x1f" in part for part in (chunk.message_id or "",
-                                                           chunk.tool_call_id or ""))
-        for chunk in sent
-    )  # fmt: skip
-    called = any(chunk.type == "TOOL_CALL_START" for chunk in sent)
-    assert statement == (
-        sql.APPEND_ONES
-        if len(appends) > 1 and not separated
-        else sql.APPEND_TOOLS
-        if called
-        else sql.APPEND_PLAIN
-    )
     async with event_log.pool.acquire() as conn:
         answer = await conn.fetch(statement, *params)
     applied = {
@@ -699,63 +764,58 @@ async def test_one_event_per_run_group_when_some_runs_refuse_then_the_rest_read_
             )
 
 
-def _plan_args(statement: str, runs: list[str]) -> tuple[Any, ...]:
-    """`statement`'s parameters for one event of each of `runs`, all plain but the
-    first (for `append`, which updates the others as `append_plain` does; for
-    `append_tools` and `append_ones`, whose first run called a tool)."""
-    rows = json.dumps([[run, 1, "A", '{"type":"A"}', None, None, 1] for run in runs])
-    ones = json.dumps(dict.fromkeys(runs, 1))  # each run's count, and its expected seq
-    if statement == "APPEND_PLAIN":
-        return rows, [], ones, runs, ones, ""
-    if statement == "APPEND_TOOLS":
-        return rows, [], ones, runs, ones, json.dumps({runs[0]: ["search"]}), ""
-    if statement == "APPEND_ONES":
-        columns = ("\x1e".join(values) for values in (runs, ["A"] * len(runs)))
-        chunks = "\x1e".join(['{"type":"A"}'] * len(runs))
-        nulls = "\x1e".join(["\x1f"] * len(runs))
-        return *columns, chunks, nulls, nulls, ones, json.dumps({runs[0]: ["search"]}), ""
-    requests = json.dumps({runs[0]: {"n": 1}})
-    if statement == "BUMP":
-        return requests, runs[:1]
-    rest = runs[1:]
-    return rows, [], requests, runs[:1], json.dumps(dict.fromkeys(rest, 1)), rest, "{}"
+def _plan_group(shape: str, runs: list[str]) -> tuple[str, tuple[Any, ...]]:
+    """The statement and parameters the writer sends for a group over `runs`: one token
+    of each (the first a tool call's start), two chunks of each, or one chunk of each
+    where the first ends its run and closes it."""
+    loop = asyncio.get_running_loop()
+    appends = {}
+    for index, run in enumerate(runs):
+        kind = "A"
+        if index == 0:
+            kind = "RUN_FINISHED" if shape == "one closes" else "TOOL_CALL_START"
+        count = 2 if shape == "two chunks each" else 1
+        chunks = [stored({"type": kind, "toolCallName": "search"}, i) for i in range(count)]
+        close = shape == "one closes" and index == 0
+        appends[run] = [Pending(run, chunks, None, close, False, None, loop.create_future())]
+    return Group.of(appends).statement("plan-process")
 
 
 @pytest.mark.parametrize("stats", ["none", "analyzed", "most_closed"])
-@pytest.mark.parametrize(
-    "statement", ["APPEND", "APPEND_PLAIN", "APPEND_TOOLS", "APPEND_ONES", "BUMP"]
-)
+@pytest.mark.parametrize("shape", ["tokens", "two chunks each", "one closes"])
 async def test_append_statements_on_a_lane_connection_then_runs_are_read_by_key_only(
-    event_log: EventLog, statement: str, stats: str
+    event_log: EventLog, shape: str, stats: str
 ) -> None:
-    """The plan a commit lane runs each statement on (its connection's settings, its
-    generic plan): `runs` read by its key, right under its UPDATE (or a subplan's lookup
-    of one run), never scanned whole nor through the (month, closed_at) index, whatever
-    the table's statistics say: none yet (before autovacuum's first ANALYZE), all runs
-    open, or most closed while many are open (stale after a burst of new runs). Either
-    scan once read every run, or every open one, testing each against the group's ids.
-    A group's rows meet their runs' updated rows by hashing one set, never by a nested
-    loop (which rescans one set per row of the other)."""
+    """The plan a commit lane runs a group's statement on (its connection's settings, its
+    generic plan), whatever the group holds: `runs` read by its key, right under its
+    UPDATE (or a subplan's lookup of one run), never scanned whole nor through the
+    (month, closed_at) index, whatever the table's statistics say: none yet (before
+    autovacuum's first ANALYZE), all runs open, or most closed while many are open
+    (stale after a burst of new runs). Either scan once read every run, or every open
+    one, testing each against the group's ids. A group's rows meet their runs' updated
+    rows by hashing one set, never by a nested loop (which rescans one set per row of
+    the other)."""
     assert event_log.commit_pool is not None
-    runs = [f"plan-{statement}-{stats}-{i}" for i in range(300)]
+    name = shape.replace(" ", "-")
+    runs = [f"plan-{name}-{stats}-{i}" for i in range(300)]
     async with event_log.pool.acquire() as conn:
         await conn.executemany("INSERT INTO runs (run_id) VALUES ($1)", [(r,) for r in runs])
         if stats == "most_closed":
-            closed = [f"plan-{statement}-closed-{i}" for i in range(3000)]
+            closed = [f"plan-{name}-closed-{i}" for i in range(3000)]
             await conn.executemany(
                 "INSERT INTO runs (run_id, closed_at) VALUES ($1, now())", [(r,) for r in closed]
             )
         if stats != "none":
             await conn.execute("ANALYZE runs")
+    statement, args = _plan_group(shape, runs[:50])
     async with event_log.commit_pool.acquire() as conn:
         # PREPARE and EXPLAIN EXECUTE: the plan a prepared statement runs on (a
         # prepared EXPLAIN would plan with its values as constants).
-        args = _plan_args(statement, runs[:50])
-        types = ", ".join("text[]" if isinstance(a, list) else "text" for a in args)
-        await conn.execute(f"PREPARE planned ({types}) AS {getattr(sql, statement)}")
+        types = ", ".join("text[]" if isinstance(a, list) or a is None else "text" for a in args)
+        await conn.execute(f"PREPARE planned ({types}) AS {statement}")
         literals = [
-            await conn.fetchval("SELECT quote_literal($1::text[]::text)", a)
-            if isinstance(a, list)
+            await conn.fetchval("SELECT quote_nullable($1::text[]::text)", a)
+            if isinstance(a, list) or a is None
             else await conn.fetchval("SELECT quote_literal($1::text)", a)
             for a in args
         ]
@@ -769,8 +829,8 @@ async def test_append_statements_on_a_lane_connection_then_runs_are_read_by_key_
         assert lines[i].startswith("->  Index Scan using runs_pkey on runs"), plan
         # Right under its UPDATE (or a subplan's lookup of one run by its key).
         assert lines[i - 1].startswith(("->  Update on runs", "SubPlan")), plan
-    for shape in ("Seq Scan", "Bitmap", "runs_month_closed_idx", "Nested Loop", "Merge Join"):
-        assert shape not in plan, plan
+    for node in ("Seq Scan", "Bitmap", "runs_month_closed_idx", "Nested Loop", "Merge Join"):
+        assert node not in plan, plan
 
 
 async def _stalled_on_lock(other: asyncpg.Connection, run_id: str) -> None:

@@ -1,9 +1,9 @@
-"""Who is notified: the plain appends notify only when another process listens.
+"""Who is notified: appends notify only when another process listens, or they close.
 
-Every LISTEN connection registers in `log_listeners` under its process's key. A
-plain group's statement (`append_ones`, `append_plain`, `append_tools`) queues its
-NOTIFY only when a listener under another key is registered; the full `append`
-(closes) always does. Absence is shown by order: a connection delivers
+Every LISTEN connection registers in `log_listeners` under its process's key. The
+append statement queues its NOTIFY only when a listener under another key is
+registered, or when the group closes a run (every process's close hooks hear of
+every close). Absence is shown by order: a connection delivers
 notifications in commit order, so once a later commit's notification has
 arrived, an earlier one that never came was never sent.
 """
@@ -82,10 +82,11 @@ async def test_plain_appends_when_only_their_own_process_listens_then_nothing_is
         conn, heard = await _listening(url)
         try:
             assert await _registered(url) == [(log.process, True)]
-            await log.append("alone", [{"type": "A"}])  # append_plain
+            await log.append("alone", [{"type": "A"}])  # a plain share
             await log.append("alone", [{"type": "TOOL_CALL_START", "toolCallName": "t"}])
-            await log.append("alone", [{"type": "B"}], close=True)  # append: always
-            assert await heard.until(Notice("alone", 3, True)) == [Notice("alone", 3, True)]
+            await log.append("alone", [{"type": "RUN_FINISHED", "usage": {"totalTokens": 1}}])
+            await log.append("alone", [{"type": "B"}], close=True)  # a close: always
+            assert await heard.until(Notice("alone", 4, True)) == [Notice("alone", 4, True)]
         finally:
             await conn.close()
             await listener.stop()

@@ -7,15 +7,13 @@ import json
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import replace
-from datetime import UTC, date, datetime, timedelta
-from typing import Any
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
 from agent_replay.errors import ProducerRefused, RunClosed, RunNotFound, SeqConflict
-from agent_replay.log import request, sql
 from agent_replay.log.chunks import stored
 from agent_replay.log.request import (
     EventRows,
@@ -24,13 +22,10 @@ from agent_replay.log.request import (
     RunShare,
     explain,
     ones_columns,
-    ones_columns_python,
-    ones_python,
     settle,
-    settle_loop_python,
-    take_python,
+    take,
 )
-from agent_replay.log.summary import SUMMARIZED, summarize
+from agent_replay.log.summary import summarize
 from agent_replay.log.values import AppendResult, RunState
 
 
@@ -105,33 +100,6 @@ def test_settle_when_statement_applied_some_runs_then_each_append_gets_its_conti
     assert len(outcomes.hints) == len(bases)
 
 
-def test_group_loops_when_the_service_is_installed_then_they_are_built_in_c() -> None:
-    """`pip install` (ops/setup) compiles `_group.c`; without it the suite would test only
-    the Python twins, and every commit lane would run them."""
-    assert request.GROUP_IN_C
-
-
-@given(groups)
-def test_settle_loop_when_any_group_then_c_and_python_give_the_same(
-    spec: dict[str, tuple[list[int], bool, int | None]],
-) -> None:
-    loop = asyncio.new_event_loop()
-    try:
-        appends, bases = _group_of(loop, spec)
-        from_c = request._settle_loop(appends, bases, AppendResult)
-        from_python = settle_loop_python(appends, bases, AppendResult)
-    finally:
-        loop.close()
-    assert from_c == from_python
-    # The same objects in the same places, each result an AppendResult.
-    assert [(id(item), type(result)) for item, result in from_c[1]] == [
-        (id(item), AppendResult) for item, _ in from_python[1]
-    ]
-    assert {run: list(map(id, items)) for run, items in from_c[3].items()} == {
-        run: list(map(id, items)) for run, items in from_python[3].items()
-    }
-
-
 # A queue of appends, each (run, chunks, expected seq given, producer given, run life
 # (none, one or another), close, withdrawn by its producer).
 _queued = st.lists(
@@ -149,15 +117,38 @@ _queued = st.lists(
 _LIVES = [datetime(2026, 12, 6, tzinfo=UTC), datetime(2026, 12, 7, tzinfo=UTC)]
 
 
+_TOKEN = ("r1", 1, False, False, None, False, False)
+
+
 @given(_queued, st.sets(st.sampled_from(["r1", "r2", "r3"])), st.integers(1, 8))
-def test_take_when_any_queue_then_c_and_python_take_the_same_in_order(
+# Each rule by itself, which the draws above reach rarely: a later append of a run that
+# states its expected seq, its producer, another run life; one after a close; one past
+# the bound; one of a run held by another lane.
+@example([_TOKEN, ("r1", 1, True, False, None, False, False)], set(), 8)
+@example([_TOKEN, ("r1", 1, False, True, None, False, False)], set(), 8)
+@example([_TOKEN, ("r1", 1, False, False, 1, False, False)], set(), 8)
+@example([("r1", 1, False, False, None, True, False), _TOKEN], set(), 8)
+@example(
+    [
+        _TOKEN,
+        ("r2", 2, False, False, None, False, False),
+        ("r3", 1, False, False, None, False, False),
+    ],
+    set(),
+    2,
+)
+@example([_TOKEN, ("r2", 1, False, False, None, False, False)], {"r1"}, 8)
+def test_take_when_any_queue_then_a_group_that_keeps_each_runs_order_and_bounds(
     queued: list[tuple[str, int, bool, bool, int | None, bool, bool]],
     blocked: set[str],
     max_events: int,
 ) -> None:
-    """A lane's take in C and its Python twin: the same appends by run in the same order,
-    the same left queued, the same runs blocked after; every append still waited on is
-    taken or left, each run's in the order queued."""
+    """A lane's take: every append still waited on is taken or left, each run's in the
+    order queued, and none of a run another lane holds; a withdrawn one is neither. A run's
+    appends are taken up to the first that must wait, and from there all wait: one that
+    would take the group past `max_events` (unless the group is empty), one that states
+    its own expected seq, producer or another run life than the share it would join,
+    and any after an append that ends its run's share (expected seq, close, producer)."""
     loop = asyncio.new_event_loop()
     try:
         items = []
@@ -172,23 +163,39 @@ def test_take_when_any_queue_then_c_and_python_take_the_same_in_order(
                     ("p", 0, 0) if producer else None,
                 )
             )  # fmt: skip
-        answers = []
-        for take in (request.take, take_python):
-            runs = set(blocked)
-            group, kept, kept_size = take(deque(items), runs, max_events)
-            taken = {run: [items.index(item) for item in its] for run, its in group.items()}
-            answers.append(
-                (list(taken.items()), [items.index(item) for item in kept], kept_size, runs)
-            )
+        runs = set(blocked)
+        group, kept, kept_size = take(deque(items), runs, max_events)
     finally:
         loop.close()
-    assert answers[0] == answers[1]
-    taken_items, kept, kept_size, _ = answers[1]
-    waiting = [i for i, item in enumerate(items) if not item.future.done()]
-    assert sorted([i for _, its in taken_items for i in its] + kept) == waiting
-    assert kept_size == sum(len(items[i].chunks) for i in kept)
-    assert all(its == sorted(its) for _, its in taken_items) and kept == sorted(kept)
-    assert not {run for run, _ in taken_items} & blocked
+    taken = [item for its in group.values() for item in its]
+    waiting = [item for item in items if not item.future.done()]
+    assert sorted(map(items.index, taken + kept)) == list(map(items.index, waiting))
+    assert kept_size == sum(len(item.chunks) for item in kept)
+    assert list(map(items.index, kept)) == sorted(map(items.index, kept))
+    assert not set(group) & blocked and runs >= blocked | {item.run_id for item in kept}
+    size, held = 0, set(blocked)
+    for item in waiting:  # the oracle: the rules above, applied in queue order
+        share = group.get(item.run_id, [])
+        joined = [i for i in share if items.index(i) < items.index(item)]
+        fits = (
+            item.run_id not in held
+            and (not size or size + len(item.chunks) <= max_events)
+            and (
+                not joined
+                or (
+                    item.expected_seq is None
+                    and item.producer is None
+                    and item.created_at == joined[0].created_at
+                    and not joined[-1].ends_group
+                )
+            )
+        )
+        assert (item in share) == fits
+        if fits:
+            size += len(item.chunks)
+        else:
+            held.add(item.run_id)
+    assert size == sum(len(item.chunks) for item in taken)
 
 
 # Any id or type, the columns' separator and null among them.
@@ -199,7 +206,6 @@ _COLUMN_TEXT = st.text(st.sampled_from(["\x1e", "\x1f", "a", "é", "🙂", '"'])
     st.lists(
         st.tuples(
             _COLUMN_TEXT,
-            _COLUMN_TEXT,
             st.one_of(st.none(), _COLUMN_TEXT),
             st.one_of(st.none(), _COLUMN_TEXT),
         ),
@@ -207,34 +213,28 @@ _COLUMN_TEXT = st.text(st.sampled_from(["\x1e", "\x1f", "a", "é", "🙂", '"'])
         max_size=6,
     )
 )
-def test_ones_columns_when_any_values_then_c_and_python_give_the_same(
-    values: list[tuple[str, str, str | None, str | None]],
+def test_ones_columns_when_any_values_then_each_splits_back_or_none_where_a_value_holds_one(
+    values: list[tuple[str, str | None, str | None]],
 ) -> None:
-    """The columns of any rows, or None for both where a value holds a separator (or an
-    id the null); each column, split, gives back its values, the nulls marked."""
+    """`append_ones`' columns of any rows: each column, split as the statement splits it,
+    gives back its values, the nulls marked; None exactly where a type holds the
+    separator or an id holds the separator or the null."""
     rows = [
         (f"run-{i}", 1, kind, f'{{"t":{i}}}', message_id, tool_call_id, 1)
-        for i, (kind, _, message_id, tool_call_id) in enumerate(values)
+        for i, (kind, message_id, tool_call_id) in enumerate(values)
     ]
     columns = ones_columns(rows)
-    assert columns == ones_columns_python(rows)
+    clash = any(
+        "\x1e" in kind or any(v is not None and ("\x1e" in v or "\x1f" in v) for v in ids)
+        for kind, *ids in values
+    )
+    assert (columns is None) == clash
     if columns is None:
-        assert any(
-            "\x1e" in kind or any(v is not None and ("\x1e" in v or "\x1f" in v) for v in ids)
-            for _, _, kind, _, *ids, _ in rows
-        )
         return
     for column, field in zip(columns, (0, 2, 3, 4, 5), strict=True):
         assert column.split("\x1e") == [
             "\x1f" if row[field] is None else row[field] for row in rows
         ]
-
-
-def test_ones_columns_when_a_type_or_run_is_null_then_both_refuse_alike() -> None:
-    row = ("run-1", 1, None, "{}", None, None, 1)
-    for columns in (ones_columns, ones_columns_python):
-        with pytest.raises(TypeError):
-            columns([row])
 
 
 def test_explain_when_run_missing_and_all_may_create_then_created_with_thread_and_retried(
@@ -316,8 +316,8 @@ def test_group_when_append_names_the_runs_life_then_its_share_carries_it(
 ) -> None:
     item = pending(loop, "r", 1)
     item.created_at = datetime(2026, 12, 1, 15, 0, 0, 123456, tzinfo=UTC)
-    shares, _ = Group.of({"r": [item]}).share_params()
-    assert json.loads(shares)["r"]["born"] == "2026-12-01T15:00:00.123456+00:00"
+    share = Group.of({"r": [item]}).shares["r"].to_json()
+    assert share["born"] == "2026-12-01T15:00:00.123456+00:00"
 
 
 def test_explain_when_producer_append_refused_then_producer_refused_whatever_the_run(
@@ -337,12 +337,11 @@ def test_group_when_append_is_a_producers_then_its_share_carries_it_and_ends_the
 ) -> None:
     item = pending(loop, "r", 1)
     item.producer = ("p-1", 2, 7)
-    shares, _ = Group.of({"r": [item]}).share_params()
-    assert json.loads(shares)["r"]["producer"] == ["p-1", 2, 7]
+    assert Group.of({"r": [item]}).shares["r"].to_json()["producer"] == ["p-1", 2, 7]
     assert item.ends_group
 
 
-def test_group_when_built_then_shares_and_columns_are_the_statements_parameters(
+def test_group_when_built_then_each_runs_share_and_rows_say_what_its_appends_hold(
     loop: asyncio.AbstractEventLoop,
 ) -> None:
     finished = {"type": "RUN_FINISHED", "usage": {"totalTokens": 5}}
@@ -352,135 +351,24 @@ def test_group_when_built_then_shares_and_columns_are_the_statements_parameters(
     }
     appends["b"][0].close_status = "cancelled"
     group = Group.of(appends)
-    shares, run_ids = group.share_params()
-    assert run_ids == ["a", "b"]
-    assert json.loads(shares) == {
+    assert {run: share.to_json() for run, share in group.shares.items()} == {
         "a": {"n": 3, "expected": 3, "terminal": "RUN_FINISHED", "total_tokens": 5},
         "b": {"n": 0, "close": True, "status": "cancelled"},
     }
     columns = list(zip(*group.events.rows, strict=True))
     assert columns[0] == ("a", "a", "a") and columns[1] == (1, 2, 3)
     assert columns[2] == ("A", "A", "RUN_FINISHED")
-    month = date(2026, 12, 1)
-    assert group.events.records({"a": 10}, {"a": month}) == [
-        ("a", 11, "A", '{"type":"A","i":0}', None, None, 1, month),
-        ("a", 12, "A", '{"type":"A","i":1}', None, None, 1, month),
-        (
-            "a",
-            13,
-            "RUN_FINISHED",
-            json.dumps(finished, separators=(",", ":")),
-            None,
-            None,
-            1,
-            month,
-        ),
+    texts = [
+        '{"type":"A","i":0}',
+        '{"type":"A","i":1}',
+        json.dumps(finished, separators=(",", ":")),
     ]
+    assert columns[3] == tuple(texts)
 
 
 def test_run_share_when_error_without_terminal_then_error_not_sent() -> None:
     share = RunShare(count=1, error="stale", tools=("t",), usage=(1, None, None))
     assert share.to_json() == {"n": 1, "tools": ["t"], "prompt_tokens": 1}
-
-
-_SHARE_ITEM = st.fixed_dictionaries(
-    {
-        "kind": st.sampled_from(["A", "RUN_FINISHED", "RUN_ERROR", "TOOL_CALL_START"]),
-        "count": st.integers(0, 2),
-        "expected": st.sampled_from([None, 1]),
-        "close": st.booleans(),
-        "born": st.booleans(),
-        "producer": st.booleans(),
-    }
-)
-
-
-@given(st.lists(_SHARE_ITEM, min_size=1, max_size=3))
-def test_group_when_every_share_says_its_count_and_expected_seq_only_then_plain_params(
-    drawn: list[dict[str, Any]],
-) -> None:
-    """The plain statement is chosen exactly when the full one's request for the run
-    would be its count and at most its expected seq, and then it gets those; the tools
-    statement when it would be those and the tools called, and then it gets those too.
-    (Expected seq, run life and producer are a share's first append's.)"""
-    loop = asyncio.new_event_loop()
-    try:
-        items = []
-        for index, spec in enumerate(drawn):
-            chunk = {"type": spec["kind"], "toolCallName": "t", "usage": {"totalTokens": 1}}
-            item = pending(loop, "r", spec["count"], first=chunk, close=spec["close"])
-            if index == 0:
-                item.expected_seq = spec["expected"]
-                item.created_at = datetime(2026, 12, 3, tzinfo=UTC) if spec["born"] else None
-                item.producer = ("p", 0, 0) if spec["producer"] else None
-            items.append(item)
-        group = Group.of({"r": items})
-        full = json.loads(group.share_params()[0])["r"]
-        statement, params = group.request_params()
-        assert params[1] == ["r"]
-        if full.keys() <= {"n", "expected", "tools"}:
-            counts, _, expected, *tools = params
-            assert json.loads(counts) == {"r": full["n"]}
-            assert json.loads(expected) == ({"r": full["expected"]} if "expected" in full else {})
-            if "tools" in full:
-                assert statement == sql.APPEND_TOOLS
-                assert [json.loads(t) for t in tools] == [{"r": full["tools"]}]
-            else:
-                assert statement == sql.APPEND_PLAIN and not tools
-        else:
-            assert statement == sql.APPEND and json.loads(params[0]) == {"r": full}
-            assert params[2:] == ("{}", [], "{}")  # no plain share beside it
-    finally:
-        loop.close()
-
-
-@given(
-    st.dictionaries(
-        st.sampled_from(["r1", "r2", "r3", "r4"]),
-        st.tuples(
-            st.sampled_from(["A", "RUN_FINISHED", "TOOL_CALL_START"]), st.sampled_from([None, 3])
-        ),
-        min_size=1,
-    )
-)
-def test_group_when_some_shares_are_plain_then_only_the_others_take_full_requests(
-    drawn: dict[str, tuple[str, int | None]],
-) -> None:
-    """`append` updates the plain shares' runs as `append_plain` does: they go in its
-    $5-$7, the others' full requests in its $3-$4, each run in exactly one of them. A
-    group whose other shares only called tools takes `append_tools` instead: every run
-    in its $3-$5, as `append_plain`'s, and the tools apart in $6."""
-    loop = asyncio.new_event_loop()
-    try:
-        appends = {}
-        for run, (kind, expected) in drawn.items():
-            first = {"type": kind, "toolCallName": "t"}
-            appends[run] = [pending(loop, run, 2, expected=expected, first=first)]
-        group = Group.of(appends)
-        statement, params = group.request_params()
-        kinds = {kind for kind, _ in drawn.values()}
-        called = {run for run, (kind, _) in drawn.items() if kind == "TOOL_CALL_START"}
-        if "RUN_FINISHED" in kinds:
-            assert statement == sql.APPEND
-            simple = {run for run, (kind, _) in drawn.items() if kind == "A"}
-            rich = json.loads(params[0])
-            assert set(params[1]) == set(rich) == set(drawn) - simple
-            assert all(rich[run] == group.shares[run].to_json() for run in rich)
-            tail = params[2:]
-        elif called:
-            assert statement == sql.APPEND_TOOLS
-            assert json.loads(params[3]) == {run: ["t"] for run in called}
-            simple, tail = set(drawn), params[:3]
-        else:
-            assert statement == sql.APPEND_PLAIN
-            simple, tail = set(drawn), params
-        counts, plain_runs, expected_seqs = tail
-        assert set(plain_runs) == simple and json.loads(counts) == dict.fromkeys(simple, 2)
-        assert json.loads(expected_seqs) == {
-            run: drawn[run][1] for run in simple if drawn[run][1] is not None
-        }
-    finally:
-        loop.close()
 
 
 @given(
@@ -609,49 +497,7 @@ def test_group_of_when_shares_are_one_event_then_same_rows_and_shares_as_the_gen
         assert group.events.rows == events.rows
         assert group.events.batched == events.batched and len(group.events) == len(events)
         assert group.shares == shares
-        # The statement is chosen from the general way's shares alone: the one, with the
-        # same parameters, that looking at every share picks.
-        assert group.request_params() == Group(shares, events, list(shares)).request_params()
+        # And so the same statement, with the same parameters.
+        assert group.statement() == Group(shares, events).statement()
     finally:
         loop.close()
-
-
-@given(st.dictionaries(st.sampled_from(["r1", "r2", "r3", "r4", "r5"]), _appends, min_size=1))
-def test_ones_when_any_group_then_c_and_python_make_the_same_rows_shares_and_rest(
-    drawn: dict[str, list[tuple[list[str], bool, int | None, bool, bool]]],
-) -> None:
-    """`Group.of`'s loop in C and its Python twin: the same rows, the very same share for
-    each lone token, and `rest` called for the same runs, in order."""
-    loop = asyncio.new_event_loop()
-    one = RunShare(1)
-    try:
-        appends = {
-            run: [
-                Pending(
-                    run, [stored({"type": kind, "messageId": f"m{i}"}, i)
-                          for i, kind in enumerate(kinds)],
-                    expected, close, True, None, loop.create_future(),
-                    _LIVES[0] if life else None, ("p", 0, 0) if producer else None,
-                )
-                for kinds, close, expected, life, producer in specs
-            ]
-            for run, specs in drawn.items()
-        }  # fmt: skip
-        answers = []
-        for ones in (request._ones, ones_python):
-            rows: list[Any] = []
-            shares: dict[str, RunShare] = {}
-            rested: list[tuple[str, int]] = []
-
-            def rest(run: str, items: list[Pending]) -> None:
-                rested.append((run, id(items)))  # noqa: B023 (called before the next ones)
-                rows.append(run)  # noqa: B023
-
-            made = ones(appends, rows, shares, one, SUMMARIZED, rest)
-            answers.append((made, rows, {run: id(share) for run, share in shares.items()}, rested))
-    finally:
-        loop.close()
-    assert answers[0] == answers[1]
-    made, rows, shares, rested = answers[1]
-    assert made == len(shares) == len(appends) - len(rested)
-    assert set(shares.values()) <= {id(one)}

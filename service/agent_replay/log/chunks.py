@@ -9,7 +9,6 @@ text, not `jsonb`.
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 from collections.abc import Callable, Iterator, Sequence
@@ -383,67 +382,40 @@ def _columns(values: list[Any]) -> list[StoredChunk] | None:
     return list(map(_new_chunk, repeat(StoredChunk), columns))
 
 
-def stored_one_python(value: Any) -> StoredChunk:
-    """`stored_one` in Python: what `_stored.one` does in C, where it is not built."""
-    chunk = vouched_python(value)
-    return stored(value, 0) if chunk is None else chunk
-
-
-def vouched_python(value: Any) -> StoredChunk | None:
+def vouched(value: Any) -> StoredChunk | None:
     """`value` stored when it is an object needing no repair that orjson encodes, else
-    None (`_stored.one`'s twin)."""
-    if type(value) is dict:
-        kind = value.get("type")
-        message_id = value.get("messageId")
-        tool_call_id = value.get("toolCallId")
-        if (
-            type(kind) is str
-            and kind
-            and (message_id is None or type(message_id) is str)
-            and (tool_call_id is None or type(tool_call_id) is str)
-        ):
-            columns = f"{kind}{message_id or ''}{tool_call_id or ''}"
-            if columns.isascii() and "\x00" not in columns:
-                try:
-                    text = orjson.dumps(value).decode()
-                except (TypeError, orjson.JSONEncodeError):
-                    pass  # a lone surrogate or a huge integer: `stored` takes it
-                else:
-                    # A tuple made directly: StoredChunk's own constructor is a Python call.
-                    return _new_chunk(StoredChunk, (kind, text, message_id, tool_call_id))
-    return None  # `stored` takes it: the general way, or the error naming what is wrong
+    None (for `stored` to take: the general way, or the error naming what is wrong)."""
+    if type(value) is not dict:
+        return None
+    kind = value.get("type")
+    message_id = value.get("messageId")
+    tool_call_id = value.get("toolCallId")
+    if not (
+        type(kind) is str
+        and kind
+        and (message_id is None or type(message_id) is str)
+        and (tool_call_id is None or type(tool_call_id) is str)
+    ):
+        return None
+    columns = f"{kind}{message_id or ''}{tool_call_id or ''}"
+    if not columns.isascii() or "\x00" in columns:
+        return None
+    try:
+        text = orjson.dumps(value).decode()
+    except (TypeError, orjson.JSONEncodeError):
+        return None  # a lone surrogate or a huge integer: `stored` takes it
+    # A tuple made directly: StoredChunk's own constructor is a Python call.
+    return _new_chunk(StoredChunk, (kind, text, message_id, tool_call_id))
 
 
-def stored_token_python(chunks: object) -> list[StoredChunk] | None:
-    """`stored_token` in Python (`_stored.token`'s twin)."""
+def stored_token(chunks: object) -> list[StoredChunk] | None:
+    """`[stored(chunks[0], 0)]` for a list of one object that needs no repair and that
+    orjson encodes (an in-process producer's token, the commonest append); None for any
+    other `chunks`, which the caller stores the general way."""
     if type(chunks) is list and len(chunks) == 1:
-        chunk = vouched_python(chunks[0])
+        chunk = vouched(chunks[0])
         return None if chunk is None else [chunk]
     return None
-
-
-stored_token: Callable[[object], list[StoredChunk] | None]
-"""`[stored_one(chunks[0])]` for a list of one object that needs no repair and that
-orjson encodes (an in-process producer's token, the commonest append); None for any
-other `chunks`, which the caller stores the general way."""
-
-try:
-    from agent_replay.log import _stored
-except ImportError:  # not compiled here: the same in Python
-    STORED_IN_C = False
-    stored_one = stored_one_python
-    stored_token = stored_token_python
-else:
-    STORED_IN_C = True
-    _one = _stored.one
-    stored_token = functools.partial(_stored.token, StoredChunk)
-
-    def stored_one(value: Any) -> StoredChunk:
-        """`stored(value, 0)`, straight through for the common chunk (a run's token): an
-        object whose type and ids need no repair, and which orjson can encode (in C,
-        `_stored.c`; anything it does not vouch for goes to `stored`)."""
-        chunk = _one(value, StoredChunk)
-        return stored(value, 0) if chunk is None else chunk
 
 
 def stored_values(values: list[Any], *, untyped: bool = False) -> list[StoredChunk]:

@@ -1,11 +1,12 @@
 """The log's notifications: one definition of the channel and its payload.
 
 The append statements (`queries.sql`) queue a NOTIFY on `CHANNEL` at commit;
-the LISTEN connection (`agent_replay.log.listener`) decodes it here. The plain ones
-(`append_plain`, `append_tools`: no close among them) queue it only when a
-process other than the committing one listens (`log_listeners`, where each
-LISTEN connection registers): a lone process hears its own commits in-process.
-A payload is one line per run the commit changed:
+the LISTEN connection (`agent_replay.log.listener`) decodes it here. Unless the
+group closed a run, they queue it only when a process other than the committing
+one listens (`log_listeners`, where each LISTEN connection registers): a lone
+process hears its own commits in-process. `queries.sql` names the channels as
+psql variables, filled in from here (`agent_replay.log.sql`): these are their
+one definition. A payload is one line per run the commit changed:
 
     <run_id> <last_seq>[ c]          "c": the commit closed the run
 

@@ -1,43 +1,51 @@
 -- Every statement the service sends to PostgreSQL, by name (agent_replay.log.sql
 -- parses this file once). Each runs as written here: paste one into psql,
--- replace its $n, and it runs the same.
+-- replace its $n, and it runs the same. The NOTIFY channels are named as psql
+-- variables, `:'events_channel'` and `:'readers_channel'`, whose values are
+-- agent_replay.log.notifications' CHANNEL and READERS_CHANNEL (their one
+-- definition): agent_replay.log.sql fills them in as literals, and psql does
+-- once they are `\set`.
 --
 -- A block starts with `-- name: <name>`; the comment lines right after it say
 -- what it does; the statement ends with `;`.
 
 
 -- name: append
--- One group commit (small groups): bump each run's `last_seq`, insert the
--- events numbered from the old value, queue the notification.
+-- One group commit: bump each run's `last_seq`, insert the events numbered
+-- from the old value, queue the notification.
 --
 -- $1 the rows, a jsonb array of [run_id, ord, type, chunk, message_id,
 -- tool_call_id, n] (ord counts from 1 per run and is a batch row's last event's,
 -- see agent_replay.log.rows), a batch row's chunk null and its place in $2 an eighth
 -- element; $2 the batch rows' chunks (text[], null when there are none); $3
--- the requests (jsonb keyed by run id, see agent_replay.log.request.RunShare), $4
--- their run ids; $5-$7 the group's plain shares, as `append_plain`'s $3-$5
--- (its counts, run ids and expected seqs).
+-- the requests of the shares with something to record (jsonb keyed by run id,
+-- see agent_replay.log.request.RunShare), $4 their run ids; $5-$7 the plain
+-- shares (a count and at most an expected seq): their counts (jsonb {run_id:
+-- n}), their run ids, and the expected seqs of those that have one (jsonb
+-- {run_id: seq}); $8 the committing process (see `note`).
 --
 -- A group holds one share per run, and most are plain (a token each, from
--- many hosted runs) even when one is not (a run's end; a group whose others
--- only called tools takes `append_tools` instead): those runs take
--- `append_plain`'s update (`plain`), the others the full one (`rich`), so the
--- one share with something to record does not make every run row of its
--- group pay the full update's lookups. The two touch disjoint run rows;
--- `upd` is both.
+-- many hosted runs) even when one is not (a tool call, a run's end): those runs
+-- take the update of counts and expected seqs alone (`plain`), the others the
+-- full one (`rich`), so the one share with something to record does not make
+-- every run row of its group pay the full update's lookups. The two touch
+-- disjoint run rows; `upd` is both.
 --
 -- The rows come as one jsonb value rather than seven arrays: binding arrays
 -- costs the client per element, and this process's event loop, not the
 -- database, is what a busy server runs out of first. A batch row's chunk (many
 -- events' JSON joined) goes apart, as text: inside the jsonb every quote in it
 -- is escaped by the client and unescaped by the database's jsonb parser, which
--- doubled the database's CPU per event of a large append.
+-- doubled the database's CPU per event of a large append. A group of any size
+-- takes this statement (but for `append_ones`' groups): COPY saved the database
+-- less than 15% of its CPU per event at a thousand rows, and cost the client
+-- more than twice this (docs/benchmarks.md).
 --
 -- Each UPDATE finds its runs through `runs`' key only: `(closed_at IS NULL) IS
 -- TRUE` is `closed_at IS NULL` in a form no index answers, so the (month,
 -- closed_at) index cannot offer to read every open run instead (the commit
 -- lanes' connections rule out the other scans: agent_replay.log.writer's
--- COMMIT_SETTINGS). The same goes for `append_plain` and `bump`.
+-- COMMIT_SETTINGS).
 --
 -- The seq is taken under the run row's lock (the UPDATE) and the lock is held
 -- to commit, so commit order equals seq order within a run: a reader asking
@@ -53,9 +61,6 @@
 -- One NOTIFY carries up to 40 runs, a line each (PostgreSQL caps a payload at
 -- 8,000 bytes; a line is at most ~150): one per run costs a group dearly. The
 -- channel and the line's format are agent_replay.log.notifications'.
--- This statement and `bump` notify whether or not another process listens
--- (`append_plain` and `append_tools` ask first): they may close a run, and
--- every process's close hooks hear of every close, the committing one's too.
 WITH rich AS (
     UPDATE runs SET
         last_seq = runs.last_seq + (($3::jsonb -> runs.run_id) ->> 'n')::bigint,
@@ -160,128 +165,32 @@ prod AS (
     ON CONFLICT (run_id, producer_id) DO UPDATE SET epoch = excluded.epoch, seq = excluded.seq
 ),
 note AS (
-    SELECT pg_notify('replay_events_v2', string_agg(line, E'\n'))
+    SELECT pg_notify(:'events_channel', string_agg(line, E'\n'))
     FROM (SELECT run_id || ' ' || last_seq || CASE WHEN close THEN ' c' ELSE '' END AS line,
                  (row_number() OVER ()) / 40 AS bucket
           FROM upd) AS l
-    GROUP BY bucket
-)
-SELECT run_id, base, (SELECT count(*) FROM note) AS notes FROM upd;
-
-
--- name: append_plain
--- `append` for a group whose every share is plain: a count of events and at
--- most the seq it must start at, nothing else (no close, run life, producer,
--- terminal chunk, tool call or usage: a stream's common group, a hosted run's
--- tokens included). It bumps `last_seq` and `updated_at` only, which spares
--- the database the full statement's per-row lookups. The same shape (`runs`
--- by its key in no join, the rows meeting their runs by a hash join), answer
--- and notification as `append`.
---
--- $1-$2 the rows (as `append`'s), $3 each run's count (jsonb {run_id: n}),
--- $4 their run ids, $5 the expected seqs of the runs that have one (jsonb
--- {run_id: seq}), $6 the committing process (its NOTIFY is queued only when a
--- process other than this one listens: see `listener_lock`).
-WITH upd AS (
-    UPDATE runs SET
-        last_seq = runs.last_seq + ($3::jsonb ->> runs.run_id)::bigint,
-        updated_at = now()
-    -- Re-checked on the newest row version after waiting for its lock.
-    WHERE runs.run_id = ANY($4::text[]) AND (runs.closed_at IS NULL) IS TRUE
-      AND (NOT $5::jsonb ? runs.run_id
-           OR runs.last_seq = ($5::jsonb ->> runs.run_id)::bigint - 1)
-    RETURNING runs.run_id, runs.last_seq - ($3::jsonb ->> runs.run_id)::bigint AS base,
-        runs.last_seq, runs.run_month
-),
-ins AS (
-    INSERT INTO events (run_id, seq, type, chunk, message_id, tool_call_id, n, run_month)
-    SELECT e.run_id, upd.base + e.ord, e.type, e.chunk, e.message_id, e.tool_call_id, e.n,
-        upd.run_month
-    FROM jsonb_array_elements($1::jsonb) AS r,
-        LATERAL (SELECT r ->> 0 AS run_id, (r ->> 1)::bigint AS ord, r ->> 2 AS type,
-                 coalesce(r ->> 3, ($2::text[])[(r ->> 7)::int]) AS chunk,
-                 r ->> 4 AS message_id, r ->> 5 AS tool_call_id,
-                 (r ->> 6)::int AS n) AS e
-    JOIN upd ON upd.run_id = e.run_id
-),
-note AS (
-    SELECT pg_notify('replay_events_v2', string_agg(line, E'\n'))
-    FROM (SELECT run_id || ' ' || last_seq AS line, (row_number() OVER ()) / 40 AS bucket
-          FROM upd) AS l
-    -- Only when another process listens (see `listener_lock`); two ranges of the
-    -- key, as `<>` would scan the table (which the lanes' settings price out).
-    WHERE EXISTS (SELECT FROM log_listeners WHERE process < $6)
-       OR EXISTS (SELECT FROM log_listeners WHERE process > $6)
-    GROUP BY bucket
-)
-SELECT run_id, base, (SELECT count(*) FROM note) AS notes FROM upd;
-
-
--- name: append_tools
--- `append_plain` for a group whose shares record, besides their counts and
--- expected seqs, only the tools they called (a TOOL_CALL_START: one per tool
--- call of every agent, so most groups of a busy log that are not plain hold
--- one). It adds those names to the run's `tool_names`, the one thing `append`
--- would have done for them, without `append`'s second UPDATE of `runs` and its
--- producer and summary steps, which cost every row of the group its share of
--- their setup. A run's names are added as `append` adds them: distinct, sorted,
--- and only when one is new.
---
--- $1-$5 as `append_plain`'s; $6 the tools each run called (jsonb
--- {run_id: [name, ...]}, only the runs that called any); $7 the committing
--- process, as `append_plain`'s $6.
-WITH upd AS (
-    UPDATE runs SET
-        last_seq = runs.last_seq + ($3::jsonb ->> runs.run_id)::bigint,
-        updated_at = now(),
-        -- Merged only when a name is new (most calls are of tools the run called
-        -- before): the merge is a subquery run per such row.
-        tool_names = CASE WHEN $6::jsonb ? runs.run_id
-            AND NOT to_jsonb(runs.tool_names) @> ($6::jsonb -> runs.run_id) THEN ARRAY(
-            SELECT DISTINCT t
-            FROM unnest(runs.tool_names || ARRAY(
-                SELECT jsonb_array_elements_text($6::jsonb -> runs.run_id))) AS t
-            ORDER BY t) ELSE runs.tool_names END
-    -- Re-checked on the newest row version after waiting for its lock.
-    WHERE runs.run_id = ANY($4::text[]) AND (runs.closed_at IS NULL) IS TRUE
-      AND (NOT $5::jsonb ? runs.run_id
-           OR runs.last_seq = ($5::jsonb ->> runs.run_id)::bigint - 1)
-    RETURNING runs.run_id, runs.last_seq - ($3::jsonb ->> runs.run_id)::bigint AS base,
-        runs.last_seq, runs.run_month
-),
-ins AS (
-    INSERT INTO events (run_id, seq, type, chunk, message_id, tool_call_id, n, run_month)
-    SELECT e.run_id, upd.base + e.ord, e.type, e.chunk, e.message_id, e.tool_call_id, e.n,
-        upd.run_month
-    FROM jsonb_array_elements($1::jsonb) AS r,
-        LATERAL (SELECT r ->> 0 AS run_id, (r ->> 1)::bigint AS ord, r ->> 2 AS type,
-                 coalesce(r ->> 3, ($2::text[])[(r ->> 7)::int]) AS chunk,
-                 r ->> 4 AS message_id, r ->> 5 AS tool_call_id,
-                 (r ->> 6)::int AS n) AS e
-    JOIN upd ON upd.run_id = e.run_id
-),
-note AS (
-    SELECT pg_notify('replay_events_v2', string_agg(line, E'\n'))
-    FROM (SELECT run_id || ' ' || last_seq AS line, (row_number() OVER ()) / 40 AS bucket
-          FROM upd) AS l
-    -- Only when another process listens (see `listener_lock`); two ranges of the
-    -- key, as `<>` would scan the table (which the lanes' settings price out).
-    WHERE EXISTS (SELECT FROM log_listeners WHERE process < $7)
-       OR EXISTS (SELECT FROM log_listeners WHERE process > $7)
+    -- Only when the group closed a run (every process's close hooks hear of every
+    -- close, the committing one's too) or another process listens (see
+    -- `listener_lock`); two ranges of the key, as `<>` would scan the table
+    -- (which the lanes' settings price out).
+    WHERE EXISTS (SELECT FROM rich WHERE close)
+       OR EXISTS (SELECT FROM log_listeners WHERE process < $8)
+       OR EXISTS (SELECT FROM log_listeners WHERE process > $8)
     GROUP BY bucket
 )
 SELECT run_id, base, (SELECT count(*) FROM note) AS notes FROM upd;
 
 
 -- name: append_ones
--- `append_plain` and `append_tools` for a group of one chunk for each of at
--- least two runs, a row each (a token of each of many runs: a busy log's
--- commonest group). Every run's count is one, and the rows come as five
--- columns of delimited text instead of `append`'s jsonb rows: the database
--- then parses no jsonb per row nor looks a count up per run, which cost it more
--- per event than anything else these statements add to the insert, and the
--- client joins five strings instead of binding an array's elements one by one
--- (which cost it more than the jsonb did).
+-- `append` for a group of one chunk for each of at least two runs, a row each,
+-- that records nothing but the tools called (a token of each of many runs: a
+-- busy log's commonest group, a hosted run's tokens included). Every run's
+-- count is one, and the rows come as five columns of delimited text instead of
+-- `append`'s jsonb rows: the database then parses no jsonb per row nor looks a
+-- count up per run, nor sets up `append`'s full update for no run: the one
+-- variant of `append` that saves the database more than 15% of its CPU per
+-- event (docs/benchmarks.md), and the client, too, joins five strings instead
+-- of encoding a jsonb array.
 --
 -- A column is its values joined by U+001E; in the two that may be null, a
 -- null is U+001F. A chunk's JSON text never holds either raw, and the client
@@ -292,12 +201,12 @@ SELECT run_id, base, (SELECT count(*) FROM note) AS notes FROM upd;
 -- $1-$5 the run ids, types, chunks, message ids and tool-call ids (a run once
 -- each); $6 the expected seqs of the runs that have one (jsonb {run_id: seq});
 -- $7 the tools each run called (jsonb {run_id: [name, ...]}, only the runs
--- that called any); $8 the committing process, as `append_plain`'s $6.
+-- that called any); $8 the committing process, as `append`'s $8.
 WITH upd AS (
     UPDATE runs SET
         last_seq = runs.last_seq + 1,
         updated_at = now(),
-        -- As `append_tools` merges them.
+        -- As `append` merges them.
         tool_names = CASE WHEN $7::jsonb ? runs.run_id
             AND NOT to_jsonb(runs.tool_names) @> ($7::jsonb -> runs.run_id) THEN ARRAY(
             SELECT DISTINCT t
@@ -322,105 +231,15 @@ ins AS (
     JOIN upd ON upd.run_id = e.run_id
 ),
 note AS (
-    SELECT pg_notify('replay_events_v2', string_agg(line, E'\n'))
+    SELECT pg_notify(:'events_channel', string_agg(line, E'\n'))
     FROM (SELECT run_id || ' ' || last_seq AS line, (row_number() OVER ()) / 40 AS bucket
           FROM upd) AS l
-    -- As `append_plain`'s.
+    -- As `append`'s (no group of this statement closes a run).
     WHERE EXISTS (SELECT FROM log_listeners WHERE process < $8)
        OR EXISTS (SELECT FROM log_listeners WHERE process > $8)
     GROUP BY bucket
 )
 SELECT run_id, last_seq - 1 AS base, (SELECT count(*) FROM note) AS notes FROM upd;
-
-
--- name: bump
--- The first half of a big group commit: `append` without its events, which
--- follow by COPY (PostgreSQL's bulk path, cheaper per row than unnesting
--- arrays) in the same transaction, each with its run's month from here.
--- The NOTIFY it queues is sent at commit.
--- $1 the requests (jsonb keyed by run id), $2 their run ids.
-WITH upd AS (
-    UPDATE runs SET
-        last_seq = runs.last_seq + (($1::jsonb -> runs.run_id) ->> 'n')::bigint,
-        updated_at = now(),
-        last_terminal = coalesce(($1::jsonb -> runs.run_id) ->> 'terminal', runs.last_terminal),
-        error_message = CASE
-            WHEN ($1::jsonb -> runs.run_id) ->> 'terminal' = 'RUN_ERROR'
-                THEN ($1::jsonb -> runs.run_id) ->> 'error'
-            WHEN ($1::jsonb -> runs.run_id) ? 'terminal' THEN NULL
-            ELSE runs.error_message END,
-        error_code = CASE
-            WHEN ($1::jsonb -> runs.run_id) ? 'terminal' THEN ($1::jsonb -> runs.run_id) ->> 'error_code'
-            ELSE runs.error_code END,
-        closed_at = CASE WHEN ($1::jsonb -> runs.run_id) ? 'close' THEN now() END,
-        tool_names = CASE WHEN ($1::jsonb -> runs.run_id) ? 'tools'
-            AND NOT to_jsonb(runs.tool_names) @> (($1::jsonb -> runs.run_id) -> 'tools') THEN ARRAY(
-            SELECT DISTINCT t
-            FROM unnest(runs.tool_names || ARRAY(
-                SELECT jsonb_array_elements_text(($1::jsonb -> runs.run_id) -> 'tools'))) AS t
-            ORDER BY t) ELSE runs.tool_names END,
-        prompt_tokens = CASE WHEN ($1::jsonb -> runs.run_id) ? 'prompt_tokens'
-            THEN greatest(least(coalesce(runs.prompt_tokens, 0)::numeric
-                + (($1::jsonb -> runs.run_id) ->> 'prompt_tokens')::numeric,
-                9223372036854775807), -9223372036854775807)::bigint
-            ELSE runs.prompt_tokens END,
-        completion_tokens = CASE WHEN ($1::jsonb -> runs.run_id) ? 'completion_tokens'
-            THEN greatest(least(coalesce(runs.completion_tokens, 0)::numeric
-                + (($1::jsonb -> runs.run_id) ->> 'completion_tokens')::numeric,
-                9223372036854775807), -9223372036854775807)::bigint
-            ELSE runs.completion_tokens END,
-        total_tokens = CASE WHEN ($1::jsonb -> runs.run_id) ? 'total_tokens'
-            THEN greatest(least(coalesce(runs.total_tokens, 0)::numeric
-                + (($1::jsonb -> runs.run_id) ->> 'total_tokens')::numeric,
-                9223372036854775807), -9223372036854775807)::bigint
-            ELSE runs.total_tokens END,
-        status = CASE
-            WHEN NOT ($1::jsonb -> runs.run_id) ? 'close' THEN runs.status
-            WHEN ($1::jsonb -> runs.run_id) ? 'status' THEN ($1::jsonb -> runs.run_id) ->> 'status'
-            WHEN coalesce(($1::jsonb -> runs.run_id) ->> 'terminal', runs.last_terminal) = 'RUN_ERROR'
-                THEN 'error'
-            ELSE 'finished' END
-    WHERE runs.run_id = ANY($2::text[]) AND (runs.closed_at IS NULL) IS TRUE
-      AND (NOT ($1::jsonb -> runs.run_id) ? 'expected'
-           OR runs.last_seq = (($1::jsonb -> runs.run_id) ->> 'expected')::bigint - 1)
-      AND (NOT ($1::jsonb -> runs.run_id) ? 'born'
-           OR runs.created_at = (($1::jsonb -> runs.run_id) ->> 'born')::timestamptz)
-      -- An idempotent producer's append: only what its stored state admits next, and
-      -- only if the run row is as this statement's snapshot saw it (after waiting for
-      -- its lock, a changed last_seq means the producer state read below may be old:
-      -- every producer change moves last_seq; the caller then asks the guarded path).
-      AND (NOT ($1::jsonb -> runs.run_id) ? 'producer' OR (
-          runs.last_seq = (SELECT r.last_seq FROM runs r WHERE r.run_id = runs.run_id)
-          -- No stored state: only seq 0 starts a producer.
-          AND coalesce((
-              SELECT CASE
-                  WHEN (($1::jsonb -> runs.run_id) -> 'producer' ->> 1)::bigint = p.epoch
-                      THEN (($1::jsonb -> runs.run_id) -> 'producer' ->> 2)::bigint = p.seq + 1
-                  WHEN (($1::jsonb -> runs.run_id) -> 'producer' ->> 1)::bigint > p.epoch
-                      THEN (($1::jsonb -> runs.run_id) -> 'producer' ->> 2)::bigint = 0
-                  ELSE false END
-              FROM stream_producers p
-              WHERE p.run_id = runs.run_id AND p.producer_id = ($1::jsonb -> runs.run_id) -> 'producer' ->> 0
-          ), (($1::jsonb -> runs.run_id) -> 'producer' ->> 2)::bigint = 0)))
-    RETURNING runs.run_id, runs.last_seq - (($1::jsonb -> runs.run_id) ->> 'n')::bigint AS base,
-        runs.last_seq, ($1::jsonb -> runs.run_id) ? 'close' AS close, runs.run_month
-),
--- The producer's new state, for the runs the UPDATE took (in the same statement).
-prod AS (
-    INSERT INTO stream_producers (run_id, producer_id, epoch, seq)
-    SELECT upd.run_id, s.p ->> 0, (s.p ->> 1)::bigint, (s.p ->> 2)::bigint
-    FROM upd, LATERAL (SELECT $1::jsonb -> upd.run_id -> 'producer' AS p) AS s
-    WHERE s.p IS NOT NULL
-    ON CONFLICT (run_id, producer_id) DO UPDATE SET epoch = excluded.epoch, seq = excluded.seq
-),
-note AS (
-    SELECT pg_notify('replay_events_v2', string_agg(line, E'\n'))
-    FROM (SELECT run_id || ' ' || last_seq || CASE WHEN close THEN ' c' ELSE '' END AS line,
-                 (row_number() OVER ()) / 40 AS bucket
-          FROM upd) AS l
-    GROUP BY bucket
-)
-SELECT run_id, base, run_month, (SELECT count(*) FROM note) AS notes FROM upd;
 
 
 -- name: run_states
@@ -654,7 +473,7 @@ WITH gone AS (
           AND x.seen_at > now() - make_interval(secs => $3))
     RETURNING run_id
 ), note AS (
-    SELECT pg_notify('replay_readers_v2', string_agg(run_id, E'\n'))
+    SELECT pg_notify(:'readers_channel', string_agg(run_id, E'\n'))
     FROM (SELECT run_id, (row_number() OVER ()) / 40 AS bucket FROM unread) AS l
     GROUP BY bucket
 )

@@ -1,34 +1,34 @@
 """One group commit, typed: what the append statement is sent, and what each append gets back.
 
-The append statement (`queries.sql`: `append`, `bump`) takes a group as
-typed parts, each defined once here:
+The append statement (`queries.sql`: `append`, and `append_ones` for a group of
+tokens) takes a group as typed parts, each defined once here:
 
 * `RunShare`: a run's share of the group (how many events, the seq they must
-  start at, whether it closes, its summary), sent as one JSON object keyed by
-  run id (`$3`; the statement looks each run's share up from its row, so it
+  start at, whether it closes, its summary). A plain share (a count, at most an
+  expected seq) goes with the others' counts; any other as one JSON object keyed
+  by run id (`$3`; the statement looks each run's share up from its row, so it
   needs no join). `RunShare.to_json` is the only writer of that object.
 * `EventRows`: the rows of events, a row per event or per batch
   (agent_replay.log.rows), sent as one JSON array (`$1`, with the batch rows'
-  chunks apart: `$2`) or as COPY records; a group of one chunk for each of
-  several runs sends them as columns of delimited text instead
+  chunks apart: `$2`); a group of one chunk for each of several runs that
+  records nothing but tools sends them as columns of delimited text instead
   (`append_ones`, `ones_columns`).
 * `Pending`: one producer's append, waiting for its group.
 
+`Group.statement` is the one place a group's statement and its parameters are made.
 Settlement is pure: `settle` turns the statement's answer (each applied run's
 base seq) into every append's outcome, and `explain` does the same for the
 runs it refused, given their states. Neither touches the database; the writer
 (`agent_replay.log.writer`) only runs statements and applies `Outcomes`; taking a
-group from the queue (`take`) is pure too. The four loops a lane runs over every
-group (`take`, `Group.of`'s, `ones_columns`, `settle`'s) are in C where
-`_group.c` is built, each with its twin here.
+group from the queue (`take`) is pure too.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import date, datetime
+from datetime import datetime
 from itertools import repeat
 from operator import attrgetter
 from typing import Any
@@ -171,14 +171,14 @@ class RunShare:
 
     @property
     def plain(self) -> bool:
-        """Whether `to_json` holds nothing but the count and the expected seq (what
-        `append_plain` takes), told from the fields without building it."""
+        """Whether `to_json` holds nothing but the count and the expected seq (`append`
+        then takes it with the plain shares), told from the fields without building it."""
         return not self.tools and self.tools_at_most
 
     @property
     def tools_at_most(self) -> bool:
         """Whether `to_json` holds nothing but the count, the expected seq and the tools
-        called (what `append_tools` takes)."""
+        called (what `append_ones` takes)."""
         return (
             not self.close
             and self.terminal is None
@@ -227,7 +227,7 @@ _TOOL_CALL_ID = attrgetter("tool_call_id")
 
 
 # One `events` row as a group sends it: run_id, ord, type, chunk, message_id,
-# tool_call_id, n (`sql.EVENT_COLUMNS` order, without the seq's base and the month).
+# tool_call_id, n (the `events` columns, without the seq's base and the month).
 EventRow = tuple[str, int, str, str, str | None, str | None, int]
 
 
@@ -294,17 +294,6 @@ class EventRows:
             texts.append(text)
         return orjson.dumps(rows).decode(), texts
 
-    def records(
-        self, bases: Mapping[str, int], months: Mapping[str, date]
-    ) -> list[tuple[Any, ...]]:
-        """COPY records (`sql.EVENT_COLUMNS` order) for the runs the statement applied,
-        each with its run's month (the partition key)."""
-        return [
-            (run, bases[run] + ord_, kind, text, message_id, tool_call_id, n, months[run])
-            for run, ord_, kind, text, message_id, tool_call_id, n in self.rows
-            if run in bases
-        ]
-
 
 @dataclass(frozen=True, slots=True)
 class Group:
@@ -312,10 +301,6 @@ class Group:
 
     shares: dict[str, RunShare]
     events: EventRows
-    # The runs whose share was made the general way (`RunShare.of`) or names a tool
-    # (`RunShare.called`): only theirs may hold more than a count and an expected seq
-    # (see `request_params`).
-    general: list[str]
 
     @classmethod
     def one(
@@ -329,20 +314,17 @@ class Group:
         """A group of one run's chunks (for a caller holding its own transaction)."""
         events = EventRows(batch_min=batch_min)
         events.add(run_id, list(chunks), 0)
-        return cls({run_id: RunShare.of_chunks(chunks, close=close)}, events, [run_id])
+        return cls({run_id: RunShare.of_chunks(chunks, close=close)}, events)
 
     @classmethod
     def of(
         cls, appends: Mapping[str, list[Pending]], batch_min: int | None = layout.BATCH_MIN
     ) -> Group:
         shares: dict[str, RunShare] = {}
-        general: list[str] = []
         events = EventRows(batch_min=batch_min)
         rows = events.rows
         one_row = batch_min is None or batch_min > 1
-
-        def rest(run: str, items: list[Pending]) -> None:
-            """A run's row(s) and share where the lone token's loop (`_ones`) left them."""
+        for run, items in appends.items():
             item = items[0]
             chunks = item.chunks
             if (
@@ -354,102 +336,75 @@ class Group:
                 and item.created_at is None
                 and item.producer is None
             ):
-                # One append of one chunk, its row and share made here (`EventRows.add`'s
-                # and `RunShare.of`'s own paths for it), not through two calls.
+                # Most shares of a busy log's groups: one token of a run. Its row and
+                # share are made here (`EventRows.add`'s and `RunShare.of`'s own paths
+                # for it), not through two calls and a summary.
                 kind, text, message_id, tool_call_id = chunks[0]
-                summarized = kind in SUMMARIZED
-                if not summarized or kind == "TOOL_CALL_START":
+                if kind not in SUMMARIZED:
                     rows.append((run, 1, kind, text, message_id, tool_call_id, 1))
                     events.events += 1
                     expected = item.expected_seq
-                    if not summarized:
-                        shares[run] = _ONE if expected is None else RunShare(1, expected)
-                    else:
-                        # A tool call's start, about one token in forty: the tool it
-                        # names read straight from its text, not through a whole summary.
-                        shares[run] = RunShare.called(tool_name(loads(text)), expected)
-                        general.append(run)
-                    return
+                    shares[run] = _ONE if expected is None else RunShare(1, expected)
+                    continue
+                if kind == "TOOL_CALL_START":
+                    # About one token in forty: the tool it names read straight from its
+                    # text, not through a whole summary.
+                    rows.append((run, 1, kind, text, message_id, tool_call_id, 1))
+                    events.events += 1
+                    shares[run] = RunShare.called(tool_name(loads(text)), item.expected_seq)
+                    continue
             n = 0
             for item in items:
                 if item.chunks:
                     events.add(run, item.chunks, n)
                     n += len(item.chunks)
             shares[run] = RunShare.of(items)
-            general.append(run)
-
-        if one_row:
-            # Most shares of a busy log's groups: one token of a run with nothing to
-            # record, made in a loop of its own (in C where built). Added once it has
-            # returned: `rest` counts its own rows meanwhile.
-            made = _ones(appends, rows, shares, _ONE, SUMMARIZED, rest)
-            events.events += made
-        else:
-            for run, items in appends.items():
-                rest(run, items)
-        return cls(shares, events, general)
+        return cls(shares, events)
 
     def statement(self, process: str = "") -> tuple[str, tuple[Any, ...]]:
-        """The append statement this group takes (`queries.sql`), with all its parameters:
-        `append_ones` when each run brings one chunk and nothing but tools to record,
-        else `append_plain` when every share is plain, `append_tools` when every share is
-        plain but for the tools it called, else `append`. `process`: the committing
-        process's key, as its listener registered it; the plain statements notify only
+        """The append statement this group takes (`queries.sql`) with all its parameters:
+        `append_ones` when each of several runs brings one chunk and nothing to record
+        but the tool it called, else `append`. `process`: the committing process's key,
+        as its listener registered it; the statement notifies (but for a close) only
         when another process listens (the default, no process's, counts every one)."""
         events = self.events
         shares = self.shares
         if (
             len(events.rows) == events.events == len(shares) > 1
             and not events.batched
-            # Only a share made the general way can hold more than one chunk, or more
-            # than a count, an expected seq and tools (as `request_params` says).
-            and all(shares[run].count == 1 and shares[run].tools_at_most for run in self.general)
+            and all(share.count == 1 and share.tools_at_most for share in shares.values())
+            and (columns := ones_columns(events.rows)) is not None
         ):
-            # One chunk for each run, a row each: `append_ones`, the rows as columns.
-            columns = ones_columns(events.rows)
-            if columns is not None:
-                expected = {
-                    run: share.expected
-                    for run, share in shares.items()
-                    if share.expected is not None
-                }
-                tools = {run: list(shares[run].tools) for run in self.general if shares[run].tools}
-                return sql.APPEND_ONES, (
-                    *columns,
-                    orjson.dumps(expected).decode(),
-                    orjson.dumps(tools).decode(),
-                    process,
-                )
-        statement, requests = self.request_params()
-        if statement is sql.APPEND:
-            return statement, (*events.params(), *requests)
-        return statement, (*events.params(), *requests, process)
+            return sql.APPEND_ONES, (
+                *columns,
+                _json({run: s.expected for run, s in shares.items() if s.expected is not None}),
+                _json({run: list(s.tools) for run, s in shares.items() if s.tools}),
+                process,
+            )
+        return self.general(process)
 
-    def request_params(self) -> tuple[str, tuple[str | list[str], ...]]:
-        """Which append statement the group takes, and its parameters after the events'
-        rows. A plain share's request is its count and at most its expected seq (nothing
-        else to record); `append_plain` when every share is: $3 `{run: count}`, $4 the run
-        ids, $5 `{run: expected seq}`. `append_tools` when every share is that and at
-        most the tools it called: the same, then $6 `{run: [tool, ...]}`. Otherwise
-        `append`: $3-$4 the other shares (as `share_params`), then the plain ones as
-        `append_plain`'s $3-$5."""
+    def general(self, process: str = "") -> tuple[str, tuple[Any, ...]]:
+        """`append`, which takes any group, with all its parameters."""
         shares = self.shares
-        # Only a share made the general way can hold more (a group's few, if any).
-        if all(shares[run].tools_at_most for run in self.general):
-            part = _plain_params(shares)
-            tools = {run: list(shares[run].tools) for run in self.general if shares[run].tools}
-            if not tools:
-                return sql.APPEND_PLAIN, part
-            return sql.APPEND_TOOLS, (*part, orjson.dumps(tools).decode())
+        # $3-$7: the shares with something to record as the statement's JSON requests
+        # (`to_json`), the plain ones (a count, at most an expected seq) apart.
+        rich = {run: share.to_json() for run, share in shares.items() if not share.plain}
         plain = [run for run, share in shares.items() if share.plain]
-        taken = set(plain)
-        rich = {run: share.to_json() for run, share in shares.items() if run not in taken}
-        return sql.APPEND, (orjson.dumps(rich).decode(), list(rich), *_plain_params(shares, plain))
+        counts = {run: shares[run].count for run in plain}
+        expected = {run: shares[run].expected for run in plain if shares[run].expected is not None}
+        return sql.APPEND, (
+            *self.events.params(),
+            _json(rich),
+            list(rich),
+            _json(counts),
+            plain,
+            _json(expected),
+            process,
+        )
 
-    def share_params(self) -> tuple[str, list[str]]:
-        """`append`'s $3-$4 (`bump`'s $1-$2): the shares as JSON, and their run ids."""
-        shares = {run: share.to_json() for run, share in self.shares.items()}
-        return orjson.dumps(shares).decode(), list(self.shares)
+
+def _json(value: Any) -> str:
+    return orjson.dumps(value).decode()
 
 
 # `append_ones`' columns: values joined by a separator, a null in the two that may be
@@ -458,10 +413,10 @@ _SEPARATOR = "\x1e"
 _NULL = "\x1f"
 
 
-def ones_columns_python(rows: list[EventRow]) -> tuple[str, str, str, str, str] | None:
+def ones_columns(rows: list[EventRow]) -> tuple[str, str, str, str, str] | None:
     """`append_ones`' $1-$5 for these rows (one event each), or None where a value holds
     the separator or the null (a type or an id may: any string is one), so that the
-    group takes another statement. `_group.ones_columns` in C where that is built."""
+    group takes `append`."""
     count = len(rows)
     run_ids, _, types, texts, message_ids, tool_call_ids, _ = zip(*rows, strict=True)
     joined = []
@@ -479,54 +434,17 @@ def ones_columns_python(rows: list[EventRow]) -> tuple[str, str, str, str, str] 
     return joined[0], joined[1], joined[2], joined[3], joined[4]
 
 
-def ones_python(
-    appends: Mapping[str, list[Pending]],
-    rows: list[EventRow],
-    shares: dict[str, RunShare],
-    one_share: RunShare,
-    summarized: frozenset[str],
-    rest: Callable[[str, list[Pending]], None],
-) -> int:
-    """`Group.of`'s loop over the runs, in order: for a run whose one append is one
-    chunk with nothing to record (no close, expected seq, run life nor producer, and a
-    type no summary reads) its row and `one_share`, for any other `rest(run, items)`.
-    Returns the rows made here (`_group.ones` in C where that is built)."""
-    made = 0
-    for run, items in appends.items():
-        item = items[0]
-        chunks = item.chunks
-        if (
-            len(items) == 1
-            and type(chunks) is list
-            and len(chunks) == 1
-            and item.close is False
-            and item.created_at is None
-            and item.producer is None
-            and item.expected_seq is None
-            and isinstance(chunks[0], tuple)
-            and len(chunks[0]) == 4
-            and chunks[0][0] not in summarized
-        ):
-            kind, text, message_id, tool_call_id = chunks[0]
-            rows.append((run, 1, kind, text, message_id, tool_call_id, 1))
-            shares[run] = one_share
-            made += 1
-        else:
-            rest(run, items)
-    return made
-
-
-def take_python(
+def take(
     queue: Iterable[Pending], blocked: set[str], max_events: int
 ) -> tuple[dict[str, list[Pending]], list[Pending], int]:
-    """What a commit lane takes from `queue` (`_group.take` in C where that is built):
-    its group (the appends by run, in order), the appends it leaves queued, and their
-    chunks. `blocked` (changed here): the runs another lane has in flight. A withdrawn
-    append (its future done: its producer stopped waiting) is dropped, never stored; a
-    run's later appends wait once one is left, or once one ends its share (see
-    `Pending.ends_group`), and so does an append that would take the group past
-    `max_events` (but for the first), or one that states its own expected seq,
-    producer or another run life than the run's first in the group."""
+    """What a commit lane takes from `queue`: its group (the appends by run, in order),
+    the appends it leaves queued, and their chunks. `blocked` (changed here): the runs
+    another lane has in flight. A withdrawn append (its future done: its producer
+    stopped waiting) is dropped, never stored; a run's later appends wait once one is
+    left, or once one ends its share (see `Pending.ends_group`), and so does an append
+    that would take the group past `max_events` (but for the first), or one that states
+    its own expected seq, producer or another run life than the run's first in the
+    group."""
     group: dict[str, list[Pending]] = {}
     kept: list[Pending] = []
     size = kept_size = 0
@@ -558,21 +476,6 @@ def take_python(
     return group, kept, kept_size
 
 
-def _plain_params(
-    shares: Mapping[str, RunShare], runs: list[str] | None = None
-) -> tuple[str, list[str], str]:
-    """`append_plain`'s $3-$5 for these of the shares (None: all of them): their counts,
-    their run ids, and the expected seqs of those that have one."""
-    chosen = shares.items() if runs is None else [(run, shares[run]) for run in runs]
-    return (
-        orjson.dumps({run: share.count for run, share in chosen}).decode(),
-        list(shares) if runs is None else runs,
-        orjson.dumps(
-            {run: share.expected for run, share in chosen if share.expected is not None}
-        ).decode(),
-    )
-
-
 @dataclass(slots=True)
 class Outcomes:
     """What a group's appends get: for the writer to apply, in this order."""
@@ -588,33 +491,17 @@ class Outcomes:
     committed: int = 0  # events this group added
 
 
-# What `settle`'s loop gives: the hints, the results, the events committed, the refused.
-_Settled = tuple[
-    list[tuple[str, int, bool]], list[tuple[Pending, AppendResult]], int, dict[str, list[Pending]]
-]
-
-
 def settle(
     appends: Mapping[str, list[Pending]], bases: Mapping[str, int]
 ) -> tuple[Outcomes, dict[str, list[Pending]]]:
     """Outcomes of the runs the statement applied (`bases`: run -> seq before the group),
-    and the runs it refused, still to be explained. Its loop is `_group.settle`'s in C
-    where that is built (`settle_loop_python` is the same in Python)."""
-    hints, results, committed, refused = _settle_loop(appends, bases, AppendResult)
-    return Outcomes(hints, results, committed=committed), refused
-
-
-def settle_loop_python(
-    appends: Mapping[str, list[Pending]], bases: Mapping[str, int], cls: type[AppendResult]
-) -> _Settled:
-    """`settle`'s loop: each applied run's appends numbered from its base, the run's hint
-    (its new last seq, whether its last append closed it), the events committed, and the
-    refused runs' appends."""
-    hints: list[tuple[str, int, bool]] = []
-    results: list[tuple[Pending, AppendResult]] = []
+    and the runs it refused, still to be explained: each applied run's appends numbered
+    from its base, and the run's hint (its new last seq, whether its last append closed
+    it)."""
+    outcomes = Outcomes()
     refused: dict[str, list[Pending]] = {}
-    hint = hints.append
-    result = results.append
+    hint = outcomes.hints.append
+    result = outcomes.results.append
     committed = 0
     for run, items in appends.items():
         base = bases.get(run)
@@ -624,46 +511,14 @@ def settle_loop_python(
         start = base
         for item in items:
             count = len(item.chunks)
-            answer = (run, base + 1 if count else None, base + count)
-            result((item, _new_result(cls, answer)))
+            result(
+                (item, _new_result(AppendResult, (run, base + 1 if count else None, base + count)))
+            )
             base += count
         committed += base - start
         hint((run, base, items[-1].close))
-    return hints, results, committed, refused
-
-
-ones_columns: Callable[[list[EventRow]], tuple[str, str, str, str, str] | None]
-take: Callable[
-    [Iterable[Pending], set[str], int], tuple[dict[str, list[Pending]], list[Pending], int]
-]
-_settle_loop: Callable[
-    [Mapping[str, list[Pending]], Mapping[str, int], type[AppendResult]], _Settled
-]
-_ones: Callable[
-    [
-        Mapping[str, list[Pending]],
-        list[EventRow],
-        dict[str, RunShare],
-        RunShare,
-        frozenset[str],
-        Callable[[str, list[Pending]], None],
-    ],
-    int,
-]
-try:
-    from agent_replay.log import _group
-except ImportError:  # not built (a source checkout without a compiler): the same, slower
-    GROUP_IN_C = False
-    ones_columns = ones_columns_python
-    take = take_python
-    _settle_loop = settle_loop_python
-    _ones = ones_python
-else:
-    GROUP_IN_C = True
-    ones_columns = _group.ones_columns
-    take = _group.take
-    _settle_loop = _group.settle
-    _ones = _group.ones
+    outcomes.committed = committed
+    return outcomes, refused
 
 
 def explain(

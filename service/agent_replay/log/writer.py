@@ -49,7 +49,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from itertools import chain
 from operator import itemgetter
@@ -87,11 +87,6 @@ _STORED_RANGE = sql.QUERIES["stored_range"]
 
 # An append statement's answer row: (run_id, base, ...), read in C.
 _RUN_BASE = itemgetter(0, 1)
-
-# From this many rows a group takes the COPY path (`bump`, then COPY): COPY
-# has a fixed cost (asyncpg looks the table up on each call) that pays off only
-# for big groups; below this, unnesting arrays in one statement is faster.
-_COPY_MIN_ROWS = 1000
 
 # The session settings of the commit lanes' connections (`EventLog.open` gives the lanes
 # a pool of their own). Every statement a lane runs reaches `runs` (and a producer's
@@ -456,10 +451,7 @@ class GroupCommitter:
 
     async def _commit(self, conn: Connection, appends: dict[str, list[Pending]]) -> None:
         group = Group.of(appends, self._batch_min)
-        if len(group.events.rows) >= _COPY_MIN_ROWS:
-            rows = await self._retrying(conn, self._bump_and_copy, group)
-        else:
-            rows = await self._retrying(conn, self._append_statement, group)
+        rows = await self._retrying(conn, group)
         outcomes, refused = settle(appends, dict(map(_RUN_BASE, rows)))
         if self._row_hooks:
             self._committed_rows(appends, outcomes)
@@ -491,16 +483,14 @@ class GroupCommitter:
             # Queued again, as a producer's next append would be: not awaited.
             self._awaited.difference_update(item.run_id for item in outcomes.retry)
 
-    async def _retrying(
-        self,
-        conn: Connection,
-        attempt: Callable[[Connection, Group], Awaitable[list[asyncpg.Record]]],
-        group: Group,
-    ) -> list[asyncpg.Record]:
+    async def _retrying(self, conn: Connection, group: Group) -> list[asyncpg.Record]:
+        """The group's append statement, run again after a deadlock or once its runs'
+        months have their partitions."""
+        statement, params = group.statement(self._process)
         made_partitions = False
         for tries in range(5):
             try:
-                return await attempt(conn, group)
+                return list(await conn.fetch(statement, *params, timeout=self._statement_seconds))
             except asyncpg.DeadlockDetectedError:
                 # Another process's group locked our runs in another order.
                 if tries == 4:
@@ -514,23 +504,6 @@ class GroupCommitter:
                 await partitions.ensure_for_runs(self._pool, list(group.shares))
                 made_partitions = True
         raise AssertionError("unreachable")
-
-    async def _append_statement(self, conn: Connection, group: Group) -> list[asyncpg.Record]:
-        statement, params = group.statement(self._process)
-        return list(await conn.fetch(statement, *params, timeout=self._statement_seconds))
-
-    async def _bump_and_copy(self, conn: Connection, group: Group) -> list[asyncpg.Record]:
-        timeout = self._statement_seconds
-        async with conn.transaction():
-            rows = list(await conn.fetch(sql.BUMP, *group.share_params(), timeout=timeout))
-            records = group.events.records(
-                {row["run_id"]: row["base"] for row in rows},
-                {row["run_id"]: row["run_month"] for row in rows},
-            )
-            await conn.copy_records_to_table(
-                "events", records=records, columns=list(sql.EVENT_COLUMNS), timeout=timeout
-            )
-        return rows
 
     async def _explain(self, conn: Connection, refused: dict[str, list[Pending]]) -> None:
         """Settle appends the statement did not apply: missing, closed, or misfit runs."""
