@@ -27,6 +27,7 @@ too.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Sequence
 from itertools import repeat
@@ -43,7 +44,8 @@ try:
 except ImportError:  # not compiled here: msgspec's passes read every body
     SCAN = False
 else:
-    SCAN = True
+    # Set, the install runs as one built without a compiler would.
+    SCAN = os.environ.get("AGENT_REPLAY_NO_EXTENSIONS") != "1"
 
 
 class _Head(msgspec.Struct, gc=False):
@@ -168,10 +170,38 @@ def split_lines(body: bytes, columns_from: int | None = BATCH_MIN) -> Chunks | N
     line without the spaces around it) as `Chunks`, by the C scan, for a body of
     `columns_from` events or more; None for any other (the caller reads it line by
     line, which names what is wrong)."""
-    if columns_from is None or not SCAN:
+    if columns_from is None:
         return None
+    if not SCAN:
+        return _lines_decoded(body, columns_from)
     # The ids, where a row keeps them, are read from each text (rare: batch rows don't).
     return _chunks(body, _scan.scan_lines(body), columns_from, None)
+
+
+_LINE = msgspec.json.Decoder(_Type)
+
+
+def _lines_decoded(body: bytes, columns_from: int) -> Chunks | None:
+    """`split_lines` by msgspec: each line decoded alone for its type (which checks it is
+    one JSON value), its text the line as sent."""
+    if b"\r" in body:
+        return None
+    lines = list(filter(None, map(bytes.strip, body.split(b"\n"))))
+    if len(lines) < columns_from:
+        return None
+    try:
+        kinds = list(map(_TYPE, map(_LINE.decode, lines)))
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    if "" in kinds or not plain(kinds) or _may_overflow(body):
+        return None
+    try:
+        if not body.isascii():
+            body.decode()
+    except UnicodeDecodeError:
+        return None
+    # The ids, where a row keeps them, are read from each text (rare: batch rows don't).
+    return Chunks(kinds, Raws(lines))
 
 
 def _chunks(
@@ -225,11 +255,11 @@ class Spans:
 
 
 class Raws:
-    """`Texts` of a body by msgspec's raw slices."""
+    """`Texts` of a body by msgspec's raw slices (or an NDJSON body's lines)."""
 
     __slots__ = ("_raws",)
 
-    def __init__(self, raws: list[msgspec.Raw]) -> None:
+    def __init__(self, raws: list[msgspec.Raw] | list[bytes]) -> None:
         self._raws = raws
 
     def text(self, index: int) -> str:
