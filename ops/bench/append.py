@@ -1,6 +1,8 @@
 """Append throughput and acknowledgement latency, against raw asyncpg in the same run.
 
     python ops/bench/append.py [--quick] [--json FILE]
+    python ops/bench/append.py --baseline DIR [--baseline-env NAME=VALUE] [--rounds N]
+                               [--quick] [--json FILE]
 
 Prints events/s for batches of 1, 10, 100 and 1,000 chunks (each producer on
 its own run; for batches of 1 also all producers on one run): over HTTP (a
@@ -57,6 +59,25 @@ chunk per line, `application/x-ndjson`): "HTTP, the same as NDJSON".
 {size}}} (ratios as fractions; "http_vs_raw" against the raw limit of the log's own
 layout).
 
+Side by side (`--baseline DIR`: another checkout of this repository, e.g. the
+commit before a change; `--baseline-env NAME=VALUE`: a setting of the baseline's
+alone, and without `--baseline` this checkout with that setting against itself
+without): instead of the phases above, the service's own, each on both sides
+in the same run. Both `agent-replay serve` processes are up at once, each on a
+scratch database migrated by its own code; every phase runs on one side and
+right after on the other (ABAB: the order flips every round, `--rounds N`,
+default 3), so the machine's drift meets both. The phases: HTTP at every size,
+each as JSON and as NDJSON (a single chunk as a line too), and the in-process
+writer at every size (in a process of each side's code). Each phase prints
+both sides' events/s and CPU per event (the server's, or the writer
+process's, and its PostgreSQL backends'), and ours ÷ baseline per round with
+their median. `--baseline .` (this checkout against itself) gives the
+harness's own noise band. `--json FILE` writes {"baseline", "baseline_env",
+"rounds", "phases": {phase: {"ours", "baseline": [{"events_per_s", "p50_ms",
+"p99_ms", "cpu_us", "db_cpu_us"} per round], "events_per_s_ratio",
+"cpu_us_ratio", "db_cpu_us_ratio": [ours ÷ baseline per round]}}}, phases
+named "http-json-1", "http-ndjson-1000", "writer-100" and so on.
+
 Under each size, the CPU per event of the one-process HTTP phases: the server's
 (its own /metrics) and its PostgreSQL backends' (/proc, by the scratch
 database's name in their process titles), beside the raw lz4 batch rows'
@@ -73,6 +94,7 @@ import asyncio
 import functools
 import gc
 import json
+import os
 import random
 import shutil
 import statistics
@@ -93,13 +115,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import asyncpg
 import orjson
 from common import (
+    ROOT,
     RawPoster,
     backends,
+    command,
     cpu_seconds,
     free_port,
+    is_checkout,
     pct,
     scratch_database,
     server_process,
+    write_json,
 )
 
 from agent_replay.log import EventLog
@@ -488,10 +514,10 @@ async def writer_bench(
         async def send(p: int, batch: list[dict[str, object]]) -> None:
             await log.append(runs[p], batch)
 
-        # The CPU split is the single-chunk phase's (beside the minimal group commit),
-        # counted from after its work is made.
+        # The CPU split (beside the minimal group commit for single chunks; a side's in
+        # `--writer-phase`), counted from after its work is made.
         work = batches(total, size)
-        split = cpu_split(url, "writer", total) if size == 1 and not one_run else nullcontext()
+        split = nullcontext() if one_run else cpu_split(url, "writer", total)
         with split:
             return await drive(producers, work, send)
 
@@ -683,6 +709,132 @@ async def check_durable(url: str) -> str:
         await conn.close()
 
 
+# -- side by side: this checkout against another (`--baseline DIR`) ----------------------
+
+
+@dataclass
+class Side:
+    """One side of a side-by-side run: a checkout's server, its database, its settings."""
+
+    name: str
+    root: Path
+    url: str
+    base: str
+    env: dict[str, str]
+
+    @property
+    def pid(self) -> int:
+        """The serving process (one process: `serve` without workers)."""
+        with urllib.request.urlopen(self.base + "/healthz", timeout=10) as answer:
+            pid: int = json.load(answer)["pid"]
+            return pid
+
+
+def side_phase(side: Side, phase: str, size: int, total: int) -> dict[str, float]:
+    """One phase on one side: its events/s, latencies, and CPU per event (µs) of the
+    server (or the writer's process) and of its PostgreSQL backends."""
+    if phase == "writer":
+        # In a process of the side's own code, as its server would run the log.
+        _, code = command(side.root)
+        done = subprocess.run(
+            [sys.executable, __file__, "--writer-phase", side.url, str(size), str(total)],
+            env={**os.environ, **side.env, **code},
+            cwd=side.root,
+            check=True,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        figures: dict[str, float] = json.loads(done.stdout.splitlines()[-1])
+        return figures
+    asyncio.run(checkpoint(side.url))
+    database = side.url.rsplit("/", 1)[1]
+    pid = side.pid
+    server, db = cpu_seconds([pid]), cpu_seconds(backends(database))
+    rate, latencies = asyncio.run(http_bench(side.base, size, total, ndjson=phase == "http-ndjson"))
+    # Each producer's run is also created with one chunk.
+    events = total + (PRODUCERS_SINGLE if size == 1 else 4)
+    return {
+        "events_per_s": rate,
+        "p50_ms": pct(latencies, 50),
+        "p99_ms": pct(latencies, 99),
+        "cpu_us": (cpu_seconds([pid]) - server) / events * 1e6,
+        "db_cpu_us": (cpu_seconds(backends(database)) - db) / events * 1e6,
+    }
+
+
+def writer_phase(url: str, size: int, total: int) -> None:
+    """`--writer-phase`: the in-process writer at `size`, its figures as a JSON line."""
+    rate, latencies = asyncio.run(writer_bench(url, size, total))
+    split = SPLIT["writer"]
+    print(
+        json.dumps(
+            {
+                "events_per_s": rate,
+                "p50_ms": pct(latencies, 50),
+                "p99_ms": pct(latencies, 99),
+                "cpu_us": split["process"],
+                "db_cpu_us": split["db"],
+            }
+        )
+    )
+
+
+def side_by_side(
+    baseline: Path, baseline_env: dict[str, str], rounds: int, totals: dict[int, int]
+) -> dict[str, Any]:
+    """Every phase of the service on this checkout and on `baseline`, in turns (ABAB)."""
+    phases = [("http-json", size) for size in totals]
+    phases += [("http-ndjson", size) for size in totals]
+    phases += [("writer", size) for size in totals]
+    found: dict[str, dict[str, list[dict[str, float]]]] = {
+        f"{phase}-{size}": {"ours": [], "baseline": []} for phase, size in phases
+    }
+    with (
+        scratch_database() as ours_url,
+        scratch_database(None if baseline == ROOT else baseline) as base_url,
+        server_process(ours_url) as ours_base,
+        server_process(base_url, root=baseline, **baseline_env) as base_base,
+    ):
+        sides = [
+            Side("ours", ROOT, ours_url, ours_base, {}),
+            Side("baseline", baseline, base_url, base_base, baseline_env),
+        ]
+        print(f"append, side by side ({asyncio.run(check_durable(ours_url))}): {rounds} rounds")
+        for round_ in range(rounds):
+            order = sides if round_ % 2 == 0 else sides[::-1]
+            print(f"  round {round_ + 1}/{rounds} ({', then '.join(s.name for s in order)}), "
+                  f"load {os.getloadavg()[0]:.1f}", flush=True)  # fmt: skip
+            for phase, size in phases:
+                for side in order:
+                    figures = side_phase(side, phase, size, totals[size])
+                    found[f"{phase}-{size}"][side.name].append(figures)
+    out: dict[str, Any] = {}
+    print(f"ours ÷ baseline ({baseline}{' with ' if baseline_env else ''}"
+          f"{' '.join(f'{k}={v}' for k, v in baseline_env.items())}), per round and median; "
+          "events/s higher is better, CPU per event lower is")  # fmt: skip
+    for name, by in found.items():
+        ours, base = by["ours"], by["baseline"]
+        entry: dict[str, Any] = {"ours": ours, "baseline": base}
+        cells = []
+        for key, what in (("events_per_s", "ev/s"), ("cpu_us", "CPU"), ("db_cpu_us", "db")):
+            pairs = zip(ours, base, strict=True)
+            ratios = [a[key] / b[key] if b[key] else float("nan") for a, b in pairs]
+            entry[f"{key}_ratio"] = ratios
+            cells.append(
+                f"{what} {statistics.median(ratios):.2f} ("
+                + " ".join(f"{r:.2f}" for r in ratios) + ")"
+            )  # fmt: skip
+        out[name] = entry
+        who = "process" if name.startswith("writer") else "server"
+        print(
+            f"  {name:<17} ours {statistics.median(a['events_per_s'] for a in ours):>9,.0f} ev/s "
+            f"{who} {statistics.median(a['cpu_us'] for a in ours):6.2f} µs, baseline "
+            f"{statistics.median(b['events_per_s'] for b in base):>9,.0f} ev/s "
+            f"{statistics.median(b['cpu_us'] for b in base):6.2f} µs | " + ", ".join(cells)
+        )
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="fewer events (a smoke run)")
@@ -693,6 +845,15 @@ def main() -> None:
         default=2,
         help="also over HTTP to `agent-replay serve --workers N` (default 2; 1: not)",
     )
+    parser.add_argument(
+        "--baseline", type=Path, metavar="DIR",
+        help="side by side: the service's phases on this checkout and on DIR's, in turns",
+    )  # fmt: skip
+    parser.add_argument(
+        "--baseline-env", action="append", default=[], metavar="NAME=VALUE",
+        help="a setting of the baseline's alone (without --baseline: this checkout with it)",
+    )  # fmt: skip
+    parser.add_argument("--rounds", type=int, default=3, help="side-by-side rounds (default 3)")
     args = parser.parse_args()
     scale = 0.2 if args.quick else 1.0
     totals = {
@@ -701,6 +862,19 @@ def main() -> None:
         100: int(200_000 * scale),
         1000: int(400_000 * scale),
     }
+    baseline_env = dict(item.split("=", 1) for item in args.baseline_env)
+    if baseline_env and args.baseline is None:
+        args.baseline = ROOT
+    if args.baseline is not None:
+        args.baseline = args.baseline.resolve()
+        if not is_checkout(args.baseline):
+            parser.error(f"--baseline {args.baseline} is not a checkout of this repository")
+        phases = side_by_side(args.baseline, baseline_env, args.rounds, totals)
+        if args.json:
+            figures = {"baseline": str(args.baseline), "baseline_env": baseline_env,
+                       "rounds": args.rounds, "phases": phases}  # fmt: skip
+            write_json(str(args.json), figures)
+        return
     repeats = {1000: 2}
     with scratch_database() as url:
         print(f"append benchmark ({asyncio.run(check_durable(url))})")
@@ -869,4 +1043,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--writer-phase"]:
+        writer_phase(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+    else:
+        main()

@@ -2,10 +2,11 @@
 
     python ops/bench/stream.py [--chunks 100000] [--subscribers 1000] [--seconds 5]
                                [--only replay|live|fanout] [--client-processes 1]
+                               [--baseline DIR [--baseline-env NAME=VALUE] [--rounds N]]
                                [--json FILE]
 
-Prints figures with their ratio to a baseline measured in the same run: a
-bare Starlette endpoint reading the same rows with asyncpg in keyset pages of
+Prints figures with their ratio to a bare server measured in the same run: a
+Starlette endpoint reading the same rows with asyncpg in keyset pages of
 1,000 and writing each page pre-formatted through a `StreamingResponse`; for
 fan-out, the same bare server keeping appends in memory, each follower writing
 all it has not sent in one write per wake-up (the floor for 1,000 sockets).
@@ -15,6 +16,16 @@ Live latency runs from the append's send to the chunk's receipt: the service
 hands a commit to its followers before it answers the append, so most chunks
 arrive before their acknowledgement (each figure says how many), and a
 latency from the acknowledgement would be zero or negative.
+
+`--baseline DIR` measures another checkout of this repository the same way in
+the same run (`--baseline-env NAME=VALUE`: a setting of its own; alone, this
+checkout with that setting): each side its own scratch database (migrated and
+seeded by its own code), its two `agent-replay serve` processes and its bare
+server, all up at once; each side runs every workload in turn, the order
+flipping every round (`--rounds N`, default 3). It prints ours ÷ baseline per
+round (catch-up events/s, live and fan-out p99) and `--json` writes {"ours":
+[figures per round], "baseline": [the same], "ratios": {name: [per round]}}.
+`--baseline .` gives the harness's noise band.
 """
 
 # A harness, not the service: its blocking file polls and Popen are intended.
@@ -33,15 +44,21 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from ops.bench.common import (  # noqa: E402
+from ops.bench.common import (
+    ROOT,
     RawPoster,
+    command,
+    free_port,
+    is_checkout,
     pct,
     scratch_database,
     server_process,
@@ -306,6 +323,7 @@ def _run(coro: object) -> None:
 
 
 async def seed(url: str, run: str, chunks: int, batch_min: int | None) -> None:
+    """`stream.py seed`: run in a process of the side's own code (its log, its layout)."""
     from agent_replay.log import EventLog
 
     async with EventLog.connect(url, batch_min=batch_min) as log:
@@ -320,17 +338,27 @@ async def seed(url: str, run: str, chunks: int, batch_min: int | None) -> None:
             await conn.execute("VACUUM ANALYZE events")
 
 
+def seed_with(side: Side, run: str, chunks: int, batch_min: int | None) -> None:
+    _, code = command(side.root)
+    subprocess.run(
+        [sys.executable, __file__, "seed", side.url, run, str(chunks), str(batch_min)],
+        env={**os.environ, **side.env, **code},
+        cwd=side.root,
+        check=True,
+    )
+
+
 def line(name: str, value: str, note: str = "") -> None:
     print(f"  {name:<46} {value:>18}  {note}")
 
 
 async def bench_replay(
-    url: str, chunks: int, ours: int, base: int, batch_min: int | None = None
+    side: Side, chunks: int, ours: int, base: int, batch_min: int | None = None
 ) -> dict[str, float]:
     """`batch_min`: the run stored in batch rows (as a POST of 10,000 chunks is), or
     (None) a row per event (as chunks appended one at a time are)."""
-    run = f"bench-replay-{batch_min}"
-    await seed(url, run, chunks, batch_min)
+    run = f"bench-replay-{batch_min}-{uuid.uuid4().hex[:6]}"
+    seed_with(side, run, chunks, batch_min)
     results = {}
     for name, port, path in (
         ("baseline", base, f"/replay/{run}"),
@@ -342,18 +370,21 @@ async def bench_replay(
         best = min(runs, key=lambda r: r[2])
         results[name] = (chunks / best[2], sorted(r[1] for r in runs)[1])
     layout = "a row per event" if batch_min is None else "in batch rows"
-    print(f"catch-up: closed run of {chunks:,} chunks {layout}, one raw-bytes client (best of 3)")
+    print(
+        f"catch-up ({side.name}): closed run of {chunks:,} chunks {layout}, one raw-bytes client"
+        " (best of 3)"
+    )
     b_rate, b_first = results["baseline"]
     s_rate, s_first = results["stream"]
     line(
-        "baseline (asyncpg pages + StreamingResponse)",
+        "bare server (asyncpg pages + StreamingResponse)",
         f"{b_rate:,.0f} ev/s",
         f"first event {b_first * 1000:.1f} ms",
     )
     line(
         "GET /v1/runs/{id}/stream (SSE)",
         f"{s_rate:,.0f} ev/s",
-        f"first event {s_first * 1000:.1f} ms; {s_rate / b_rate:.0%} of baseline"
+        f"first event {s_first * 1000:.1f} ms; {s_rate / b_rate:.0%} of the bare server"
         " (goal >= 70%, < 20 ms)",
     )
     return {
@@ -365,14 +396,16 @@ async def bench_replay(
     }
 
 
-async def bench_live(ours: int, other: int, seconds: float) -> dict[str, dict[str, float]]:
-    print(f"live latency: 1,000 chunks/s for {seconds:g} s, append sent -> chunk received")
+async def bench_live(
+    side: str, ours: int, other: int, seconds: float
+) -> dict[str, dict[str, float]]:
+    print(f"live latency ({side}): 1,000 chunks/s for {seconds:g} s, append sent -> chunk received")
     figures = {}
     for key, name, producer_port in (
         ("same_process", "producer on the same process", ours),
         ("other_process", "producer on another process", other),
     ):
-        run = f"bench-live-{producer_port}"
+        run = f"bench-live-{producer_port}-{uuid.uuid4().hex[:6]}"
         poster = RawPoster(producer_port)
         await poster.open()
         await poster.post(f"/v1/runs/{run}/events", f'{{"events":[{CHUNK % "start"}]}}'.encode())
@@ -411,15 +444,15 @@ class FanOut:
 
 
 async def bench_fanout(
-    ours: int, base: int, subscribers: int, seconds: float, processes: int
+    side: str, ours: int, base: int, subscribers: int, seconds: float, processes: int
 ) -> dict[str, Any]:
     print(
-        f"live fan-out: {subscribers:,} SSE subscribers ({processes} client processes),"
+        f"live fan-out ({side}): {subscribers:,} SSE subscribers ({processes} client processes),"
         f" 200 appends/s for {seconds:g} s"
     )
     figures: dict[str, Any] = {"subscribers": subscribers}
     for key, name, port in (
-        ("floor", "baseline (in memory, StreamingResponse)", base),
+        ("floor", "bare server (in memory, StreamingResponse)", base),
         ("ours", "ours", ours),
     ):
         result = await fan_out(port, subscribers, seconds, processes)
@@ -453,7 +486,7 @@ async def bench_fanout(
 
 
 async def fan_out(ours: int, subscribers: int, seconds: float, processes: int) -> FanOut:
-    run = "bench-fanout"
+    run = f"bench-fanout-{uuid.uuid4().hex[:6]}"
     poster = RawPoster(ours, connections=1)
     await poster.open()
     await poster.post(f"/v1/runs/{run}/events", f'{{"events":[{CHUNK % "start"}]}}'.encode())
@@ -522,6 +555,75 @@ def _wait_listening(port: int, proc: subprocess.Popen[bytes]) -> None:
     raise RuntimeError("the baseline server did not start")
 
 
+@dataclass
+class Side:
+    """A checkout under test: its scratch database, its two servers and its bare one."""
+
+    name: str
+    root: Path
+    url: str
+    env: dict[str, str]
+    ours: int = 0  # the server followed
+    other: int = 0  # a second process of it (a producer on another process)
+    floor: int = 0  # the bare Starlette server on the same database
+
+
+@contextmanager
+def side_up(name: str, root: Path, env: dict[str, str]) -> Iterator[Side]:
+    """A side's database and servers, for as long as the block runs."""
+    with ExitStack() as stack:
+        url = stack.enter_context(scratch_database(None if root == ROOT else root))
+        side = Side(name, root, url, env)
+        settings = {**env, "REPLAY_STREAM_SEND_TIMEOUT_SECONDS": "60"}
+        side.ours, side.other, side.floor = free_port(), free_port(), free_port()
+        for port in (side.ours, side.other):
+            stack.enter_context(server_process(url, port, root=root, **settings))
+        floor = subprocess.Popen(
+            [sys.executable, __file__, "baseline-server", str(side.floor), url]
+        )
+        stack.callback(floor.wait, 10)
+        stack.callback(floor.terminate)
+        _wait_listening(side.floor, floor)
+        yield side
+
+
+async def side_figures(side: Side, args: argparse.Namespace) -> dict[str, Any]:
+    """Every workload asked for, on one side."""
+    figures: dict[str, Any] = {}
+    if args.only in (None, "replay"):
+        figures["catch_up"] = await bench_replay(side, args.chunks, side.ours, side.floor)
+        figures["catch_up_batch_rows"] = await bench_replay(
+            side, args.chunks, side.ours, side.floor, batch_min=16
+        )
+    if args.only in (None, "live"):
+        figures["live"] = await bench_live(side.name, side.ours, side.other, args.seconds)
+    if args.only in (None, "fanout"):
+        figures["fan_out"] = await bench_fanout(
+            side.name, side.ours, side.floor, args.subscribers, args.seconds,
+            args.client_processes,
+        )  # fmt: skip
+    return figures
+
+
+# Ours ÷ baseline, per figure: its name, and where it is in a side's figures.
+RATIOS = [
+    ("catch_up_events_per_s", ("catch_up", "events_per_s")),
+    ("catch_up_batch_rows_events_per_s", ("catch_up_batch_rows", "events_per_s")),
+    ("live_same_process_p99_ms", ("live", "same_process", "p99_ms")),
+    ("live_other_process_p99_ms", ("live", "other_process", "p99_ms")),
+    ("fan_out_p99_ms", ("fan_out", "ours", "p99_ms")),
+]
+
+
+def _at(figures: dict[str, Any], path: tuple[str, ...]) -> float | None:
+    value: Any = figures
+    for key in path:
+        if not isinstance(value, dict) or key not in value:
+            return None
+        value = value[key]
+    return float(value)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -536,39 +638,68 @@ def main() -> None:
         default=1,
         help="fan-out subscribers split over this many client processes",
     )
+    parser.add_argument(
+        "--baseline", type=Path, metavar="DIR",
+        help="also measure another checkout's servers, in turns with ours",
+    )  # fmt: skip
+    parser.add_argument(
+        "--baseline-env", action="append", default=[], metavar="NAME=VALUE",
+        help="a setting of the baseline's alone (without --baseline: this checkout with it)",
+    )  # fmt: skip
+    parser.add_argument("--rounds", type=int, default=3, help="rounds with --baseline")
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     args = parser.parse_args()
-    figures: dict[str, Any] = {}
-    with scratch_database() as url:
-        env = {"REPLAY_STREAM_SEND_TIMEOUT_SECONDS": "60"}
-        with server_process(url, 8791, **env) as _a, server_process(url, 8792, **env) as _b:
-            base = subprocess.Popen([sys.executable, __file__, "baseline-server", "8793", url])
-            try:
-                _wait_listening(8793, base)
+    baseline_env = dict(item.split("=", 1) for item in args.baseline_env)
+    if baseline_env and args.baseline is None:
+        args.baseline = ROOT
+    if args.baseline is not None:
+        args.baseline = args.baseline.resolve()
+        if not is_checkout(args.baseline):
+            parser.error(f"--baseline {args.baseline} is not a checkout of this repository")
+    with ExitStack() as stack:
+        sides = [stack.enter_context(side_up("ours", ROOT, {}))]
+        if args.baseline is not None:
+            sides.append(stack.enter_context(side_up("baseline", args.baseline, baseline_env)))
+        rounds = args.rounds if len(sides) > 1 else 1
+        found: dict[str, list[dict[str, Any]]] = {side.name: [] for side in sides}
+        for round_ in range(rounds):
+            order = sides if round_ % 2 == 0 else sides[::-1]
+            if len(sides) > 1:
+                print(f"round {round_ + 1}/{rounds}, load {os.getloadavg()[0]:.1f}", flush=True)
+            for side in order:
+                figures: dict[str, Any] = {}
 
-                async def all_benches() -> None:
-                    if args.only in (None, "replay"):
-                        figures["catch_up"] = await bench_replay(url, args.chunks, 8791, 8793)
-                        figures["catch_up_batch_rows"] = await bench_replay(
-                            url, args.chunks, 8791, 8793, batch_min=16
-                        )
-                    if args.only in (None, "live"):
-                        figures["live"] = await bench_live(8791, 8792, args.seconds)
-                    if args.only in (None, "fanout"):
-                        figures["fan_out"] = await bench_fanout(
-                            8791, 8793, args.subscribers, args.seconds, args.client_processes
-                        )
+                async def measure(side: Side = side, figures: dict[str, Any] = figures) -> None:
+                    figures.update(await side_figures(side, args))
 
-                _run(all_benches())
-            finally:
-                base.terminate()
-                base.wait(10)
-    write_json(args.json, figures)
+                _run(measure())
+                found[side.name].append(figures)
+    if len(sides) == 1:
+        write_json(args.json, found["ours"][0])
+        return
+    ratios: dict[str, list[float]] = {}
+    print(f"ours ÷ baseline ({args.baseline}), per round (events/s: higher is better; p99 lower)")
+    for name, path in RATIOS:
+        pairs = [
+            (_at(a, path), _at(b, path))
+            for a, b in zip(found["ours"], found["baseline"], strict=True)
+        ]
+        ratios[name] = [a / b for a, b in pairs if a is not None and b]
+        if ratios[name]:
+            print(f"  {name:<34} " + " ".join(f"{r:.2f}" for r in ratios[name]))
+    write_json(
+        args.json,
+        {"ours": found["ours"], "baseline": found["baseline"], "ratios": ratios,
+         "baseline_dir": str(args.baseline), "baseline_env": baseline_env},
+    )  # fmt: skip
 
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "baseline-server":
         baseline_server(int(sys.argv[2]), sys.argv[3])
+    elif len(sys.argv) > 1 and sys.argv[1] == "seed":
+        batch_min = None if sys.argv[5] == "None" else int(sys.argv[5])
+        asyncio.run(seed(sys.argv[2], sys.argv[3], int(sys.argv[4]), batch_min))
     elif len(sys.argv) > 1 and sys.argv[1] == "fanout-clients":
         fanout_clients(int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), sys.argv[5], sys.argv[6])
     else:

@@ -521,15 +521,14 @@ static PyObject *scan_lines(PyObject *module, PyObject *arg) {
     return scanned(arg, lines);
 }
 
-/* Events `start` to `stop` (-1: the last) of `body` by `spans`, checked against it. */
+/* `body` and its events' `spans`, each checked to lie inside `body`. */
 typedef struct {
     Py_buffer body, spans;
     const int64_t *at;
-    Py_ssize_t stop;
+    Py_ssize_t count;
 } Texts;
 
-static int texts_open(Texts *t, PyObject *body, PyObject *spans, Py_ssize_t start,
-                      Py_ssize_t stop) {
+static int texts_open(Texts *t, PyObject *body, PyObject *spans) {
     if (PyObject_GetBuffer(body, &t->body, PyBUF_SIMPLE) < 0) {
         return -1;
     }
@@ -538,15 +537,15 @@ static int texts_open(Texts *t, PyObject *body, PyObject *spans, Py_ssize_t star
         return -1;
     }
     t->at = t->spans.buf;
-    Py_ssize_t count = t->spans.len / (Py_ssize_t)(2 * sizeof(int64_t));
-    t->stop = stop < 0 ? count : stop;
-    int bad = start < 0 || t->stop < start || t->stop > count;
-    for (Py_ssize_t i = start; !bad && i < t->stop; i++) {
+    t->count = t->spans.len / (Py_ssize_t)(2 * sizeof(int64_t));
+    int bad = t->spans.len % (Py_ssize_t)(2 * sizeof(int64_t)) != 0 ||
+              ((uintptr_t)t->spans.buf) % _Alignof(int64_t) != 0;
+    for (Py_ssize_t i = 0; !bad && i < t->count; i++) {
         bad = t->at[2 * i] < 0 || t->at[2 * i + 1] < t->at[2 * i] ||
               t->at[2 * i + 1] > t->body.len;
     }
     if (bad) {
-        PyErr_SetString(PyExc_IndexError, "spans out of range");
+        PyErr_SetString(PyExc_ValueError, "spans out of range");
         PyBuffer_Release(&t->spans);
         PyBuffer_Release(&t->body);
         return -1;
@@ -559,79 +558,76 @@ static void texts_close(Texts *t) {
     PyBuffer_Release(&t->body);
 }
 
-/* A str of `size` bytes of UTF-8 (ASCII copied without a decode). */
-static PyObject *text_of(const char *data, Py_ssize_t size, int ascii) {
-    if (!ascii) {
-        return PyUnicode_DecodeUTF8(data, size, "strict");
-    }
-    PyObject *str = PyUnicode_New(size, 127);
-    if (str != NULL) {
-        memcpy(PyUnicode_1BYTE_DATA(str), data, size);
-    }
-    return str;
+/* A str of `size` bytes of UTF-8, made by str's own decoder (which takes ASCII at its
+ * fastest): whatever the bytes, never a str whose kind disagrees with its contents. */
+static PyObject *text_of(const char *data, Py_ssize_t size) {
+    return PyUnicode_DecodeUTF8(data, size, "strict");
 }
 
 PyDoc_STRVAR(joined_doc,
-"joined(body, spans, start, stop, separator, ascii) -> str\n\n"
-"The texts of events `start` to `stop` joined by `separator` (bytes), decoded.");
+"joined(body, spans, start, stop, separator) -> str\n\n"
+"The texts of events `start` to `stop` (0 <= start <= stop <= the events' count)\n"
+"joined by `separator` (bytes), decoded as UTF-8.");
 
 static PyObject *joined(PyObject *module, PyObject *args) {
     PyObject *body, *spans;
     Py_ssize_t start, stop;
     Py_buffer sep;
-    int ascii;
-    if (!PyArg_ParseTuple(args, "OOnny*p", &body, &spans, &start, &stop, &sep, &ascii)) {
+    if (!PyArg_ParseTuple(args, "OOnny*", &body, &spans, &start, &stop, &sep)) {
         return NULL;
     }
     Texts t;
-    if (texts_open(&t, body, spans, start, stop) < 0) {
+    if (texts_open(&t, body, spans) < 0) {
         PyBuffer_Release(&sep);
         return NULL;
+    }
+    PyObject *result = NULL;
+    if (start < 0 || stop < start || stop > t.count) {
+        PyErr_SetString(PyExc_IndexError, "start and stop must be 0 <= start <= stop <= count");
+        goto done;
     }
     Py_ssize_t size = stop > start ? sep.len * (stop - start - 1) : 0;
     for (Py_ssize_t i = start; i < stop; i++) {
         size += t.at[2 * i + 1] - t.at[2 * i];
     }
     char *buffer = PyMem_Malloc(size ? size : 1);
-    PyObject *result = NULL;
     if (buffer == NULL) {
         PyErr_NoMemory();
-    } else {
-        char *out = buffer;
-        const char *data = t.body.buf;
-        for (Py_ssize_t i = start; i < stop; i++) {
-            if (i > start) {
-                memcpy(out, sep.buf, sep.len);
-                out += sep.len;
-            }
-            Py_ssize_t n = t.at[2 * i + 1] - t.at[2 * i];
-            memcpy(out, data + t.at[2 * i], n);
-            out += n;
-        }
-        result = text_of(buffer, size, ascii);
-        PyMem_Free(buffer);
+        goto done;
     }
+    char *out = buffer;
+    const char *data = t.body.buf;
+    for (Py_ssize_t i = start; i < stop; i++) {
+        if (i > start) {
+            memcpy(out, sep.buf, sep.len);
+            out += sep.len;
+        }
+        Py_ssize_t n = t.at[2 * i + 1] - t.at[2 * i];
+        memcpy(out, data + t.at[2 * i], n);
+        out += n;
+    }
+    result = text_of(buffer, size);
+    PyMem_Free(buffer);
+done:
     texts_close(&t);
     PyBuffer_Release(&sep);
     return result;
 }
 
 PyDoc_STRVAR(texts_doc,
-"texts(body, spans, ascii) -> list[str]\n\n"
-"Every event's text, decoded.");
+"texts(body, spans) -> list[str]\n\n"
+"Every event's text, decoded as UTF-8.");
 
 static PyObject *texts(PyObject *module, PyObject *args) {
     PyObject *body, *spans;
-    int ascii;
     Texts t;
-    if (!PyArg_ParseTuple(args, "OOp", &body, &spans, &ascii) ||
-        texts_open(&t, body, spans, 0, -1) < 0) {
+    if (!PyArg_ParseTuple(args, "OO", &body, &spans) || texts_open(&t, body, spans) < 0) {
         return NULL;
     }
-    PyObject *list = PyList_New(t.stop);
+    PyObject *list = PyList_New(t.count);
     const char *data = t.body.buf;
-    for (Py_ssize_t i = 0; list != NULL && i < t.stop; i++) {
-        PyObject *text = text_of(data + t.at[2 * i], t.at[2 * i + 1] - t.at[2 * i], ascii);
+    for (Py_ssize_t i = 0; list != NULL && i < t.count; i++) {
+        PyObject *text = text_of(data + t.at[2 * i], t.at[2 * i + 1] - t.at[2 * i]);
         if (text == NULL) {
             Py_CLEAR(list);
             break;

@@ -12,9 +12,10 @@ install` compiles it; a machine without a compiler installs without it). What
 it does not vouch for, and every body where it is missing, takes two passes of
 msgspec's C decoder, one taking each event as raw text and one reading only its
 `type` (and below `BATCH_MIN` its `messageId` and `toolCallId`), plus a search
-for numbers past a double's range: four times the scan's CPU on a large body.
-The same scan reads a large NDJSON body (`split_lines`), which is otherwise
-parsed line by line.
+for numbers past a double's range. The same scan reads a large NDJSON body
+(`split_lines`); without it, msgspec reads each line for its type. Either way
+msgspec costs the server far more CPU per event of a large body than the scan
+(docs/benchmarks.md, "Body reading", has the figures).
 
 A slice is stored only where it means exactly what the general path would
 store; anything else (a raw CR or LF anywhere in the body, invalid UTF-8, a
@@ -27,6 +28,7 @@ too.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Sequence
 from itertools import repeat
@@ -42,9 +44,12 @@ from agent_replay.log.values import StoredChunk
 try:
     from agent_replay.ingest import _scan
 except ImportError:  # not compiled here: msgspec's passes read every body
-    SCAN = False
+    BUILT = False
 else:
-    SCAN = True
+    BUILT = True
+# Whether bodies are read by the scan: AGENT_REPLAY_NO_EXTENSIONS=1 makes a built install
+# read them as one without a compiler does (what CI checks the suite passes both ways).
+SCAN = BUILT and os.environ.get("AGENT_REPLAY_NO_EXTENSIONS") != "1"
 
 
 class _Head(msgspec.Struct, gc=False):
@@ -92,20 +97,14 @@ _new_chunk = tuple.__new__
 # A number may be past a double's range (which JSON allows and the general path
 # refuses) only with an exponent of three digits or more, or with hundreds of
 # digits (a mantissa under 200 digits needs an exponent over 99). Mapped so:
-# digits and signs to "0", "e" and "E" to "e", what may end a number ("," "}" "]"
-# and spaces) to ":", the rest to "x"; such a number then reads "e000...:" or "0"
-# 200 times. Two C passes, no loop in Python; a false positive (in a string) costs
-# only speed.
+# signs dropped (an exponent's sign is no digit of it), digits to "0", "e" and "E"
+# to "e", what may end a number ("," "}" "]" and spaces) to ":", the rest to "x";
+# such a number then reads "e000...:" or "0" 200 times. Two C passes, no loop in
+# Python; a false positive (in a string) costs only speed.
 _NUMBERISH = bytes.maketrans(
     bytes(range(256)),
     bytes(
-        0x30
-        if 0x30 <= b <= 0x39 or b in b"+-"
-        else 0x65
-        if b in b"eE"
-        else 0x3A
-        if b in b",}] \t"
-        else 0x78
+        0x30 if 0x30 <= b <= 0x39 else 0x65 if b in b"eE" else 0x3A if b in b",}] \t" else 0x78
         for b in range(256)
     ),
 )
@@ -114,7 +113,7 @@ _LONG_NUMBER = b"0" * 200
 
 
 def _may_overflow(body: bytes) -> bool:
-    mapped = body.translate(_NUMBERISH)
+    mapped = body.translate(_NUMBERISH, b"+-")
     return _LONG_NUMBER in mapped or _BIG_EXPONENT.search(mapped) is not None
 
 
@@ -126,7 +125,7 @@ def split_events(
     for any other body (see the module's doc). From `columns_from` events (the log's
     batch rows' threshold; None: a log storing a row per event) the chunks are
     `Chunks`."""
-    if columns_from is not None:
+    if columns_from is not None and SCAN:
         found = split_scanned(body, columns_from)
         if found is not None:
             return found
@@ -155,7 +154,7 @@ def split_scanned(body: bytes, columns_from: int = BATCH_MIN) -> tuple[Chunks, A
     """`split_events` by the C scan alone, for a body of `columns_from` events or more
     (None for a smaller one, for one the scan does not vouch for, and where it was not
     built)."""
-    if not SCAN:
+    if not BUILT:
         return None
     found = _scan.scan(body)
     chunks = _chunks(body, found, columns_from, lambda: _ids(body))
@@ -166,13 +165,41 @@ def split_scanned(body: bytes, columns_from: int = BATCH_MIN) -> tuple[Chunks, A
 
 def split_lines(body: bytes, columns_from: int | None = BATCH_MIN) -> Chunks | None:
     """An NDJSON body's chunks (an event per line, blank lines skipped, each text its
-    line without the spaces around it) as `Chunks`, by the C scan, for a body of
-    `columns_from` events or more; None for any other (the caller reads it line by
-    line, which names what is wrong)."""
-    if columns_from is None or not SCAN:
+    line without the spaces around it) as `Chunks`, by the C scan (where it was not
+    built, by msgspec line by line), for a body of `columns_from` events or more; None
+    for any other (the caller reads it line by line, which names what is wrong)."""
+    if columns_from is None:
         return None
+    if not SCAN:
+        return _lines_decoded(body, columns_from)
     # The ids, where a row keeps them, are read from each text (rare: batch rows don't).
     return _chunks(body, _scan.scan_lines(body), columns_from, None)
+
+
+_LINE = msgspec.json.Decoder(_Type)
+
+
+def _lines_decoded(body: bytes, columns_from: int) -> Chunks | None:
+    """`split_lines` by msgspec: each line (without the spaces and tabs around it, as the
+    scan reads it) decoded alone for its type, which checks it is one JSON object."""
+    if b"\r" in body:
+        return None
+    lines = list(filter(None, map(bytes.strip, body.split(b"\n"), repeat(b" \t"))))
+    if len(lines) < columns_from:
+        return None
+    try:
+        kinds = list(map(_TYPE, map(_LINE.decode, lines)))
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    if "" in kinds or not plain(kinds) or _may_overflow(body):
+        return None
+    try:
+        if not body.isascii():
+            body.decode()
+    except UnicodeDecodeError:
+        return None
+    # The ids, where a row keeps them, are read from each text (rare: batch rows don't).
+    return Chunks(kinds, Raws(lines))
 
 
 def _chunks(
@@ -191,7 +218,7 @@ def _chunks(
         except UnicodeDecodeError:
             return None
     # The scan refuses anything nested deeper than MAX_EVENT_DEPTH (its MAX_DEPTH).
-    return Chunks(kinds, Spans(body, spans, ascii), read_ids, shallow=True)
+    return Chunks(kinds, Spans(body, spans), read_ids, shallow=True)
 
 
 def _value(body: bytes, bounds: tuple[int, int] | None, default: Any) -> Any:
@@ -202,35 +229,30 @@ def _value(body: bytes, bounds: tuple[int, int] | None, default: Any) -> Any:
 class Spans:
     """`Texts` of a body by the scan's bounds (`_scan.scan`'s `spans`)."""
 
-    __slots__ = ("_ascii", "_at", "_body", "_spans")
+    __slots__ = ("_at", "_body", "_spans")
 
-    def __init__(self, body: bytes, spans: bytes, ascii: bool) -> None:
+    def __init__(self, body: bytes, spans: bytes) -> None:
         self._body = body
         self._spans = spans
         self._at = memoryview(spans).cast("q")
-        self._ascii = ascii
 
     def text(self, index: int) -> str:
         at = self._at
         return self._body[at[2 * index] : at[2 * index + 1]].decode()
 
     def texts(self) -> list[str]:
-        texts: list[str] = _scan.texts(self._body, self._spans, self._ascii)
-        return texts
+        return _scan.texts(self._body, self._spans)
 
     def joined(self, start: int, end: int, separator: str) -> str:
-        text: str = _scan.joined(
-            self._body, self._spans, start, end, separator.encode(), self._ascii
-        )
-        return text
+        return _scan.joined(self._body, self._spans, start, end, separator.encode())
 
 
 class Raws:
-    """`Texts` of a body by msgspec's raw slices."""
+    """`Texts` of a body by msgspec's raw slices (or an NDJSON body's lines)."""
 
     __slots__ = ("_raws",)
 
-    def __init__(self, raws: list[msgspec.Raw]) -> None:
+    def __init__(self, raws: list[msgspec.Raw] | list[bytes]) -> None:
         self._raws = raws
 
     def text(self, index: int) -> str:
