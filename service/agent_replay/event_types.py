@@ -3,10 +3,10 @@
 Every table keyed by an event type is derived from `CATALOG`: the projector's dispatch
 (`projector.handlers`), normalization's spec keys (`projector.normalize`), the AG-UI
 encoders' required fields and terminal events (`projector.agui`), the AI SDK encoder
-(`projector.ai_sdk`), the run summary (`log.summary`, `log.chunks.TERMINAL_TYPES`) and the
-terminal renderer of `agent-replay tail` (`console.render`). An entry's `readers` say which
-of them act on the type; each reader's dispatch is checked against them
-(tests/test_event_types.py), so a type is added here first, then handled by each reader
+(`projector.ai_sdk`), the run summary (`log.summary`), a hosted run's driver
+(`agents.driver`) and the terminal renderer of `agent-replay tail` (`console.render`). An
+entry's `readers` say which of them act on the type; each reader's dispatch is checked
+against them (tests/test_event_types.py), so a type is added here first, then handled by each reader
 it names, and a reader handles no type the catalog does not give it.
 
 The types are those of `@ag-ui/core`'s `EventType` (also checked there); a chunk of any

@@ -30,9 +30,9 @@ from agent_replay.agents.endings import EndReason, close_run
 from agent_replay.agents.policy import DEFAULT, FIRST_READER_SECONDS, OnDisconnect
 from agent_replay.agents.wire import HttpUpstream
 from agent_replay.errors import ReplayError, RunClosed, SeqConflict, Unavailable
+from agent_replay.event_types import TERMINAL
 from agent_replay.ingest import Limits
 from agent_replay.log import AppendResult, Appends, ReaderPresence, StoredChunk
-from agent_replay.log.chunks import TERMINAL_TYPES
 from agent_replay.tasks import wait_set
 
 log = logging.getLogger("replay.agents")
@@ -150,7 +150,7 @@ class Driver:
             end = await self._reader
             await self._settled()
             reason = end.reason
-            if reason is EndReason.FINISHED and self._last_type not in TERMINAL_TYPES:
+            if reason is EndReason.FINISHED and self._last_type not in TERMINAL:
                 reason = EndReason.INCOMPLETE
             await self._close(reason, end.detail)
         except (RunClosed, SeqConflict):

@@ -19,10 +19,7 @@ from typing import Any, Protocol, overload
 import orjson
 
 from agent_replay.errors import InvalidEvent, InvalidJson, NestedTooDeep
-from agent_replay.event_types import TERMINAL
 from agent_replay.log.values import StoredChunk
-
-TERMINAL_TYPES = TERMINAL
 
 # orjson silently turns integers past 64 bits into floats: from 20 digits, or a
 # minus and 19 (below -2**63). Such a run sends the text down the exact (slower)
