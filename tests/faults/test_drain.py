@@ -63,8 +63,9 @@ async def _exit_time(proc: subprocess.Popen[bytes], since: float, bound: float) 
 async def test_rolling_restart_behind_nginx_during_hosted_runs_then_every_run_finishes_and_every_follower_gets_every_event_once(  # noqa: E501
     cluster: Cluster, database: str, server_log: IO[bytes]
 ) -> None:
-    """Replicas A and B behind nginx; 20 runs of 20 s started through nginx, one every half
-    second, each followed through nginx (SSE and NDJSON by turns). A fresh replica takes A's
+    """Replicas A and B behind nginx; 20 runs of 20 s started one every half second (the
+    first on A and on B directly, the rest through nginx), each followed through nginx (SSE
+    and NDJSON by turns). A fresh replica takes A's
     place and A gets SIGTERM; then the same for B, while A still drains."""
     ports = [free_port() for _ in range(4)]  # A, B, then their replacements
     env = _env(database)
@@ -87,8 +88,14 @@ async def test_rolling_restart_behind_nginx_during_hosted_runs_then_every_run_fi
             async def start_all() -> None:
                 for i in range(RUNS):
                     run_id = f"drain-{i}"
+                    # The first run on each of A and B directly, the rest through nginx:
+                    # nginx's round robin, shared with the followers' stream requests, can
+                    # give every start to one replica (a start, then a follower's GET, and
+                    # so on), and each restart must drain a replica that drives a run (each
+                    # lasts 20 s, past both SIGTERMs).
+                    to = (a, b)[i] if i < 2 else proxy
                     r = await http.post(
-                        f"{proxy}/v1/agents/steady/runs",
+                        f"{to}/v1/agents/steady/runs",
                         json={"runId": run_id, "threadId": f"t-{i}"},
                     )
                     starts[run_id] = r.status_code
