@@ -5,7 +5,7 @@
                                                  └─► audit ─► archive ─► transcript ┘
 
 Each package of `agent_replay` (under `service/`) may import only the packages its arrows come
-from (and the shared modules: errors, config, metrics, logs, tasks, loopevent, event_types);
+from (and the shared modules: errors, config, metrics, logs, tasks, loopevent, event_types, chain);
 nothing but the CLI imports the HTTP layer, nothing imports the CLI. And no module imports
 itself through others, at import time, inside a function (a lazy import is
 still a dependency) or under `if TYPE_CHECKING:` (a type is a dependency too:
@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 SERVICE = Path(__file__).resolve().parents[1] / "service" / "agent_replay"
-SHARED = {"errors", "config", "metrics", "logs", "tasks", "loopevent", "event_types"}
+SHARED = {"errors", "config", "metrics", "logs", "tasks", "loopevent", "event_types", "chain"}
 
 # package -> the packages it may import (besides itself and SHARED)
 ALLOWED: dict[str, set[str]] = {
@@ -60,6 +60,7 @@ ALLOWED: dict[str, set[str]] = {
     "loopevent": set(),
     # The AG-UI event types: what the log, the projector and the console read in a chunk.
     "event_types": set(),
+    "chain": set(),
 }  # fmt: skip
 
 
