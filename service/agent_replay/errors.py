@@ -27,7 +27,8 @@ exc`), and never leak past the log.
     │   ├── RunClosed              409 run_closed
     │   ├── RunConflict            409 run_conflict
     │   ├── SeqConflict            409 seq_conflict      (+ last_seq)
-    │   └── OffsetOutOfRange       409 offset_out_of_range (+ last_seq)
+    │   ├── OffsetOutOfRange       409 offset_out_of_range (+ last_seq)
+    │   └── CursorNotInThread      409 cursor_not_in_thread (a thread cursor's run is not its)
     ├── Unauthorized               401 unauthorized      (+ WWW-Authenticate)
     │   ├── InvalidCredential      401 unauthorized      (a credential was sent)
     │   ├── TokenExpired           401 token_expired
@@ -204,6 +205,12 @@ class SeqConflict(Conflict):
 
 class OffsetOutOfRange(Conflict):
     code = "offset_out_of_range"
+
+
+class CursorNotInThread(Conflict):
+    """A thread stream's cursor names a run that is not (or no longer) one of the thread's."""
+
+    code = "cursor_not_in_thread"
 
 
 class Unauthorized(ReplayError):

@@ -36,6 +36,7 @@ from agent_replay.api import (
     inspect_page,
     runs,
     stream,
+    threads,
     tokens,
 )
 from agent_replay.api import metrics as metrics_route
@@ -245,6 +246,7 @@ def create_app(
     app.include_router(audit.router)
     app.include_router(runs.router)
     app.include_router(stream.router)
+    app.include_router(threads.router)
     app.include_router(agents.router)
     app.include_router(chat.router)
     app.include_router(ai_sdk.router)

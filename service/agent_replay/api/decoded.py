@@ -39,7 +39,11 @@ def _loads(text: str) -> Any:
 class DecodedFramer:
     """Stateful (`key` None): called once per row, in seq order, by one follower."""
 
-    def __init__(self, encoding: Encoding, types: TypeFilter | None, named: bool) -> None:
+    def __init__(
+        self, encoding: Encoding, types: TypeFilter | None, named: bool, prefix: str = ""
+    ) -> None:
+        # Written before each seq in the ids (a thread's stream: `<run_id>:`).
+        self._prefix = prefix
         self._encoding = encoding
         self._types = types
         self._named = named and encoding is Encoding.SSE
@@ -81,10 +85,15 @@ class DecodedFramer:
                 continue
             extra = f',"decoded":{dumps(decoded)}' if decoded is not None else ""
             data = f'{{"seq":{seq},"chunk":{one_line(text)}{extra}}}'
+            if self._prefix and self._encoding is Encoding.NDJSON:
+                # A line has no other id: the thread's cursor, as in the plain lines.
+                data = f'{{"id":"{self._prefix}{seq}",{data[1:]}'
             if self._encoding is Encoding.SSE:
-                parts.append(sse.json_frame(data, id=seq, event=kind if self._named else None))
+                id = f"{self._prefix}{seq}" if self._prefix else seq
+                parts.append(sse.json_frame(data, id=id, event=kind if self._named else None))
             else:
                 parts.append(data + "\n")
         if skipped and rows and self._encoding is Encoding.SSE:
-            parts.append(sse.id_only(rows[-1][0]))
+            last = rows[-1][0]
+            parts.append(sse.id_only(f"{self._prefix}{last}" if self._prefix else last))
         return "".join(parts).encode()

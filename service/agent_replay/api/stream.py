@@ -65,7 +65,7 @@ async def stream_response(
         request.headers.get("accept") if accept is None else accept,
         request.query_params.get("format"),
     )
-    framer_options = _audience_options(request) if audience else None
+    framer_options = audience_options(request) if audience else None
     plan = await plan_stream(state.hub, run_id, offset)
     if plan.exhausted:
         # The SSE specification's "do not reconnect".
@@ -99,7 +99,7 @@ async def stream_response(
     )
 
 
-def _audience_options(request: Request) -> tuple[TypeFilter | None, bool, bool]:
+def audience_options(request: Request) -> tuple[TypeFilter | None, bool, bool]:
     params = request.query_params
     types = params.getlist("types")
     events = params.get("events")

@@ -32,6 +32,7 @@ from agent_replay.log.values import (
     Run,
     RunState,
     StoredChunk,
+    ThreadRun,
 )
 
 __all__ = [
@@ -56,5 +57,6 @@ __all__ = [
     "RunState",
     "RunStates",
     "StoredChunk",
+    "ThreadRun",
     "check_run_id",
 ]

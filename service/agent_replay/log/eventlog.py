@@ -57,6 +57,7 @@ from agent_replay.log.values import (
     RunRecord,
     RunState,
     StoredChunk,
+    ThreadRun,
 )
 from agent_replay.log.writer import COMMIT_SETTINGS, GroupCommitter
 
@@ -64,6 +65,7 @@ _CREATE_RUN = QUERIES["create_run"]
 _GET_RUN = QUERIES["get_run"]
 _RUN_INPUT = QUERIES["run_input"]
 _RUN_STATES = QUERIES["run_states"]
+_THREAD_RUNS = QUERIES["thread_runs"]
 _SCHEMA_VERSION = QUERIES["schema_version"]
 _INSERT_SECRET = QUERIES["insert_secret"]
 _GET_SECRET = QUERIES["get_secret"]
@@ -536,6 +538,16 @@ class EventLog:
                 records = await conn.fetch(_RUN_STATES, list(run_ids))
         return {r[0]: RunState(r[1], r[2], r[3]) for r in records}
 
+    async def thread_runs(
+        self, thread_id: str, after: str | None = None, limit: int = 100
+    ) -> list[ThreadRun]:
+        # Looked up as a run's thread is stored (`create_run`).
+        thread_id = storable(thread_id)
+        with translated(_READ):
+            async with acquire(self.pool) as conn:
+                records = await conn.fetch(_THREAD_RUNS, thread_id, after, limit)
+        return [ThreadRun(r[0], r[1], r[2]) for r in records]
+
     async def listen(
         self,
         on_notices: Callable[[list[Notice]], None],
@@ -543,6 +555,7 @@ class EventLog:
         *,
         wait_seconds: float = 5.0,
         on_readers_left: Callable[[list[str]], None] | None = None,
+        on_threads: Callable[[list[str]], None] | None = None,
     ) -> Listener:
         """Decoded notifications of every process's commits, on a connection of their own.
 
@@ -554,7 +567,9 @@ class EventLog:
         if self._dsn is None:
             raise Unavailable("this event log was made from a pool: it has no URL to LISTEN on")
         own = None if self._backends is None else self._backends.__contains__
-        listener = Listener(self._dsn, on_notices, on_connect, on_readers_left, own, self.process)
+        listener = Listener(
+            self._dsn, on_notices, on_connect, on_readers_left, own, self.process, on_threads
+        )
         # The listener drops this pool's own notifications (the hooks told of those
         # commits), so a group whose answer was lost, committed or not, is the caller's
         # to re-check, as after a reconnect.

@@ -31,7 +31,14 @@ from typing import Any
 import asyncpg
 
 from agent_replay.log.faults import UNREACHABLE
-from agent_replay.log.notifications import CHANNEL, READERS_CHANNEL, decode, decode_left
+from agent_replay.log.notifications import (
+    CHANNEL,
+    READERS_CHANNEL,
+    THREADS_CHANNEL,
+    decode,
+    decode_left,
+    decode_threads,
+)
 from agent_replay.log.sql import QUERIES
 from agent_replay.log.values import Notice
 from agent_replay.tasks import stopped, wait_set
@@ -57,8 +64,10 @@ class Listener:
         on_readers_left: Callable[[list[str]], None] | None = None,
         own: Callable[[int], bool] | None = None,
         process: str = "",
+        on_threads: Callable[[list[str]], None] | None = None,
     ) -> None:
         self._dsn = dsn
+        self._on_threads = on_threads
         self._own = own
         self._process = process
         self._on_notices = on_notices
@@ -122,6 +131,11 @@ class Listener:
         if self._on_readers_left is not None:
             self._on_readers_left(decode_left(str(payload)))
 
+    def _threads_notified(self, conn: Any, pid: int, channel: str, payload: object) -> None:
+        # Not filtered by `own`: no hook of this process tells of a run's creation.
+        if self._on_threads is not None:
+            self._on_threads(decode_threads(str(payload)))
+
     async def _listen_forever(self) -> None:
         delay = 0.05
         while True:
@@ -138,6 +152,8 @@ class Listener:
                 await conn.add_listener(CHANNEL, self._notified)
                 if self._on_readers_left is not None:
                     await conn.add_listener(READERS_CHANNEL, self._readers_notified)
+                if self._on_threads is not None:
+                    await conn.add_listener(THREADS_CHANNEL, self._threads_notified)
                 await register(conn, self._process)
             except _FAILURES as exc:
                 log.warning("LISTEN failed (%s); retrying in %.2fs", exc, delay)

@@ -40,6 +40,7 @@ from agent_replay.errors import (
 )
 from agent_replay.log.chunks import check_nesting, dumps, loads, storable, stored
 from agent_replay.log.filters import EventFilter, RunFilter
+from agent_replay.log.notifications import thread_key
 from agent_replay.log.store import MAX_SEQ, LogStore, check_run_id
 from agent_replay.log.summary import BIGINT_MAX, summarize
 from agent_replay.log.values import (
@@ -59,6 +60,7 @@ from agent_replay.log.values import (
     RunRecord,
     RunState,
     StoredChunk,
+    ThreadRun,
 )
 
 # What `schema_version` answers: this store has no migrations, only its own shape.
@@ -167,11 +169,13 @@ class _Subscription:
         handle: MemoryStore,
         on_notices: Callable[[list[Notice]], None],
         on_readers_left: Callable[[list[str]], None] | None,
+        on_threads: Callable[[list[str]], None] | None = None,
     ) -> None:
         self._log = log
         self.handle = handle
         self.on_notices = on_notices
         self.on_readers_left = on_readers_left
+        self.on_threads = on_threads
 
     @property
     def listening(self) -> bool:
@@ -202,6 +206,26 @@ class MemoryLog:
         # (run_id, normalize) -> (last_seq, projector version, messages).
         self.projections: dict[tuple[str, bool], tuple[int, str, str]] = {}
         self.subscriptions: list[_Subscription] = []
+        self._last_created: datetime | None = None
+
+    def created_now(self) -> datetime:
+        """A new run's `created_at`: later than every earlier run's, so a thread's order
+        (`created_at, run_id`) is the order its runs were made in, as in PostgreSQL."""
+        now = _now()
+        last = self._last_created
+        if last is not None and now <= last:
+            now = last + timedelta(microseconds=1)
+        self._last_created = now
+        return now
+
+    def notify_thread(self, thread_id: str | None) -> None:
+        """Tell every listener (the making handle's too) a run was made on `thread_id`."""
+        if thread_id is None:
+            return
+        key = thread_key(thread_id)
+        for subscription in self.subscriptions:
+            if subscription.on_threads is not None:
+                asyncio.get_running_loop().call_soon(subscription.on_threads, [key])
 
     def replay(self, primary: MemoryLog, run_id: str) -> None:
         """Bring this log (a standby of `primary`) up to `primary`'s state of `run_id`."""
@@ -290,9 +314,10 @@ class MemoryStore:
         if run is None:
             if not create:
                 raise RunNotFound(run_id)
-            now = _now()
+            now = self.log.created_now()
             run = _Run(run_id, now, now, thread_id=_thread_of(to_store))
             self.log.runs[run_id] = run
+            self.log.notify_thread(run.thread_id)
         count, last, closed = len(to_store), run.last_seq, run.closed_at is not None
         if expected_seq is not None and (closed or expected_seq != last + 1):
             if count and self._stored_at(run, expected_seq, to_store):
@@ -386,8 +411,9 @@ class MemoryStore:
         *,
         wait_seconds: float = 5.0,
         on_readers_left: Callable[[list[str]], None] | None = None,
+        on_threads: Callable[[list[str]], None] | None = None,
     ) -> _Subscription:
-        subscription = _Subscription(self.log, self, on_notices, on_readers_left)
+        subscription = _Subscription(self.log, self, on_notices, on_readers_left, on_threads)
         self.log.subscriptions.append(subscription)
         on_connect()
         return subscription
@@ -425,7 +451,7 @@ class MemoryStore:
                     f"run {run_id!r} exists with another thread, agent, metadata or input"
                 )
             return run.run(), False
-        now = _now()
+        now = self.log.created_now()
         run = _Run(
             run_id,
             now,
@@ -438,7 +464,25 @@ class MemoryStore:
             grace_seconds=grace_seconds,
         )
         self.log.runs[run_id] = run
+        self.log.notify_thread(thread_id)
         return run.run(), True
+
+    async def thread_runs(
+        self, thread_id: str, after: str | None = None, limit: int = 100
+    ) -> list[ThreadRun]:
+        thread_id = storable(thread_id)
+        held = sorted(
+            (run for run in self.log.runs.values() if run.thread_id == thread_id),
+            key=lambda run: (run.created_at, run.run_id),
+        )
+        if after is not None:
+            mark = self.log.runs.get(after)
+            if mark is None:
+                return []
+            held = [run for run in held if (run.created_at, run.run_id) > (mark.created_at, after)]
+        return [
+            ThreadRun(run.run_id, run.last_seq, run.closed_at is not None) for run in held[:limit]
+        ]
 
     async def find_run(self, run_id: str) -> Run | None:
         run = self.log.runs.get(run_id)

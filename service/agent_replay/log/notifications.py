@@ -23,10 +23,20 @@ their last reader on every process (`readers_left` in `queries.sql`): one run
 id a line. The run's driver, on whichever process, judges its disconnect
 policy at once instead of at its next poll; the poll stays, for what a lost
 notification or a dead process leaves unsaid.
+
+A third, `THREADS_CHANNEL`, says a run was made on a thread (`create_run`
+and `create_run_if_missing` in `queries.sql`), so a thread's followers on every
+process learn of it at once (`agent_replay.stream.thread`). A payload is one line, the
+thread's key: `thread_key(thread_id)`, the MD5 hex of the thread id as stored. A
+thread id may hold any text (line breaks, thousands of characters); its key is
+32 characters a payload always carries, and the follower compares keys. Sent on
+every creation, heard by this process's own listener too: creations are rare, and
+no in-process hook tells of them.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable
 
 from agent_replay.log.values import Notice
@@ -34,6 +44,7 @@ from agent_replay.log.values import Notice
 VERSION = 2
 CHANNEL = f"replay_events_v{VERSION}"
 READERS_CHANNEL = f"replay_readers_v{VERSION}"
+THREADS_CHANNEL = f"replay_threads_v{VERSION}"
 
 
 def encode(notices: Iterable[Notice]) -> str:
@@ -55,3 +66,14 @@ def decode(payload: str) -> list[Notice]:
 def decode_left(payload: str) -> list[str]:
     """The runs in a `READERS_CHANNEL` payload (a line each; blank ones skipped)."""
     return [line for line in payload.split("\n") if line and " " not in line]
+
+
+def thread_key(thread_id: str) -> str:
+    """What a `THREADS_CHANNEL` line names a thread by: PostgreSQL's `md5(thread_id)`
+    (of the id as stored, `agent_replay.log.chunks.storable`)."""
+    return hashlib.md5(thread_id.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def decode_threads(payload: str) -> list[str]:
+    """The thread keys in a `THREADS_CHANNEL` payload (a line each; others skipped)."""
+    return [line for line in payload.split("\n") if len(line) == 32 and line.isalnum()]

@@ -265,17 +265,45 @@ ORDER BY seq;
 
 
 -- name: create_run_if_missing
--- A run made by its first append. $1 run id, $2 thread id.
-INSERT INTO runs (run_id, thread_id) VALUES ($1, $2) ON CONFLICT (run_id) DO NOTHING;
+-- A run made by its first append. $1 run id, $2 thread id. On a thread, as
+-- `create_run` (which says why): under the thread's lock, stamped after it,
+-- and announced on the threads channel.
+WITH lock AS (
+    SELECT pg_advisory_xact_lock(hashtextextended($2, 7340)) WHERE $2::text IS NOT NULL
+), made AS (
+    INSERT INTO runs (run_id, thread_id, created_at)
+    SELECT $1, $2, clock_timestamp() FROM (SELECT count(*) FROM lock) AS locked
+    ON CONFLICT (run_id) DO NOTHING
+    RETURNING thread_id
+)
+SELECT pg_notify(:'threads_channel', md5(thread_id)) FROM made WHERE thread_id IS NOT NULL;
 
 
 -- name: create_run
 -- A run made explicitly; returns its id only when this call made it.
 -- $6, $7 a hosted run's disconnect policy and grace (NULL: not hosted).
-INSERT INTO runs (run_id, thread_id, agent, metadata, input, on_disconnect, grace_seconds)
-VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7)
-ON CONFLICT (run_id) DO NOTHING
-RETURNING run_id;
+--
+-- A run on a thread is made under the thread's advisory lock (held to commit)
+-- and its `created_at` is read after the lock is taken (`clock_timestamp()`,
+-- not the transaction's start): of two runs of one thread, the one with the
+-- earlier `(created_at, run_id)` committed first. So a snapshot that sees a
+-- run of a thread sees every run ordered before it, and a thread's stream
+-- (agent_replay.stream.thread), reading "the next run after R", never finds one
+-- later that sorts before a run it already passed. The made run's thread is
+-- announced on the threads channel (agent_replay.log.notifications).
+WITH lock AS (
+    SELECT pg_advisory_xact_lock(hashtextextended($2, 7340)) WHERE $2::text IS NOT NULL
+), made AS (
+    INSERT INTO runs (run_id, thread_id, agent, metadata, input, on_disconnect, grace_seconds,
+                      created_at)
+    SELECT $1, $2, $3, $4::jsonb, $5, $6, $7, clock_timestamp()
+    FROM (SELECT count(*) FROM lock) AS locked
+    ON CONFLICT (run_id) DO NOTHING
+    RETURNING run_id, thread_id
+), note AS (
+    SELECT pg_notify(:'threads_channel', md5(thread_id)) FROM made WHERE thread_id IS NOT NULL
+)
+SELECT run_id FROM made, (SELECT count(*) FROM note) AS noted;
 
 
 -- name: get_run
@@ -1029,6 +1057,18 @@ WHERE (
 SELECT run_id, thread_id, agent, status, created_at, updated_at, closed_at, last_seq,
        error_message, error_code, metadata::text AS metadata, input
 FROM runs WHERE run_id = $1;
+
+-- name: thread_runs
+-- The stream of thread $1: its runs ordered after run $2 (all of them when $2 is
+-- NULL), by `(created_at, run_id)` (`create_run` says why that order holds), at most
+-- $3, each with its state. From the primary: a follower must not miss a run a
+-- replica has not replayed.
+SELECT run_id, last_seq, closed_at IS NOT NULL AS closed, created_at
+FROM runs
+WHERE thread_id = $1
+  AND ($2::text IS NULL
+       OR (created_at, run_id) > (SELECT created_at, run_id FROM runs WHERE run_id = $2))
+ORDER BY created_at, run_id LIMIT $3;
 
 -- name: thread_records
 -- `run_record` of each run of thread $1, oldest first.

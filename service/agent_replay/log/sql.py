@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
 
-from agent_replay.log.notifications import CHANNEL, READERS_CHANNEL
+from agent_replay.log.notifications import CHANNEL, READERS_CHANNEL, THREADS_CHANNEL
 
 SOURCE = Path(__file__).with_name("queries.sql")
 
@@ -27,7 +27,11 @@ _NAME = re.compile(r"^-- name: ([a-z_]+)\s*$", re.MULTILINE)
 # psql's quoted variables (`:'name'`) and the values they stand for.
 _VARIABLE = re.compile(r":'([a-z_]+)'")
 VARIABLES: Mapping[str, str] = MappingProxyType(
-    {"events_channel": CHANNEL, "readers_channel": READERS_CHANNEL}
+    {
+        "events_channel": CHANNEL,
+        "readers_channel": READERS_CHANNEL,
+        "threads_channel": THREADS_CHANNEL,
+    }
 )
 
 

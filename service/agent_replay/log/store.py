@@ -57,6 +57,7 @@ from agent_replay.log.values import (
     RunRecord,
     RunState,
     StoredChunk,
+    ThreadRun,
 )
 
 RUN_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
@@ -156,10 +157,13 @@ class Reads(Protocol):
         *,
         wait_seconds: float = 5.0,
         on_readers_left: Callable[[list[str]], None] | None = None,
+        on_threads: Callable[[list[str]], None] | None = None,
     ) -> Listening:
         """Decoded notifications of other processes' commits (this store's own were told
         to its hooks). `on_connect` is the caller's cue to re-check what it follows: at
-        every (re)connect, and when a commit of this store's may have gone unheard."""
+        every (re)connect, and when a commit of this store's may have gone unheard.
+        `on_threads` hears the keys (`notifications.thread_key`) of the threads a run
+        was just made on, by any process, this one included."""
         ...
 
 
@@ -183,6 +187,15 @@ class RunStates(Protocol):
     async def get_run(self, run_id: str) -> Run: ...
 
     async def read_states(self, run_ids: Sequence[str]) -> dict[str, RunState]: ...
+
+    async def thread_runs(
+        self, thread_id: str, after: str | None = None, limit: int = 100
+    ) -> list[ThreadRun]:
+        """The thread's runs in its order, `(created_at, run_id)`, after run `after`
+        (from the first when None), at most `limit`: from the primary. A run made on the
+        thread later never sorts before one an earlier call answered (a store makes a
+        thread's runs one at a time, each stamped after the one before was visible)."""
+        ...
 
 
 class Leases(Protocol):

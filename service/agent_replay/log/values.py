@@ -55,6 +55,14 @@ class Notice(NamedTuple):
     closed: bool
 
 
+class ThreadRun(NamedTuple):
+    """A run of a thread, in the thread's order (`LogStore.thread_runs`), and its state."""
+
+    run_id: str
+    last_seq: int
+    closed: bool
+
+
 @dataclass(frozen=True, slots=True)
 class Run:
     run_id: str

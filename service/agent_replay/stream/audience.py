@@ -43,6 +43,9 @@ class AudienceFramer:
     encoding: Encoding
     types: TypeFilter | None = None
     named: bool = False
+    # Written before each seq in the ids: a thread's stream names the run
+    # (`<run_id>:`, agent_replay.stream.thread).
+    prefix: str = ""
 
     @property
     def key(self) -> Hashable:
@@ -54,20 +57,23 @@ class AudienceFramer:
         parts: list[str] = []
         sse_out = self.encoding is Encoding.SSE
         skipped = False
+        prefix = self.prefix
         for seq, chunk in rows:
             kind = chunk_type(chunk) if types is not None or named else ""
             if types is not None and not types.matches(kind):
                 skipped = True
                 continue
             skipped = False
+            id = f"{prefix}{seq}" if prefix else seq
             if sse_out:
-                parts.append(sse.json_frame(chunk, id=seq, event=kind if named else None))
+                parts.append(sse.json_frame(chunk, id=id, event=kind if named else None))
             else:
-                parts.append(f'{{"id":"{seq}","chunk":{one_line(chunk)}}}\n')
+                parts.append(f'{{"id":"{id}","chunk":{one_line(chunk)}}}\n')
         if skipped and sse_out:
             # A browser's EventSource then reconnects after the skipped events (and
             # gets 204 once the run is closed) instead of re-reading them each time.
-            parts.append(sse.id_only(rows[-1][0]))
+            last = rows[-1][0]
+            parts.append(sse.id_only(f"{prefix}{last}" if prefix else last))
         return "".join(parts).encode()
 
 

@@ -30,6 +30,8 @@ from types import TracebackType
 from typing import Protocol
 
 from agent_replay.errors import Draining, Unavailable
+from agent_replay.log.chunks import storable
+from agent_replay.log.notifications import thread_key
 from agent_replay.log.store import Listening, ReaderPresence, Reads, RunStates
 from agent_replay.log.values import Notice, Row
 from agent_replay.stream.channel import Channel, Limits
@@ -74,6 +76,36 @@ class HubStats:
     follower_reads: int
 
 
+class ThreadWatch:
+    """A thread follower's hold on the thread's notices; `with hub.watch_thread(id) as w:`.
+
+    `woken` is set whenever a run may have been made on the thread: a notice of
+    one (from any process), a reconnect of the LISTEN connection, the slow
+    re-check, or a drain. Clear it before reading the thread's runs, so a notice
+    that arrives during the read wakes the next wait.
+    """
+
+    def __init__(self, hub: Hub, key: str) -> None:
+        self._hub = hub
+        self.key = key
+        self.woken = asyncio.Event()
+
+    def close(self) -> None:
+        watches = self._hub._threads.get(self.key)
+        if watches is not None:
+            watches.discard(self)
+            if not watches:
+                del self._hub._threads[self.key]
+
+    def __enter__(self) -> ThreadWatch:
+        return self
+
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
 class FollowedLog(Reads, RunStates, ReaderPresence, Protocol):
     """What following runs asks of the log: their events and commits, their states, and
     the presence of their readers."""
@@ -104,6 +136,8 @@ class Hub:
         self._recheck_seconds = recheck_seconds
         self._poll_seconds = poll_seconds
         self._channels: dict[str, Channel] = {}
+        # Thread followers by thread key (`agent_replay.log.notifications.thread_key`).
+        self._threads: dict[str, set[ThreadWatch]] = {}
         # Told of every run another process closes (e.g. the drivers, so a
         # cancel anywhere aborts the upstream here at once).
         self._close_hooks: list[Callable[[str], None]] = []
@@ -130,6 +164,7 @@ class Hub:
                 self._recheck_now.set,
                 wait_seconds=wait_seconds,
                 on_readers_left=self._on_readers_left,
+                on_threads=self._on_threads,
             )
             self._tasks.append(asyncio.create_task(self._recheck_forever(), name="stream-recheck"))
         if self.presence is not None:
@@ -152,6 +187,7 @@ class Hub:
         self.draining = True
         for channel in list(self._channels.values()):
             channel.nudge()
+        self._wake_threads()
 
     def refuse_if_draining(self) -> None:
         """A new stream is refused while draining, before any byte: its client (or the proxy)
@@ -213,6 +249,22 @@ class Hub:
             # next await, and its pool connection (if any) is released then.
             channel.retire()
 
+    def watch_thread(self, thread_id: str) -> ThreadWatch:
+        """Be woken whenever a run may have been made on `thread_id` (see `ThreadWatch`)."""
+        watch = ThreadWatch(self, thread_key(storable(thread_id)))
+        self._threads.setdefault(watch.key, set()).add(watch)
+        return watch
+
+    def _on_threads(self, keys: list[str]) -> None:
+        for key in keys:
+            for watch in self._threads.get(key, ()):
+                watch.woken.set()
+
+    def _wake_threads(self) -> None:
+        for watches in self._threads.values():
+            for watch in watches:
+                watch.woken.set()
+
     # -- hints --------------------------------------------------------------
 
     def announce(self, run_id: str, last_seq: int, closed: bool = False) -> None:
@@ -261,7 +313,9 @@ class Hub:
                     log.exception("stream: a readers-left hook failed for run %s", run_id)
 
     async def recheck(self) -> None:
-        """Re-read every followed run's state and wake the channels that are behind."""
+        """Re-read every followed run's state and wake the channels that are behind;
+        wake every thread follower to read its thread again (a notice may be lost)."""
+        self._wake_threads()
         if not self._channels:
             return
         states = await self.store.read_states(list(self._channels))

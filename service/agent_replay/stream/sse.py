@@ -14,7 +14,8 @@ Data is written one of two ways:
   in JSON text as whitespace between tokens (inside strings they are escaped), so each
   becomes a space: the value is the same, and a reader taking one line per event works.
 
-An id is a seq; an event name cannot hold a line break, so one becomes a space.
+An id is a seq (on a thread's stream, `<run_id>:<seq>`); an event name cannot hold a
+line break, so one becomes a space.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ def one_line(text: str) -> str:
     return _LINE_BREAK.sub(" ", text)
 
 
-def _head(id: int | None, event: str | None) -> str:
+def _head(id: int | str | None, event: str | None) -> str:
     head = "" if id is None else f"id: {id}\n"
     return f"{head}event: {one_line(event)}\n" if event else head
 
@@ -40,7 +41,7 @@ def _data(line: str, tight: bool) -> str:
 
 
 def frame(
-    data: str, *, id: int | None = None, event: str | None = None, tight: bool = False
+    data: str, *, id: int | str | None = None, event: str | None = None, tight: bool = False
 ) -> str:
     """One event whose data is any text."""
     lines = _LINES.split(data) if "\n" in data or "\r" in data else (data,)
@@ -48,7 +49,7 @@ def frame(
 
 
 def json_frame(
-    text: str, *, id: int | None = None, event: str | None = None, tight: bool = False
+    text: str, *, id: int | str | None = None, event: str | None = None, tight: bool = False
 ) -> str:
     """One event whose data is JSON text."""
     return f"{_head(id, event)}{_data(one_line(text), tight)}\n"
@@ -64,7 +65,7 @@ def json_frames(rows: Sequence[tuple[int, str]]) -> str:
     return text
 
 
-def id_only(id: int) -> str:
+def id_only(id: int | str) -> str:
     """A frame that moves the client's last event id without an event: the standard
     dispatches nothing for an empty data buffer."""
     return f"id: {id}\n\n"

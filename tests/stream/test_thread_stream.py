@@ -1,0 +1,284 @@
+"""`GET /v1/threads/{id}/stream` on one process: announcements, events, cursors, waiting.
+
+The stream never ends by itself, so each test reads until what it expects has
+arrived (under a deadline that fails it otherwise) and then leaves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+
+from tests.stream.conftest import Served
+from tests.stream.thread_wire import Item, ThreadNdjsonReader, ThreadSseReader
+
+DEADLINE = 30.0
+JSON_TYPE = {"Content-Type": "application/json"}
+
+
+def _thread() -> str:
+    return f"th-{uuid.uuid4().hex[:12]}"
+
+
+async def _put_run(http: httpx.AsyncClient, run: str, thread: str) -> None:
+    r = await http.put(f"/v1/runs/{run}", json={"thread_id": thread})
+    assert r.status_code == 201, r.text
+
+
+async def _append(http: httpx.AsyncClient, run: str, deltas: list[str], close: bool) -> None:
+    events = [{"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": d} for d in deltas]
+    r = await http.post(f"/v1/runs/{run}/events", json={"events": events, "close": close})
+    assert r.status_code == 200, r.text
+
+
+async def _read(
+    http: httpx.AsyncClient,
+    path: str,
+    reader: ThreadSseReader | ThreadNdjsonReader,
+    done: Callable[[], bool],
+    headers: dict[str, str] | None = None,
+    on_open: Callable[[], Any] | None = None,
+) -> None:
+    """Read the stream until `done()`; `on_open` runs once the response has begun."""
+    async with asyncio.timeout(DEADLINE):
+        async with http.stream("GET", path, headers=headers or {}) as r:
+            assert r.status_code == 200, (await r.aread()).decode()
+            if on_open is not None:
+                await on_open()
+            async for data in r.aiter_raw():
+                reader.feed(data)
+                if done():
+                    return
+    raise AssertionError("the thread stream ended")
+
+
+def _runs(items: list[Item]) -> list[str]:
+    return [data for _, kind, data in items if kind == "run"]
+
+
+def _deltas(items: list[Item]) -> list[str]:
+    return [json.loads(data)["delta"] for _, kind, data in items if kind == "event"]
+
+
+async def test_thread_stream_when_runs_follow_each_other_then_each_announced_before_its_events(
+    http: httpx.AsyncClient,
+) -> None:
+    thread = _thread()
+    await _put_run(http, f"{thread}-1", thread)
+    await _append(http, f"{thread}-1", ["a", "b"], close=True)
+    await _put_run(http, f"{thread}-2", thread)
+    await _append(http, f"{thread}-2", ["c"], close=False)
+    reader = ThreadSseReader()
+    await _read(http, f"/v1/threads/{thread}/stream", reader, lambda: len(reader.items) >= 5)
+    assert reader.items == [
+        (f"{thread}-1:0", "run", f"{thread}-1"),
+        (f"{thread}-1:1", "event", '{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a"}'),
+        (f"{thread}-1:2", "event", '{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"b"}'),
+        (f"{thread}-2:0", "run", f"{thread}-2"),
+        (f"{thread}-2:1", "event", '{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"c"}'),
+    ]
+    assert reader.retry == 1
+
+
+async def test_thread_stream_when_thread_has_no_run_then_200_heartbeats_and_later_runs_arrive(
+    http: httpx.AsyncClient,
+) -> None:
+    thread = _thread()
+    reader = ThreadSseReader()
+    # Runs are made only once the idle stream has sent a heartbeat.
+    started = asyncio.Event()
+
+    async def produce() -> None:
+        await started.wait()
+        await _put_run(http, f"{thread}-x", thread)
+        await _append(http, f"{thread}-x", ["1", "2"], close=True)
+        await _put_run(http, f"{thread}-y", thread)
+        await _append(http, f"{thread}-y", ["3"], close=False)
+
+    def done() -> bool:
+        if reader.comments and not started.is_set():
+            assert reader.items == [], "nothing but heartbeats before the first run"
+            started.set()
+        return len(reader.items) >= 5
+
+    task = asyncio.create_task(produce())
+    try:
+        await _read(http, f"/v1/threads/{thread}/stream", reader, done)
+    finally:
+        await task
+    assert _runs(reader.items) == [f"{thread}-x", f"{thread}-y"]
+    assert _deltas(reader.items) == ["1", "2", "3"]
+
+
+async def test_thread_stream_when_run_is_cut_before_its_first_event_then_still_announced(
+    http: httpx.AsyncClient,
+) -> None:
+    thread = _thread()
+    reader = ThreadNdjsonReader()
+
+    async def produce() -> None:
+        await _put_run(http, f"{thread}-cut", thread)
+        r = await http.post(f"/v1/runs/{thread}-cut/close", headers=JSON_TYPE)
+        assert r.status_code == 200, r.text
+        await _put_run(http, f"{thread}-next", thread)
+        await _append(http, f"{thread}-next", ["n"], close=False)
+
+    await _read(
+        http,
+        f"/v1/threads/{thread}/stream",
+        reader,
+        lambda: len(reader.items) >= 3,
+        headers={"Accept": "application/x-ndjson"},
+        on_open=produce,
+    )
+    assert reader.items[0] == (f"{thread}-cut:0", "run", f"{thread}-cut")
+    assert reader.items[1] == (f"{thread}-next:0", "run", f"{thread}-next")
+    assert reader.items[2][:2] == (f"{thread}-next:1", "event")
+
+
+async def test_thread_stream_when_resumed_at_any_cursor_then_exactly_what_follows_it(
+    http: httpx.AsyncClient,
+) -> None:
+    thread = _thread()
+    # Run ids with colons: the cursor splits at its last colon.
+    first, second = f"{thread}:a:1", f"{thread}:b"
+    await _put_run(http, first, thread)
+    await _append(http, first, ["a1", "a2", "a3"], close=True)
+    await _put_run(http, second, thread)
+    await _append(http, second, ["b1", "b2"], close=False)
+    whole = ThreadSseReader()
+    path = f"/v1/threads/{thread}/stream"
+    await _read(http, path, whole, lambda: len(whole.items) >= 7)
+    assert [cursor for cursor, _, _ in whole.items] == [
+        f"{first}:0", f"{first}:1", f"{first}:2", f"{first}:3",
+        f"{second}:0", f"{second}:1", f"{second}:2",
+    ]  # fmt: skip
+    # From every cursor (an announcement, mid-run, after a run's last event), with
+    # Last-Event-ID and with ?offset=, the rest and nothing else.
+    for at, (cursor, _, _) in enumerate(whole.items[:-1]):
+        rest = whole.items[at + 1 :]
+        for how in ("header", "query"):
+            resumed = ThreadSseReader()
+            await _read(
+                http,
+                path if how == "header" else f"{path}?offset={cursor}",
+                resumed,
+                lambda rest=rest, resumed=resumed: len(resumed.items) >= len(rest),  # type: ignore[misc]
+                headers={"Last-Event-ID": cursor} if how == "header" else None,
+            )
+            assert resumed.items == rest, (cursor, how)
+
+
+async def test_thread_stream_when_offset_is_now_then_only_later_events_and_runs(
+    http: httpx.AsyncClient,
+) -> None:
+    thread = _thread()
+    await _put_run(http, f"{thread}-old", thread)
+    await _append(http, f"{thread}-old", ["old"], close=False)
+    reader = ThreadSseReader()
+
+    async def produce() -> None:
+        await _append(http, f"{thread}-old", ["later"], close=True)
+        await _put_run(http, f"{thread}-new", thread)
+        await _append(http, f"{thread}-new", ["new"], close=False)
+
+    await _read(
+        http,
+        f"/v1/threads/{thread}/stream?offset=now",
+        reader,
+        lambda: len(reader.items) >= 3,
+        on_open=produce,
+    )
+    assert [item[:2] for item in reader.items] == [
+        (f"{thread}-old:2", "event"), (f"{thread}-new:0", "run"), (f"{thread}-new:1", "event"),
+    ]  # fmt: skip
+
+
+async def test_thread_stream_when_types_filtered_and_named_then_ids_still_name_the_run(
+    http: httpx.AsyncClient,
+) -> None:
+    thread = _thread()
+    run = f"{thread}-f"
+    await _put_run(http, run, thread)
+    r = await http.post(
+        f"/v1/runs/{run}/events",
+        json={
+            "events": [
+                {"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant"},
+                {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "x"},
+                {"type": "TEXT_MESSAGE_END", "messageId": "m"},
+            ]
+        },
+    )
+    assert r.status_code == 200, r.text
+    got: list[str] = []
+    async with asyncio.timeout(DEADLINE):
+        async with http.stream(
+            "GET", f"/v1/threads/{thread}/stream?types=TEXT_MESSAGE_CONTENT&events=named"
+        ) as resp:
+            buffer = b""
+            async for data in resp.aiter_raw():
+                buffer += data
+                if buffer.count(b"\n\n") >= 4:  # retry, announcement, the event, the id-only
+                    break
+    got = buffer.decode().split("\n\n")[:4]
+    assert got[1].startswith(f"id: {run}:0\nevent: run\n")
+    assert got[2] == (
+        f"id: {run}:2\nevent: TEXT_MESSAGE_CONTENT\n"
+        'data: {"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x"}'
+    )
+    assert got[3] == f"id: {run}:3"
+
+
+async def test_thread_stream_when_cursor_is_wrong_then_refused_before_any_byte(
+    http: httpx.AsyncClient,
+) -> None:
+    thread, other = _thread(), _thread()
+    await _put_run(http, f"{thread}-r", thread)
+    await _append(http, f"{thread}-r", ["a"], close=False)
+    await _put_run(http, f"{other}-r", other)
+    cases = [
+        ("nonsense", 400, "invalid_offset"),
+        (f"{thread}-r", 400, "invalid_offset"),  # no seq
+        (f"{other}-r:0", 409, "cursor_not_in_thread"),
+        (f"{thread}-missing:0", 409, "cursor_not_in_thread"),
+        (f"{thread}-r:2", 409, "offset_out_of_range"),
+    ]
+    for cursor, status, code in cases:
+        r = await http.get(f"/v1/threads/{thread}/stream", headers={"Last-Event-ID": cursor})
+        assert (r.status_code, r.json()["error"]["code"]) == (status, code), cursor
+
+
+async def test_thread_stream_when_a_run_is_made_then_every_follower_is_woken_by_its_notice(
+    served: Served, http: httpx.AsyncClient
+) -> None:
+    """The hub hears the creation through LISTEN: with the slow re-check far away, a
+    follower still gets the run (the served fixture re-checks every second, so this
+    only shows the notice path works, not that it is fast)."""
+    thread = _thread()
+    readers = [ThreadSseReader() for _ in range(3)]
+
+    async def follow(reader: ThreadSseReader) -> None:
+        await _read(http, f"/v1/threads/{thread}/stream", reader, lambda: len(reader.items) >= 2)
+
+    followers = [asyncio.create_task(follow(reader)) for reader in readers]
+    # Made once every follower watches the thread.
+    async with asyncio.timeout(DEADLINE):
+        while len(served.hub._threads.get(_key(thread), ())) < 3:  # noqa: ASYNC110
+            await asyncio.sleep(0.01)
+    await _put_run(http, f"{thread}-w", thread)
+    await _append(http, f"{thread}-w", ["w"], close=False)
+    await asyncio.gather(*followers)
+    for reader in readers:
+        assert _runs(reader.items) == [f"{thread}-w"] and _deltas(reader.items) == ["w"]
+
+
+def _key(thread: str) -> str:
+    from agent_replay.log.notifications import thread_key
+
+    return thread_key(thread)
