@@ -52,6 +52,7 @@ from agent_replay.errors import (
 from agent_replay.ingest import Limits, chunk_from_text
 from agent_replay.log import MAX_SEQ, LogStore, Notice
 from agent_replay.log.chunks import stored
+from agent_replay.log.notifications import thread_key
 from agent_replay.log.filters import EventFilter, RunFilter
 from agent_replay.log.typefilter import TypeFilter
 from agent_replay.log.values import LoadedRun, LoggedEvent, RunRecord
@@ -555,6 +556,52 @@ class LogStoreContract:
         finally:
             await listening.stop()
         assert got == [Notice(run_id, 1, False), Notice(run_id, 1, True)]
+
+    async def test_listen_when_runs_made_on_a_thread_by_any_handle_then_its_key_heard(
+        self, store: LogStore, second_store: LogStore
+    ) -> None:
+        thread = new_run("c-thread-heard") + " and\na line break"
+        key = thread_key(thread)
+        heard: list[str] = []
+        twice = asyncio.Event()
+
+        def on_threads(keys: list[str]) -> None:
+            heard.extend(k for k in keys if k == key)
+            if len(heard) >= 2:
+                twice.set()
+
+        listening = await store.listen(lambda _: None, lambda: None, on_threads=on_threads)
+        try:
+            # Made explicitly by the other handle, and by its first append on this one.
+            await second_store.create_run(new_run("c-th-1"), thread_id=thread)
+            opening = {"type": "RUN_STARTED", "threadId": thread, "runId": "x"}
+            await store.append(new_run("c-th-2"), [opening])
+            await store.append(new_run("c-th-none"), [chunk()])  # no thread: no notice
+            async with asyncio.timeout(DEADLINE):
+                await twice.wait()
+        finally:
+            await listening.stop()
+        assert heard == [key, key]
+
+    async def test_thread_runs_when_asked_after_a_run_then_the_later_runs_in_creation_order(
+        self, store: LogStore
+    ) -> None:
+        thread = new_run("c-thread-order")
+        # Ids out of alphabetical order: the order is the runs' creation.
+        made = [new_run(f"c-to-{name}") for name in ("z", "a", "m", "b")]
+        for run_id in made[:2]:
+            await store.create_run(run_id, thread_id=thread)
+        await store.append(made[2], [{"type": "RUN_STARTED", "threadId": thread, "runId": "x"}])
+        await store.create_run(made[3], thread_id=thread)
+        await store.close_run(made[3])
+        await store.create_run(new_run("c-to-elsewhere"), thread_id=thread + "-other")
+        runs = await store.thread_runs(thread)
+        assert [r.run_id for r in runs] == made
+        assert [(r.last_seq, r.closed) for r in runs] == [(0, False), (0, False), (1, False),
+                                                          (0, True)]  # fmt: skip
+        assert [r.run_id for r in await store.thread_runs(thread, made[0], 2)] == made[1:3]
+        assert await store.thread_runs(thread, made[3]) == []
+        assert await store.thread_runs(new_run("c-thread-none")) == []
 
     async def test_listen_when_own_handle_commits_then_rows_told_and_only_closes_notified(
         self, store: LogStore
