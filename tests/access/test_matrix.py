@@ -98,6 +98,10 @@ ROWS: list[tuple[str, str, str, dict[str, Any], str]] = [
      "401 200 200 403 403 200 200 403 401 401"),
     ("GET", "/v1/threads/{thread_id}/transcript", "/v1/threads/th-a/transcript", {},
      "401 200 200 403 403 200 403 403 401 401"),
+    # The stream stays open: a cursor of no run of the thread is answered (409) before any byte.
+    ("GET", "/v1/threads/{thread_id}/stream", "/v1/threads/th-a/stream",
+     {"headers": {"Last-Event-ID": "nope-1:0"}},
+     "401 409 409 403 403 409 403 403 401 401"),
     ("PUT", "/v1/stream/{name}", "/v1/stream/ds-{cred}", {"headers": JSON_TYPE},
      "401 201 403 201 403 403 403 403 401 401"),
     ("POST", "/v1/stream/{name}", "/v1/stream/ds-shared",
@@ -251,6 +255,7 @@ OTHER_THREAD: list[tuple[str, str, dict[str, Any]]] = [
     ("POST", "/v1/agents/demo/ag-ui", {"json": {"threadId": "th-b", "runId": "x-2", **AGUI}}),
     ("GET", "/v1/threads/th-b/messages", {}),
     ("GET", "/v1/threads/th-b/transcript", {}),
+    ("GET", "/v1/threads/th-b/stream", {}),
     ("GET", "/v1/runs?thread_id=th-b", {}),
     ("POST", "/v1/agents/demo/runs", {"json": {"threadId": "th-a", **ASK}}),  # not through chat
 ]  # fmt: skip
