@@ -476,7 +476,7 @@ def _add_tail(sub: _Subparsers, common: argparse.ArgumentParser) -> None:
         "--thread",
         dest="thread_id",
         metavar="THREAD_ID",
-        help="the thread's newest run, then each next one",
+        help="the thread's newest run, then each next one as it starts (waits for a first)",
     )
     tail.add_argument(
         "--url",

@@ -98,6 +98,9 @@ class _Gauge:
 GAUGES: dict[str, _Gauge] = {
     "replay_stream_followers": _Gauge("Stream followers (open SSE / NDJSON responses)."),
     "replay_stream_runs_followed": _Gauge("Runs with at least one follower in this process."),
+    "replay_stream_thread_followers": _Gauge(
+        "Thread stream followers (open `/v1/threads/{id}/stream` responses)."
+    ),
     "replay_stream_reads": _Gauge(
         "Reads of the log for followers so far, by who read: channel (one per wake-up,"
         " shared by a run's followers) or follower (catch-up, or fallen behind the buffer).",

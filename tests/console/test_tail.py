@@ -15,7 +15,7 @@ import subprocess
 import sys
 import termios
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -357,3 +357,48 @@ async def test_tail_when_thread_then_current_run_and_the_next_until_interrupted(
         tail.close()
     got = tail.lines()
     assert [c.get("runId") for c in got if c["type"] == "RUN_STARTED"] == [first, second]
+
+
+async def test_tail_when_thread_has_no_run_yet_then_waits_and_prints_each_run_as_it_starts(
+    http: httpx.AsyncClient, service: Running
+) -> None:
+    first, second = "tail-empty-a", "tail-empty:b"  # a colon in an id: the cursor keeps it
+    thread = "t-tail-empty"
+    # The earlier tails' streams gone first: the one counted next is this tail's.
+    await _until_async(lambda: _thread_followers(http, 0), "no thread stream open")
+    tail = Piped("--thread", thread, "--json", "--url", service.base_url)
+    try:
+        # Started before the thread has any run: it waits (before, exit 3).
+        await _until_async(lambda: _thread_followers(http, 1), "the tail to follow the thread")
+        await _append(http, first, _opening(first, thread))
+        await _until(lambda: len(tail.lines()) == len(_opening(first)), "the first run")
+        await _append(http, first, _closing(first), close=True)
+        await _append(http, second, _opening(second, thread)[:2])
+        total = len(_opening(first)) + len(_closing(first)) + 2
+        await _until(lambda: len(tail.lines()) == total, "the second run")
+        assert tail.proc.poll() is None
+        tail.proc.send_signal(signal.SIGINT)
+        assert await _wait_exit(tail.proc) == 130
+    finally:
+        tail.close()
+    got = tail.lines()
+    assert [line["seq"] for line in got] == [
+        *range(1, len(_opening(first)) + len(_closing(first)) + 1), 1, 2,
+    ]  # fmt: skip
+    assert [line["chunk"]["runId"] for line in got if line["chunk"]["type"] == "RUN_STARTED"] == [
+        first, second,
+    ]  # fmt: skip
+
+
+async def _thread_followers(http: httpx.AsyncClient, count: int) -> bool:
+    text = (await http.get("/metrics")).text
+    line = next(ln for ln in text.splitlines() if ln.startswith("replay_stream_thread_followers "))
+    return float(line.split()[1]) == count
+
+
+async def _until_async(condition: Callable[[], Awaitable[bool]], what: str) -> None:
+    deadline = time.monotonic() + DEADLINE
+    while not await condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.02)

@@ -52,8 +52,8 @@ from agent_replay.errors import (
 from agent_replay.ingest import Limits, chunk_from_text
 from agent_replay.log import MAX_SEQ, LogStore, Notice
 from agent_replay.log.chunks import stored
-from agent_replay.log.notifications import thread_key
 from agent_replay.log.filters import EventFilter, RunFilter
+from agent_replay.log.notifications import thread_key
 from agent_replay.log.typefilter import TypeFilter
 from agent_replay.log.values import LoadedRun, LoggedEvent, RunRecord
 

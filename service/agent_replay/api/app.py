@@ -263,6 +263,7 @@ def _gauges(event_log: Administration, hub: Hub, drivers: Drivers) -> list[Calla
     return [
         metrics.sample("replay_stream_followers", lambda: hub.stats().subscribers),
         metrics.sample("replay_stream_runs_followed", lambda: hub.stats().channels),
+        metrics.sample("replay_stream_thread_followers", lambda: hub.stats().thread_followers),
         metrics.sample("replay_stream_reads", lambda: hub.stats().reads, by="channel"),
         metrics.sample("replay_stream_reads", lambda: hub.stats().follower_reads, by="follower"),
         metrics.sample("replay_hosted_runs", lambda: len(drivers.active)),

@@ -1,8 +1,9 @@
 """`agent-replay tail`: follow a run (or a thread's runs) through the HTTP stream.
 
-The follower keeps one cursor, the last seq it printed, and after a dropped
-connection asks again with `Last-Event-ID: <cursor>`: the service resumes
-strictly after it, so nothing is printed twice or skipped. Tool-call
+The follower keeps one cursor, the last seq it printed (following a thread,
+the thread stream's `<run_id>:<seq>`), and after a dropped connection asks
+again with `Last-Event-ID: <cursor>`: the service resumes strictly after it,
+so nothing is printed twice or skipped. Tool-call
 arguments go through the typewriter decoder here, in the client, whose state
 survives the reconnect. It ends (exit 0) once the service ends the stream,
 which it does when the run is closed and delivered.
@@ -28,7 +29,6 @@ from agent_replay.projector.typewriter import ToolCalls
 
 EXIT_OK, EXIT_ERROR, EXIT_NOT_FOUND, EXIT_REFUSED, EXIT_UNREACHABLE = 0, 1, 3, 4, 5
 EXIT_INTERRUPTED = 130
-THREAD_POLL_SECONDS = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,35 +152,77 @@ def tail_run(api: Api, run_id: str, options: TailOptions, printer: Printer, stde
     return EXIT_OK
 
 
+def _split(cursor: str) -> tuple[str, int]:
+    """A thread cursor `<run_id>:<seq>`: a run id may hold colons, a seq never does."""
+    run_id, _, seq = cursor.rpartition(":")
+    return run_id, int(seq)
+
+
+def follow_thread(
+    api: Api,
+    thread_id: str,
+    cursor: str,
+    printer: Printer,
+    stderr: TextIO,
+    *,
+    retry_seconds: float,
+    sleep: Callable[[float], None] = time.sleep,
+) -> None:
+    """Print the thread's runs after `cursor` (`-1`: from its first run) until interrupted.
+
+    The service announces each run (`event: run`) before its events, whose ids
+    are thread cursors; after a drop it resumes strictly after the last one.
+    When the next run is announced, the one before is over: its summary goes out.
+    """
+    path = f"/v1/threads/{quote(thread_id, safe='')}/stream"
+    current: tuple[str, int] | None = None if cursor == "-1" else _split(cursor)
+    down_since: float | None = None
+    said = False
+    delay = 0.1
+    while True:
+        try:
+            for event in api.events(path, last_event_id=cursor):
+                if down_since is not None:
+                    if said:
+                        _note(stderr, f"resumed after {cursor}")
+                    down_since, said, delay = None, False, 0.1
+                if event.id is None:
+                    continue
+                run_id, seq = _split(event.id)
+                if event.event == "run":
+                    if current is not None and current[0] != run_id:
+                        printer.summary(api.get(f"/v1/runs/{quote(current[0], safe='')}"))
+                elif current is not None and run_id == current[0] and seq <= current[1]:
+                    continue  # never print twice, whatever a server sends
+                else:
+                    printer.event(seq, event.data)
+                current, cursor = (run_id, seq), event.id
+            # The service ended the response (a replica draining, a proxy): resume.
+        except Unreachable as exc:
+            now = time.monotonic()
+            if down_since is None:
+                down_since = now
+            elif now - down_since > retry_seconds:
+                raise
+            elif not said:
+                said = True
+                _note(stderr, f"connection lost after {cursor} ({exc}); retrying")
+        sleep(delay)
+        delay = min(delay * 2, 2.0)
+
+
 def tail_thread(
     api: Api, thread_id: str, options: TailOptions, printer: Printer, stderr: TextIO
 ) -> int:
-    """The thread's newest run, then each run created after it, until interrupted."""
+    """The thread's newest run (from the offset), then each run made after it, until
+    interrupted; a thread with no run yet is waited on."""
     page = api.get("/v1/runs", {"thread_id": thread_id, "limit": "1"})
-    if not page["runs"]:
-        raise ApiError(404, "thread_not_found", f"thread {thread_id!r} has no runs")
-    current = page["runs"][0]
-    seen = {current["run_id"]}
-    offset = options.offset
-    while True:
-        run = api.get(f"/v1/runs/{quote(current['run_id'], safe='')}")
-        cursor = _start_cursor(offset, run)
-        final = follow_run(
-            api, current["run_id"], cursor, printer, stderr, retry_seconds=options.retry_seconds
-        )
-        printer.summary(final)
-        offset = "start"
-        while True:
-            newer = api.get(
-                "/v1/runs",
-                {"thread_id": thread_id, "created_after": current["created_at"], "limit": "100"},
-            )["runs"]
-            fresh = [r for r in newer if r["run_id"] not in seen]
-            if fresh:
-                current = fresh[-1]  # newest first: the oldest new run is last
-                seen.add(current["run_id"])
-                break
-            time.sleep(THREAD_POLL_SECONDS)
+    cursor = "-1"
+    if page["runs"]:
+        newest = api.get(f"/v1/runs/{quote(page['runs'][0]['run_id'], safe='')}")
+        cursor = f"{newest['run_id']}:{_start_cursor(options.offset, newest)}"
+    follow_thread(api, thread_id, cursor, printer, stderr, retry_seconds=options.retry_seconds)
+    return EXIT_OK
 
 
 def main(

@@ -74,6 +74,8 @@ class HubStats:
     # Reads by channels (one per wake-up, shared) and by followers on their own.
     reads: int
     follower_reads: int
+    # Open thread streams (each also a subscriber of the run it is tailing, if any).
+    thread_followers: int = 0
 
 
 class ThreadWatch:
@@ -355,4 +357,5 @@ class Hub:
             connects=listener.connects if listener is not None else 0,
             reads=self._retired_reads + sum(c.reads for c in self._channels.values()),
             follower_reads=self.follower_reads,
+            thread_followers=sum(len(watches) for watches in self._threads.values()),
         )
