@@ -207,6 +207,39 @@ async def test_inspector_run_when_events_appended_and_connection_dropped_then_ty
         await browser.close()
 
 
+async def test_inspector_thread_when_runs_start_and_end_later_then_listed_and_redrawn_live(
+    http: httpx.AsyncClient, service: Running, node_harness: Path
+) -> None:
+    thread = "t-insp-thread"
+    first, second = "insp-thread:1", "insp-thread:2"
+    await _append(http, first, [{"type": "RUN_STARTED", "threadId": thread, "runId": first}])
+    browser = await Browser.open(service.base_url, "thread", thread)
+    try:
+        assert (await browser.step("loaded"))["runs"] == [[first, "running"]]
+        await _append(http, first, [
+            *_text("m1", "First answer."),
+            {"type": "RUN_FINISHED", "threadId": thread, "runId": first},
+        ], close=True)  # fmt: skip
+        await _append(http, second, [{"type": "RUN_STARTED", "threadId": thread, "runId": second}])
+        await browser.go()
+        announced = (await browser.step("announced"))["runs"]
+        assert announced == [[first, "finished"], [second, "running"]]
+        await _append(http, second, [
+            *_text("m2", "Second answer."),
+            {"type": "RUN_FINISHED", "threadId": thread, "runId": second},
+        ], close=True)  # fmt: skip
+        await browser.go()
+        finished = await browser.step("finished")
+        assert finished["runs"] == [[first, "finished"], [second, "finished"]]
+        assert finished["heading"] == "Runs, in order (2)"
+        assert finished["transcript"].count("First answer.") == 1
+        assert finished["transcript"].count("Second answer.") == 1
+        assert finished["sameDocument"] is True
+        await browser.finish()
+    finally:
+        await browser.close()
+
+
 async def test_inspector_run_when_at_given_then_only_what_existed_at_that_seq(
     http: httpx.AsyncClient, service: Running, node_harness: Path
 ) -> None:

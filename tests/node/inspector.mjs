@@ -150,6 +150,27 @@ try {
       source.onerror = () => { if (source.readyState === EventSource.CLOSED) resolve(seen); };
     }), run);
     say("eventsource", { seen: got });
+  } else if (scenario === "thread") {
+    // The thread page follows the thread stream: a run made later joins the list, and
+    // its end redraws its row and the transcript, without a reload.
+    const [thread] = args;
+    const runs = () => page.$$eval("ol.runs li", (lis) => lis.map((li) => [li.dataset.runId, li.querySelector(".status").textContent]));
+    await page.goto(`${base}/inspect/threads/${encodeURIComponent(thread)}`);
+    await page.waitForSelector("ol.runs li", T);
+    await page.evaluate(() => { window.__sameDocument = true; });
+    say("loaded", { runs: await runs() });
+    await go();  // the first run ends and a second starts
+    await page.waitForFunction(() => document.querySelectorAll("ol.runs li").length === 2, null, T);
+    say("announced", { runs: await runs() });
+    await go();  // the second run finishes
+    await page.waitForFunction(() => document.querySelector("ol.runs li:nth-child(2) .status").textContent === "finished"
+      && document.querySelector(".thread-transcript").innerText.includes("Second answer."), null, T);
+    say("finished", {
+      runs: await runs(),
+      heading: await page.$eval("h2", (n) => n.textContent),
+      transcript: await page.$eval(".thread-transcript", (n) => n.innerText),
+      sameDocument: await page.evaluate(() => window.__sameDocument === true),
+    });
   } else if (scenario === "phone") {
     const [run] = args;
     const phone = await browser.newContext({ viewport: { width: 375, height: 740 }, colorScheme: "dark" });

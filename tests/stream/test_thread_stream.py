@@ -282,3 +282,33 @@ def _key(thread: str) -> str:
     from agent_replay.log.notifications import thread_key
 
     return thread_key(thread)
+
+
+async def test_thread_stream_when_a_run_is_forked_then_the_fork_is_announced_with_its_events(
+    http: httpx.AsyncClient,
+) -> None:
+    """ "Retry from here": a fork is a run of its source's thread, made under the thread's
+    lock like any other; its stream starts with the source's events it shares."""
+    thread = _thread()
+    source = f"{thread}-src"
+    await _put_run(http, source, thread)
+    await _append(http, source, ["s1", "s2", "s3"], close=True)
+    reader = ThreadSseReader()
+
+    async def fork() -> None:
+        r = await http.post(
+            f"/v1/runs/{source}/fork", json={"run_id": f"{thread}-fork", "at_seq": 2}
+        )
+        assert r.status_code == 201, r.text
+        await _append(http, f"{thread}-fork", ["f3"], close=False)
+
+    await _read(
+        http,
+        f"/v1/threads/{thread}/stream",
+        reader,
+        lambda: len(reader.items) >= 8,
+        on_open=fork,
+    )
+    assert _runs(reader.items) == [source, f"{thread}-fork"]
+    assert _deltas(reader.items) == ["s1", "s2", "s3", "s1", "s2", "f3"]
+    assert reader.items[4][0] == f"{thread}-fork:0"

@@ -787,17 +787,38 @@ ON CONFLICT DO NOTHING;
 -- A stream's run: $2 its last_seq to start from (a fork's point), $3 thread. A
 -- fork of $4 is always on its source's thread, as "retry from here" is: its
 -- prefix is the source's events, which must not be readable on another thread.
-INSERT INTO runs (run_id, last_seq, thread_id)
-VALUES ($1, $2, CASE WHEN $4::text IS NULL THEN $3
-                     ELSE (SELECT thread_id FROM runs WHERE run_id = $4) END)
-ON CONFLICT (run_id) DO NOTHING RETURNING 1;
+-- On a thread, made as `create_run` makes one (which says why): under the
+-- thread's lock (held to the transaction's commit), stamped after it, announced.
+WITH thread AS (
+    SELECT CASE WHEN $4::text IS NULL THEN $3::text
+                ELSE (SELECT thread_id FROM runs WHERE run_id = $4) END AS id
+), lock AS (
+    SELECT pg_advisory_xact_lock(hashtextextended(id, 7340)) FROM thread WHERE id IS NOT NULL
+), made AS (
+    INSERT INTO runs (run_id, last_seq, thread_id, created_at)
+    SELECT $1, $2, thread.id, clock_timestamp()
+    FROM thread, (SELECT count(*) FROM lock) AS locked
+    ON CONFLICT (run_id) DO NOTHING RETURNING thread_id
+), note AS (
+    SELECT pg_notify(:'threads_channel', md5(thread_id)) FROM made WHERE thread_id IS NOT NULL
+)
+SELECT 1 FROM made, (SELECT count(*) FROM note) AS noted;
 
 -- name: stream_set_thread
 -- A run created empty (PUT) takes its thread from its first RUN_STARTED, as a
 -- run created by its first append does; never a fork, whose thread is its source's.
-UPDATE runs SET thread_id = $2
-WHERE run_id = $1 AND thread_id IS NULL
-  AND NOT EXISTS (SELECT 1 FROM run_forks f WHERE f.run_id = $1);
+-- It joins the thread as a run made now would (`create_run`): under the thread's
+-- lock, its `created_at` the moment it joined, announced.
+WITH lock AS (
+    SELECT pg_advisory_xact_lock(hashtextextended($2, 7340))
+), joined AS (
+    UPDATE runs SET thread_id = $2, created_at = clock_timestamp()
+    FROM (SELECT count(*) FROM lock) AS locked
+    WHERE run_id = $1 AND thread_id IS NULL
+      AND NOT EXISTS (SELECT 1 FROM run_forks f WHERE f.run_id = $1)
+    RETURNING thread_id
+)
+SELECT pg_notify(:'threads_channel', md5(thread_id)) FROM joined;
 
 -- name: stream_set_deletable
 -- The stream a PUT made together with its run: DELETE may remove it.

@@ -433,7 +433,7 @@ function parseSse(buffer, onFrame) {
   const blocks = buffer.split(/\r?\n\r?\n/);
   const rest = blocks.pop();
   for (const block of blocks) {
-    let id = null; const data = [];
+    let id = null, event = null; const data = [];
     for (const line of block.split(/\r?\n/)) {
       if (!line || line.startsWith(":")) continue;
       const colon = line.indexOf(":");
@@ -441,8 +441,9 @@ function parseSse(buffer, onFrame) {
       let value = colon < 0 ? "" : line.slice(colon + 1);
       if (value.startsWith(" ")) value = value.slice(1);
       if (field === "id") id = value; else if (field === "data") data.push(value);
+      else if (field === "event") event = value;
     }
-    if (data.length) onFrame(id, data.join("\n"));
+    if (data.length) onFrame(id, data.join("\n"), event);
   }
   return rest;
 }
@@ -757,6 +758,14 @@ class RunView {
 
 // -- a thread --------------------------------------------------------------------------------
 
+function threadRunItem(run) {
+  return h("li", { "data-run-id": run.run_id },
+    h("a", { href: runHref(run.run_id), class: "mono", text: run.run_id }), " ",
+    h("span", { class: `status status-${run.status}`, text: statusText(run) }),
+    // A listing's run has its event_count; a run read alone, its last_seq (the same number).
+    h("span", { class: "muted", text: ` · ${when(run.created_at)} · ${run.event_count ?? run.last_seq} events` }));
+}
+
 async function threadPage(threadId) {
   document.title = `${threadId} · agent-replay inspector`;
   const root = clear(main());
@@ -776,15 +785,80 @@ async function threadPage(threadId) {
     root.append(h("p", { class: "links" },
       download("Transcript (Markdown)", `${path}/transcript?format=markdown`, `${threadId}.md`),
       download("Transcript (HTML)", `${path}/transcript?format=html`, `${threadId}.html`)));
-    root.append(h("h2", { text: `Runs, in order (${runs.length})` }),
-      h("ol", { class: "runs" }, runs.map((run) => h("li", {},
-        h("a", { href: runHref(run.run_id), class: "mono", text: run.run_id }), " ",
-        h("span", { class: `status status-${run.status}`, text: statusText(run) }),
-        h("span", { class: "muted", text: ` · ${when(run.created_at)} · ${run.event_count} events` })))));
-    const body = await api(`${path}/messages`);
-    root.append(h("h2", { text: "Transcript" }), renderMessages(body.messages));
+    const heading = h("h2", { text: `Runs, in order (${runs.length})` });
+    const list = h("ol", { class: "runs" }, runs.map(threadRunItem));
+    const transcript = h("div", { class: "thread-transcript" });
+    root.append(heading, list, h("h2", { text: "Transcript" }), transcript);
+    const drawTranscript = async () => {
+      const body = await api(`${path}/messages`);
+      clear(transcript).append(renderMessages(body.messages));
+    };
+    await drawTranscript();
+    new ThreadView(threadId, runs, list, heading, drawTranscript).follow();
   } catch (error) {
     showError(root, error);
+  }
+}
+
+// The thread's stream, from the end of its last listed run: each run made later is
+// announced (added to the list at once), and a run's end (its RUN_FINISHED or RUN_ERROR,
+// or the next run's announcement) redraws its row and the transcript. Resumed after a
+// drop from the last id seen, a thread cursor `<run_id>:<seq>`.
+class ThreadView {
+  constructor(threadId, runs, list, heading, drawTranscript) {
+    this.threadId = threadId;
+    this.list = list;
+    this.heading = heading;
+    this.drawTranscript = drawTranscript;
+    this.count = runs.length;
+    const last = runs[runs.length - 1];
+    this.current = last ? last.run_id : null;
+    this.cursor = last ? `${last.run_id}:${last.event_count}` : "-1";
+  }
+
+  async redraw(runId) {
+    const item = this.list.querySelector(`li[data-run-id="${CSS.escape(runId)}"]`);
+    const run = await api(apiRun(runId));
+    if (item) item.replaceWith(threadRunItem(run));
+    else { this.list.append(threadRunItem(run)); this.count += 1; }
+    this.heading.textContent = `Runs, in order (${this.count})`;
+  }
+
+  async follow() {
+    const path = `/v1/threads/${encodeURIComponent(this.threadId)}/stream?types=RUN_FINISHED,RUN_ERROR`;
+    let delay = 250;
+    for (;;) {
+      try {
+        const response = await request(path, {
+          headers: { "Last-Event-ID": this.cursor, Accept: "text/event-stream" },
+        });
+        delay = 250;
+        const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+        let buffer = "";
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          const changed = [];
+          buffer = parseSse(buffer + value, (id, data, event) => {
+            if (id) this.cursor = id;
+            const runId = id ? id.slice(0, id.lastIndexOf(":")) : null;
+            if (event === "run") {
+              if (this.current) changed.push(this.current);
+              this.current = JSON.parse(data).run_id;
+              changed.push(this.current);
+            } else if (runId) {
+              changed.push(runId);
+            }
+          });
+          for (const runId of new Set(changed)) await this.redraw(runId);
+          if (changed.length) await this.drawTranscript();
+        }
+      } catch (error) {
+        if (error instanceof ApiError && error.status < 500) return;
+      }
+      await new Promise((resolve) => setTimeout(resolve, delay));
+      delay = Math.min(delay * 2, 4000);
+    }
   }
 }
 
