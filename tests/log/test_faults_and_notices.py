@@ -11,9 +11,17 @@ from hypothesis import strategies as st
 
 from agent_replay.errors import Unavailable, Unstorable
 from agent_replay.log import EventLog
-from agent_replay.log.chunks import stored
+from agent_replay.log.chunks import storable, stored
 from agent_replay.log.listener import register
-from agent_replay.log.notifications import CHANNEL, READERS_CHANNEL, decode, encode
+from agent_replay.log.notifications import (
+    CHANNEL,
+    READERS_CHANNEL,
+    THREADS_CHANNEL,
+    decode,
+    decode_threads,
+    encode,
+    thread_key,
+)
 from agent_replay.log.request import Group, Pending
 from agent_replay.log.sql import QUERIES, SOURCE, parse
 from agent_replay.log.values import Notice
@@ -33,6 +41,25 @@ def test_notice_payload_when_encoded_then_decodes_to_the_same_notices(sent: list
 def test_notice_payload_when_line_malformed_then_only_that_line_skipped() -> None:
     payload = "run-1 5\nrun-2 x\nrun-3 7 c\nrun-4 8 q\n\nrun-5 ９"
     assert decode(payload) == [Notice("run-1", 5, False), Notice("run-3", 7, True)]
+
+
+@given(st.lists(st.text(min_size=1), max_size=5))
+def test_thread_payload_when_keys_joined_then_each_key_decodes_and_nothing_else(
+    threads: list[str],
+) -> None:
+    keys = [thread_key(storable(t)) for t in threads]
+    assert decode_threads("\n".join([*keys, "", "not a key", "x" * 32 + " "])) == keys
+
+
+async def test_thread_key_when_any_thread_id_then_what_postgresql_md5_makes_of_it_stored(
+    event_log: EventLog,
+) -> None:
+    threads = ["t-1", "é thread ✓", "emoji 🧵", "nul \u0000 inside", "lone \ud800 half",
+               "line\nbreak", "x" * 10_000]  # fmt: skip
+    for thread in threads:
+        kept = storable(thread)
+        async with event_log.pool.acquire() as conn:
+            assert await conn.fetchval("SELECT md5($1::text)", kept) == thread_key(kept)
 
 
 async def _notices_until_closed(
@@ -159,7 +186,13 @@ def test_queries_file_when_parsed_then_statements_are_literal_and_named_once() -
         assert "{" not in statement, f"{name} looks like a template"
     notifying = [name for name, statement in QUERIES.items() if "pg_notify" in statement]
     assert "append" in notifying and "readers_left" in notifying
-    assert all(CHANNEL in QUERIES[name] for name in notifying if name != "readers_left")
+    # Every statement that puts a run on a thread announces it on the threads channel.
+    making = ["create_run", "create_run_if_missing", "stream_insert_run", "stream_set_thread"]
+    assert set(making) <= set(notifying)
+    assert all(THREADS_CHANNEL in QUERIES[name] for name in making)
+    assert all(
+        CHANNEL in QUERIES[name] for name in notifying if name not in ("readers_left", *making)
+    )
     assert READERS_CHANNEL in QUERIES["readers_left"]
     assert "replay_" not in text, "a channel's name is written in queries.sql"
 
