@@ -599,8 +599,10 @@ class LogStoreContract:
         assert [r.run_id for r in runs] == made
         assert [(r.last_seq, r.closed) for r in runs] == [(0, False), (0, False), (1, False),
                                                           (0, True)]  # fmt: skip
-        assert [r.run_id for r in await store.thread_runs(thread, made[0], 2)] == made[1:3]
-        assert await store.thread_runs(thread, made[3]) == []
+        assert [r.run_id for r in await store.thread_runs(thread, runs[0].position, 2)] == made[1:3]
+        assert await store.thread_runs(thread, runs[3].position) == []
+        # Each run is stamped later than the one made before it: no tie for the id to break.
+        assert len({r.created_at for r in runs}) == len(runs)
         assert await store.thread_runs(new_run("c-thread-none")) == []
 
     async def test_listen_when_own_handle_commits_then_rows_told_and_only_closes_notified(

@@ -10,10 +10,12 @@ import asyncio
 import json
 import uuid
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
 
+from agent_replay.log import EventLog
 from tests.stream.conftest import Served
 from tests.stream.thread_wire import Item, ThreadNdjsonReader, ThreadSseReader
 
@@ -312,3 +314,32 @@ async def test_thread_stream_when_a_run_is_forked_then_the_fork_is_announced_wit
     assert _runs(reader.items) == [source, f"{thread}-fork"]
     assert _deltas(reader.items) == ["s1", "s2", "s3", "s1", "s2", "f3"]
     assert reader.items[4][0] == f"{thread}-fork:0"
+
+
+async def test_thread_stream_when_the_run_it_resumed_after_is_pruned_then_the_next_still_arrives(
+    http: httpx.AsyncClient, event_log: EventLog
+) -> None:
+    """The follower holds the run's place in the thread, not just its id: retention
+    deleting the run it stands after does not lose the runs after it."""
+    thread = _thread()
+    gone = f"{thread}-gone"
+    await _put_run(http, gone, thread)
+    await _append(http, gone, ["old"], close=True)
+    reader = ThreadSseReader()
+
+    async def prune_then_start() -> None:
+        later = datetime.now(UTC) + timedelta(seconds=1)
+        await event_log.prune(later, whole_months=False)
+        assert await event_log.find_run(gone) is None
+        await _put_run(http, f"{thread}-next", thread)
+        await _append(http, f"{thread}-next", ["new"], close=False)
+
+    await _read(
+        http,
+        f"/v1/threads/{thread}/stream",
+        reader,
+        lambda: len(reader.items) >= 2,
+        headers={"Last-Event-ID": f"{gone}:1"},
+        on_open=prune_then_start,
+    )
+    assert _runs(reader.items) == [f"{thread}-next"] and _deltas(reader.items) == ["new"]

@@ -539,14 +539,15 @@ class EventLog:
         return {r[0]: RunState(r[1], r[2], r[3]) for r in records}
 
     async def thread_runs(
-        self, thread_id: str, after: str | None = None, limit: int = 100
+        self, thread_id: str, after: tuple[datetime, str] | None = None, limit: int = 100
     ) -> list[ThreadRun]:
         # Looked up as a run's thread is stored (`create_run`).
         thread_id = storable(thread_id)
+        at, run_id = after if after is not None else (None, None)
         with translated(_READ):
             async with acquire(self.pool) as conn:
-                records = await conn.fetch(_THREAD_RUNS, thread_id, after, limit)
-        return [ThreadRun(r[0], r[1], r[2]) for r in records]
+                records = await conn.fetch(_THREAD_RUNS, thread_id, at, run_id, limit)
+        return [ThreadRun(r[0], r[1], r[2], r[3]) for r in records]
 
     async def listen(
         self,

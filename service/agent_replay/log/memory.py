@@ -468,7 +468,7 @@ class MemoryStore:
         return run.run(), True
 
     async def thread_runs(
-        self, thread_id: str, after: str | None = None, limit: int = 100
+        self, thread_id: str, after: tuple[datetime, str] | None = None, limit: int = 100
     ) -> list[ThreadRun]:
         thread_id = storable(thread_id)
         held = sorted(
@@ -476,12 +476,10 @@ class MemoryStore:
             key=lambda run: (run.created_at, run.run_id),
         )
         if after is not None:
-            mark = self.log.runs.get(after)
-            if mark is None:
-                return []
-            held = [run for run in held if (run.created_at, run.run_id) > (mark.created_at, after)]
+            held = [run for run in held if (run.created_at, run.run_id) > after]
         return [
-            ThreadRun(run.run_id, run.last_seq, run.closed_at is not None) for run in held[:limit]
+            ThreadRun(run.run_id, run.last_seq, run.closed_at is not None, run.created_at)
+            for run in held[:limit]
         ]
 
     async def find_run(self, run_id: str) -> Run | None:

@@ -1080,16 +1080,15 @@ SELECT run_id, thread_id, agent, status, created_at, updated_at, closed_at, last
 FROM runs WHERE run_id = $1;
 
 -- name: thread_runs
--- The stream of thread $1: its runs ordered after run $2 (all of them when $2 is
--- NULL), by `(created_at, run_id)` (`create_run` says why that order holds), at most
--- $3, each with its state. From the primary: a follower must not miss a run a
--- replica has not replayed.
+-- The stream of thread $1: its runs ordered after the position ($2, $3) (all of
+-- them when $2 is NULL), by `(created_at, run_id)` (`create_run` says why that
+-- order holds), at most $4, each with its state. From the primary: a follower must
+-- not miss a run a replica has not replayed.
 SELECT run_id, last_seq, closed_at IS NOT NULL AS closed, created_at
 FROM runs
 WHERE thread_id = $1
-  AND ($2::text IS NULL
-       OR (created_at, run_id) > (SELECT created_at, run_id FROM runs WHERE run_id = $2))
-ORDER BY created_at, run_id LIMIT $3;
+  AND ($2::timestamptz IS NULL OR (created_at, run_id) > ($2::timestamptz, $3::text))
+ORDER BY created_at, run_id LIMIT $4;
 
 -- name: thread_records
 -- `run_record` of each run of thread $1, oldest first.

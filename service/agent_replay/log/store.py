@@ -189,12 +189,13 @@ class RunStates(Protocol):
     async def read_states(self, run_ids: Sequence[str]) -> dict[str, RunState]: ...
 
     async def thread_runs(
-        self, thread_id: str, after: str | None = None, limit: int = 100
+        self, thread_id: str, after: tuple[datetime, str] | None = None, limit: int = 100
     ) -> list[ThreadRun]:
-        """The thread's runs in its order, `(created_at, run_id)`, after run `after`
-        (from the first when None), at most `limit`: from the primary. A run made on the
-        thread later never sorts before one an earlier call answered (a store makes a
-        thread's runs one at a time, each stamped after the one before was visible)."""
+        """The thread's runs in its order, `(created_at, run_id)`, those after `after`
+        (a run's `position`; from the first when None), at most `limit`: from the primary.
+        A run made on the thread later never sorts before one an earlier call answered (a
+        store makes a thread's runs one at a time, each stamped after the one before was
+        visible). A position stays valid when its run is gone (retention)."""
         ...
 
 

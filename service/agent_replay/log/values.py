@@ -61,6 +61,12 @@ class ThreadRun(NamedTuple):
     run_id: str
     last_seq: int
     closed: bool
+    created_at: datetime
+
+    @property
+    def position(self) -> tuple[datetime, str]:
+        """Its place in the thread's order (`LogStore.thread_runs(after=...)`)."""
+        return self.created_at, self.run_id
 
 
 @dataclass(frozen=True, slots=True)

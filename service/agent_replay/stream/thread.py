@@ -30,6 +30,7 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Final, Literal
 
 from agent_replay.errors import CursorNotInThread, InvalidOffset, OffsetOutOfRange, RunNotFound
@@ -95,6 +96,8 @@ def resolve_cursor(last_event_id: str | None, offset: str | None) -> ThreadOffse
 class ThreadPlan:
     thread_id: str
     cursor: ThreadCursor
+    # The cursor's run's place in the thread (`ThreadRun.position`); None before the first.
+    position: tuple[datetime, str] | None = None
 
 
 async def plan_thread(hub: Hub, thread_id: str, offset: ThreadOffset) -> ThreadPlan:
@@ -103,7 +106,7 @@ async def plan_thread(hub: Hub, thread_id: str, offset: ThreadOffset) -> ThreadP
     offset_out_of_range. A thread with no run yet is no error: its stream waits."""
     hub.refuse_if_draining()
     if offset == NOW:
-        return ThreadPlan(thread_id, await _now(hub, thread_id))
+        return await _now(hub, thread_id)
     if offset.run_id is None:
         return ThreadPlan(thread_id, offset)
     run = await hub.store.find_run(offset.run_id)
@@ -116,18 +119,19 @@ async def plan_thread(hub: Hub, thread_id: str, offset: ThreadOffset) -> ThreadP
             f"offset {offset.seq} is beyond run {run.run_id!r}'s last event ({run.last_seq})",
             last_seq=run.last_seq,
         )
-    return ThreadPlan(thread_id, offset)
+    return ThreadPlan(thread_id, offset, (run.created_at, run.run_id))
 
 
-async def _now(hub: Hub, thread_id: str) -> ThreadCursor:
-    """The end of the thread's last run as it stands: only later events and runs follow."""
-    last: ThreadCursor = START
+async def _now(hub: Hub, thread_id: str) -> ThreadPlan:
+    """At the end of the thread's last run as it stands: only later events and runs follow."""
+    plan = ThreadPlan(thread_id, START)
     while True:
-        runs = await hub.store.thread_runs(thread_id, last.run_id, _PAGE)
+        runs = await hub.store.thread_runs(thread_id, plan.position, _PAGE)
         if runs:
-            last = ThreadCursor(runs[-1].run_id, runs[-1].last_seq)
+            last = runs[-1]
+            plan = ThreadPlan(thread_id, ThreadCursor(last.run_id, last.last_seq), last.position)
         if len(runs) < _PAGE:
-            return last
+            return plan
 
 
 def announcement(encoding: Encoding, run_id: str) -> bytes:
@@ -155,7 +159,7 @@ async def follow_thread(
     """The thread's runs after the cursor, each announced then tailed, for as long as the
     client stays (or until the process drains)."""
     thread_id = plan.thread_id
-    run_id, seq = plan.cursor.run_id, plan.cursor.seq
+    run_id, seq, position = plan.cursor.run_id, plan.cursor.seq, plan.position
     if preamble:
         yield preamble
     with hub.watch_thread(thread_id) as watch:
@@ -178,12 +182,13 @@ async def follow_thread(
             # The run (if any) is closed and delivered: the next one, once there is one.
             while True:
                 watch.woken.clear()
-                runs = await hub.store.thread_runs(thread_id, run_id, 1)
+                # After the run's place, which holds even if the run is gone (pruned).
+                runs = await hub.store.thread_runs(thread_id, position, 1)
                 if runs:
                     break
                 if hub.draining:
                     # Ends cleanly: the client resumes from its cursor on another replica.
                     return
                 await watch.woken.wait()
-            run_id, seq = runs[0].run_id, 0
+            run_id, seq, position = runs[0].run_id, 0, runs[0].position
             yield announcement(encoding, run_id)
