@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent_replay.chain import GENESIS, step
-from agent_replay.errors import ExportChainBroken, InvalidExport, InvalidJson
+from agent_replay.errors import ExportChainBroken, InvalidExport, InvalidJson, NestedTooDeep
 from agent_replay.log.chunks import loads
 
 # An event line of version 2, whole: run ids are 1-128 of these characters
@@ -79,6 +79,8 @@ def event_line(number: int, text: str) -> EventLine:
         value = loads(chunk)
     except InvalidJson as exc:
         raise InvalidExport(number, "the chunk is not valid JSON") from exc
+    except NestedTooDeep as exc:
+        raise InvalidExport(number, f"the chunk is not an AG-UI event ({exc.message})") from exc
     if not isinstance(value, dict):
         raise InvalidExport(number, "the chunk is not a JSON object")
     return EventLine(number, run_id, int(seq), received_at, bytes.fromhex(hash_hex), chunk, value)

@@ -4,9 +4,9 @@ The file (``-``: standard input) holds one AG-UI chunk per line, or one JSON
 array of chunks (what ``jq -s`` or a log viewer writes), or is an export: a header object
 with a ``"format"`` key (and no ``"type"``) followed by ``{"run_id", "seq",
 "received_at", "hash", "chunk"}`` envelopes (``hash`` since version 2) and, in a signed
-export, a last ``{"signature"}`` line, which is not a chunk and is skipped. Lines are split on "\\n" only (JSON
-text may hold raw U+2028/U+0085, which ``str.splitlines`` would split on);
-blank lines are skipped.
+export, a last ``{"signature"}`` line, which is not a chunk and is skipped. Lines are split
+on "\\n" only (JSON text may hold raw U+2028/U+0085, which ``str.splitlines`` would split
+on); blank lines are skipped.
 
 Output: the final ``UIMessage[]`` as JSON, or with ``--snapshots`` one
 compact line per chunk ``{"index", "type", "messages"}`` and a last line
