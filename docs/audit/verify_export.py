@@ -193,6 +193,8 @@ def signature_fields(number, text):
         and HEX64.fullmatch(fields["public_key_sha256"])
     ):
         raise Altered(number, "not a signature line as an export writes it")
+    if json.dumps(value, separators=(",", ":")) != text:
+        raise Altered(number, "not a signature line as an export writes it")
     return {**fields, "number": number}
 
 

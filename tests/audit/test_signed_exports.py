@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
+import itertools
 import json
 import re
 import subprocess
@@ -21,6 +22,8 @@ from pathlib import Path
 import asyncpg
 import orjson
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from agent_replay.archive.commands import log_for
 from agent_replay.archive.dump import export_bytes, export_lines, run_records
@@ -410,3 +413,111 @@ async def test_export_when_stored_head_differs_from_the_events_then_run_altered(
         with pytest.raises(RunAltered, match=stored[1]):
             async for _ in export_lines(log, records, heads=altered):
                 pass
+
+
+# -- random runs, random edits -------------------------------------------------------------
+
+_RUNS = itertools.count()
+_TEXT = st.text(st.characters(codec="utf-8"), max_size=12)
+
+
+def _chunks(run_id: str, deltas: list[str]) -> list[dict[str, object]]:
+    message = f"{run_id}-m"
+    return [
+        {"type": "RUN_STARTED", "threadId": "hyp", "runId": run_id},
+        {"type": "TEXT_MESSAGE_START", "messageId": message, "role": "assistant"},
+        *({"type": "TEXT_MESSAGE_CONTENT", "messageId": message, "delta": d} for d in deltas),
+    ]
+
+
+async def _store_and_export(url: str, runs: list[tuple[list[str], list[int]]]) -> bytes:
+    """Each run appended in groups of the given sizes (4 or more: batch rows), exported."""
+    async with log_for(url) as log:
+        records = []
+        for deltas, sizes in runs:
+            run_id = f"hyp-{next(_RUNS)}"
+            await log.create_run(run_id, thread_id="hyp")
+            chunks = _chunks(run_id, deltas)
+            start = 0
+            for size in itertools.cycle(sizes):
+                if start >= len(chunks):
+                    break
+                await log.append(run_id, chunks[start : start + size])
+                start += size
+            records.extend(await run_records(log, run_id=run_id))
+        return await export_bytes(log, records)
+
+
+def _spans(data: bytes) -> list[tuple[int, list[int]]]:
+    """(line number, offsets) of each event line's bytes the chain covers: the seq's digits,
+    and the hash and chunk (from `"hash":"` to the line's end)."""
+    spans, offset = [], 0
+    for number, line in enumerate(data.split(b"\n"), start=1):
+        if line.startswith(b'{"run_id":'):
+            seq = line.index(b'"seq":') + 6
+            digits = range(offset + seq, offset + line.index(b",", seq))
+            chained = range(offset + line.index(b'"hash":"'), offset + len(line))
+            spans.append((number, [*digits, *chained]))
+        offset += len(line) + 1
+    return spans
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    runs=st.lists(
+        st.tuples(
+            st.lists(_TEXT, min_size=1, max_size=12),
+            st.lists(st.integers(1, 8), min_size=1, max_size=3),
+        ),
+        min_size=1,
+        max_size=3,
+    ),
+    data=st.data(),
+)
+def test_random_runs_when_one_byte_or_line_edited_then_verify_names_the_edited_line(
+    database_url: str,
+    keys: dict[str, tuple[Path, Path]],
+    runs: list[tuple[list[str], list[int]]],
+    data: st.DataObject,
+) -> None:
+    from agent_replay.archive.signing import Signer, private_key, public_key
+    from agent_replay.archive.verify import verify_file
+
+    unsigned = asyncio.run(_store_and_export(database_url, runs))
+    signer = Signer(private_key(read(keys["ours"][0])))
+    signed = signer.update(unsigned) + signer.line()
+    key = public_key(read(keys["ours"][1]))
+    assert verify_file(unsigned).status == "intact"
+    assert verify_file(signed, key).status == "intact"
+    spans = _spans(unsigned)
+    lines = unsigned.split(b"\n")[:-1]
+
+    # One byte of a line's seq, hash or chunk: that line, signed or not.
+    # Drawn as a place and a change, not offsets: run ids and times, so lengths, differ
+    # from one try of an example to the next.
+    number, offsets = data.draw(st.sampled_from(spans))
+    at = offsets[data.draw(st.integers(0, 10**6)) % len(offsets)]
+    flip = data.draw(st.integers(1, 255))
+    for file, given_key in ((unsigned, None), (signed, key)):
+        edited = file[:at] + bytes([file[at] ^ flip]) + file[at + 1 :]
+        verdict = verify_file(edited, given_key)
+        assert (verdict.status, verdict.line) == ("altered", number), verdict.reason
+
+    # A line removed, repeated, or swapped with the next: that line (the copy, for a repeat).
+    number = data.draw(st.sampled_from([n for n, _ in spans]))
+    index = number - 1
+    removed = lines[:index] + lines[index + 1 :]
+    repeated = [*lines[: index + 1], lines[index], *lines[index + 1 :]]
+    edits = [(removed, number), (repeated, number + 1)]
+    if index + 1 < len(lines) and lines[index + 1] != lines[index]:
+        swapped = [*lines[:index], lines[index + 1], lines[index], *lines[index + 2 :]]
+        edits.append((swapped, number))
+    for edited_lines, expected in edits:
+        verdict = verify_file(_joined(edited_lines))
+        assert (verdict.status, verdict.line) == ("altered", expected), verdict.reason
+
+    # Any byte of the signed file, the header, times and signature line included: not intact.
+    at = data.draw(st.integers(0, 10**6)) % len(signed)
+    flip = data.draw(st.integers(1, 255))
+    verdict = verify_file(signed[:at] + bytes([signed[at] ^ flip]) + signed[at + 1 :], key)
+    assert verdict.status != "intact", (at, flip, signed[at - 20 : at + 20])

@@ -24,7 +24,7 @@ from typing import Any
 
 from agent_replay.chain import GENESIS, step
 from agent_replay.errors import ExportChainBroken, InvalidExport, InvalidJson, NestedTooDeep
-from agent_replay.log.chunks import loads
+from agent_replay.log.chunks import dumps, loads
 
 # An event line of version 2, whole: run ids are 1-128 of these characters
 # (`agent_replay.log.check_run_id`), so none needs an escape.
@@ -100,6 +100,9 @@ def signature_line(number: int, offset: int, text: str) -> Signature:
         and _HEX64.fullmatch(fields["sha256"])
         and _HEX64.fullmatch(fields["public_key_sha256"])
     ):
+        raise InvalidExport(number, "not a signature line as an export writes it")
+    if dumps(value) != text:
+        # Laid out as written, byte for byte: the line is outside what it signs.
         raise InvalidExport(number, "not a signature line as an export writes it")
     return Signature(number, offset, fields["sha256"], fields["public_key_sha256"], fields["value"])
 
