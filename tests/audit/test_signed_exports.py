@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agent_replay.archive.commands import log_for
-from agent_replay.archive.dump import export_bytes, export_lines, run_records
+from agent_replay.archive.dump import check_heads, export_bytes, export_lines, run_records
 from agent_replay.errors import RunAltered
 from agent_replay.log import EventLog
 from tests.audit.helpers import fingerprint, read, rechain, replay, store_thread, write
@@ -413,6 +413,10 @@ async def test_export_when_stored_head_differs_from_the_events_then_run_altered(
         with pytest.raises(RunAltered, match=stored[1]):
             async for _ in export_lines(log, records, heads=altered):
                 pass
+        # The HTTP export's check before its first byte.
+        await check_heads(log, records, heads=agreeing)
+        with pytest.raises(RunAltered, match=stored[1]):
+            await check_heads(log, records, heads=altered)
 
 
 # -- random runs, random edits -------------------------------------------------------------
@@ -521,3 +525,24 @@ def test_random_runs_when_one_byte_or_line_edited_then_verify_names_the_edited_l
     flip = data.draw(st.integers(1, 255))
     verdict = verify_file(signed[:at] + bytes([signed[at] ^ flip]) + signed[at + 1 :], key)
     assert verdict.status != "intact", (at, flip, signed[at - 20 : at + 20])
+
+
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "guides" / "signed-exports.md"
+
+
+async def test_manual_openssl_commands_when_run_on_a_signed_export_then_verified_or_refused(
+    signed: Path, keys: dict[str, tuple[Path, Path]], tmp_path: Path
+) -> None:
+    # The guide's shell lines as written, on its file names.
+    text = GUIDE.read_text(encoding="utf-8")
+    block = text.split("By hand, with `openssl` alone")[1].split("```sh\n")[1].split("```")[0]
+    work = tmp_path / "by-hand"
+    work.mkdir()
+    write(work / "export-key.pub.pem", read(keys["ours"][1]))
+    for data, verified in ((read(signed), True), (_chunk_edited(_lines(signed), 3), False)):
+        write(work / "t-1.jsonl", data)
+        done = await asyncio.to_thread(
+            subprocess.run, ["bash", "-ec", block], cwd=work, capture_output=True, timeout=60
+        )
+        assert (done.returncode == 0) is verified, done.stderr
+        assert (b"Signature Verified Successfully" in done.stdout) is verified

@@ -19,7 +19,7 @@ from agent_replay.archive.format import event_line, header_line
 from agent_replay.chain import GENESIS, step
 from agent_replay.errors import RunAltered, RunNotFound, ThreadNotFound, Unavailable
 from agent_replay.log import AuditReads, Reads, check_run_id
-from agent_replay.log.values import RunRecord
+from agent_replay.log.values import Event, RunRecord
 
 PAGE = 5000
 
@@ -49,6 +49,40 @@ def stored_head(record: RunRecord) -> bytes | None:
     return None
 
 
+async def check_heads(
+    log: Reads,
+    records: Sequence[RunRecord],
+    *,
+    heads: Callable[[RunRecord], bytes | None] = stored_head,
+) -> None:
+    """Raise `RunAltered` for the first run whose events do not hash to its stored head.
+
+    For an answer that must refuse before its first byte (the HTTP export: a stream cut
+    short is no 409): a run with a stored head is read twice. Runs without one cost nothing.
+    """
+    for record in records:
+        expected = heads(record)
+        if expected is None:
+            continue
+        head = GENESIS
+        async for events in _pages(log, record):
+            for event in events:
+                head = step(head, event.seq, event.chunk)
+        if head != expected:
+            raise RunAltered(record.run_id)
+
+
+async def _pages(log: Reads, record: RunRecord) -> AsyncIterator[Sequence[Event]]:
+    after = 0
+    while after < record.last_seq:
+        limit = min(PAGE, record.last_seq - after)
+        events = await log.read_events(record.run_id, after, limit, through=record.last_seq)
+        if not events or events[0].seq != after + 1:
+            raise Unavailable(f"run {record.run_id!r} was deleted while it was exported")
+        yield events
+        after = events[-1].seq
+
+
 async def export_lines(
     log: Reads,
     records: Sequence[RunRecord],
@@ -62,16 +96,10 @@ async def export_lines(
     yield header_line(records)
     for record in records:
         head = GENESIS
-        after = 0
-        while after < record.last_seq:
-            limit = min(PAGE, record.last_seq - after)
-            events = await log.read_events(record.run_id, after, limit, through=record.last_seq)
-            if not events or events[0].seq != after + 1:
-                raise Unavailable(f"run {record.run_id!r} was deleted while it was exported")
+        async for events in _pages(log, record):
             for event in events:
                 head = step(head, event.seq, event.chunk)
                 yield event_line(record.run_id, event.seq, event.received_at, head, event.chunk)
-            after = events[-1].seq
         expected = heads(record)
         if expected is not None and expected != head:
             raise RunAltered(record.run_id)
