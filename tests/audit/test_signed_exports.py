@@ -25,8 +25,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent_replay.archive.commands import log_for
+from agent_replay.archive.commands import export_to, log_for
 from agent_replay.archive.dump import check_heads, export_bytes, export_lines, run_records
+from agent_replay.archive.signing import Signer, private_key, public_key
+from agent_replay.archive.verify import verify_file
 from agent_replay.errors import RunAltered
 from agent_replay.log import EventLog
 from tests.audit.helpers import fingerprint, read, rechain, replay, store_thread, write
@@ -484,9 +486,6 @@ def test_random_runs_when_one_byte_or_line_edited_then_verify_names_the_edited_l
     runs: list[tuple[list[str], list[int]]],
     data: st.DataObject,
 ) -> None:
-    from agent_replay.archive.signing import Signer, private_key, public_key
-    from agent_replay.archive.verify import verify_file
-
     unsigned = asyncio.run(_store_and_export(database_url, runs))
     signer = Signer(private_key(read(keys["ours"][0])))
     signed = signer.update(unsigned) + signer.line()
@@ -546,3 +545,38 @@ async def test_manual_openssl_commands_when_run_on_a_signed_export_then_verified
         )
         assert (done.returncode == 0) is verified, done.stderr
         assert (b"Signature Verified Successfully" in done.stdout) is verified
+
+
+@pytest.fixture(scope="module")
+async def signed_once(
+    database_url: str,
+    stored: list[str],
+    keys: dict[str, tuple[Path, Path]],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> bytes:
+    out = tmp_path_factory.mktemp("signed") / "signed.jsonl"
+    key = private_key(read(keys["ours"][0]))
+    await export_to(database_url, run_id=None, thread_id=THREAD, out=out, sign_key=key)
+    return read(out)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(at=st.integers(0, 10**6), flip=st.integers(1, 255), with_key=st.booleans())
+def test_auditor_script_when_any_byte_changed_then_same_exit_and_line_as_verify(
+    signed_once: bytes,
+    keys: dict[str, tuple[Path, Path]],
+    tmp_path_factory: pytest.TempPathFactory,
+    at: int,
+    flip: int,
+    with_key: bool,
+) -> None:
+    at %= len(signed_once)
+    edited = signed_once[:at] + bytes([signed_once[at] ^ flip]) + signed_once[at + 1 :]
+    path = tmp_path_factory.mktemp("edit") / "edited.jsonl"
+    write(path, edited)
+    key_path = keys["ours"][1] if with_key else None
+    verdict = verify_file(edited, None if key_path is None else public_key(read(key_path)))
+    status, _, err = _script(path, key_path)
+    assert status == verdict.exit_code, (verdict, err)
+    if status == 1:
+        assert _altered_line(err) == verdict.line, (verdict, err)

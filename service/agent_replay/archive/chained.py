@@ -107,6 +107,25 @@ def signature_line(number: int, offset: int, text: str) -> Signature:
     return Signature(number, offset, fields["sha256"], fields["public_key_sha256"], fields["value"])
 
 
+def header_chains(header: dict[str, Any]) -> list[tuple[str, int]]:
+    """What checking a file needs of its header, checked no further than that: each run's id
+    and `last_seq`, in order (an import checks the rest of each run's fields)."""
+    runs = header.get("runs")
+    if not isinstance(runs, list) or not runs:
+        raise InvalidExport(1, "the header lists no runs")
+    order: list[tuple[str, int]] = []
+    for run in runs:
+        if not isinstance(run, dict):
+            raise InvalidExport(1, "each entry of runs must be an object")
+        run_id, last_seq = run.get("run_id"), run.get("last_seq")
+        if not isinstance(run_id, str) or type(last_seq) is not int or last_seq < 0:
+            raise InvalidExport(1, "a run without a run_id or a last_seq")
+        if any(run_id == seen for seen, _ in order):
+            raise InvalidExport(1, f"run {run_id!r} is listed twice")
+        order.append((run_id, last_seq))
+    return order
+
+
 class Chains:
     """Each run's chain, checked as the file's event lines come, in order."""
 

@@ -4,7 +4,9 @@ A file is *intact* when every run's chain holds (`agent_replay.archive.chained`)
 signature line, if any, covers the bytes before it, and, given a public key, that line is
 a valid signature by that key. It is *altered* at the first line where any of that fails,
 and *unreadable* when it is not an export this build reads (not one at all, or version 1,
-which carries no chain to check). The answer is a value; the command prints it.
+which carries no chain to check). Of the header it checks what the chains need (each run's id
+and `last_seq`), as the auditor's script does: whether the rest would import is `import`'s
+question. The answer is a value; the command prints it.
 """
 
 from __future__ import annotations
@@ -14,14 +16,13 @@ from typing import Literal
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from agent_replay.archive.chained import RunChain, read_body
+from agent_replay.archive.chained import RunChain, header_chains, read_body
 from agent_replay.archive.format import UNCHAINED
 from agent_replay.archive.reader import (
     body_start,
     check_digest,
     first_line,
     header_object,
-    header_runs,
 )
 from agent_replay.archive.signing import fingerprint, signature_problem
 from agent_replay.errors import InvalidExport
@@ -54,8 +55,7 @@ def verify_file(data: bytes, key: Ed25519PublicKey | None = None) -> Verdict:
             "unreadable", 1, "a version 1 export: it carries no hash chain, so nothing to verify"
         )
     try:
-        records, _ = header_runs(header)
-        body = read_body(data, [(r.run_id, r.last_seq) for r in records], body_start(data), 2)
+        body = read_body(data, header_chains(header), body_start(data), 2)
         if body.signature is not None:
             check_digest(data, body.signature)
     except InvalidExport as exc:
