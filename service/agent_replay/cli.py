@@ -244,10 +244,12 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _import(args: argparse.Namespace) -> int:
-    from agent_replay.archive.commands import import_archive
-    from agent_replay.archive.reader import read_archive
+    from agent_replay.archive.commands import import_archive, read_signed
+    from agent_replay.archive.signing import public_key
 
-    archive = read_archive(args.file.read_bytes())  # a bad file never reaches the database
+    key = None if args.public_key is None else public_key(args.public_key.read_bytes())
+    # A bad file (or one not signed by the key) never reaches the database.
+    archive = read_signed(args.file.read_bytes(), key)
     with _database(args) as url:
         report = asyncio.run(import_archive(url, archive))
     events = sum(len(run.events) for run in archive.runs if run.record.run_id in report.created)
@@ -439,6 +441,13 @@ def _add_offline(sub: _Subparsers, common: argparse.ArgumentParser) -> None:
 
     load = _command(sub, common, "import", "load an export file (idempotent, all or nothing)")
     load.add_argument("file", type=Path, help="an export file (from agent-replay export)")
+    load.add_argument(
+        "--public-key",
+        type=Path,
+        metavar="FILE",
+        help="import only if the file is signed by this Ed25519 public key in PEM"
+        " (default: a signature is not required; the chain is always checked)",
+    )
     _add_database(load)
     load.set_defaults(run=_failing(_import))
 

@@ -17,7 +17,8 @@ exc`), and never leak past the log.
     │   ├── InvalidRequest         422 invalid_request
     │   │   └── Unstorable         422 invalid_request   (a value the database refuses)
     │   ├── InvalidExport          422 invalid_export    (+ line)
-    │   │   └── ExportChainBroken  422 export_chain_broken (+ line: the first line the chain fails)
+    │   │   ├── ExportChainBroken  422 export_chain_broken (+ line: the first line the chain fails)
+    │   │   └── ExportNotSigned    422 export_not_signed (+ line: not signed by the key given)
     │   ├── InvalidKey             422 invalid_key       (not an Ed25519 key in PEM)
     │   ├── PayloadTooLarge        413 payload_too_large
     │   ├── UnsupportedMediaType   415 unsupported_media_type
@@ -145,6 +146,13 @@ class ExportChainBroken(InvalidExport):
     added since it was exported."""
 
     code = "export_chain_broken"
+
+
+class ExportNotSigned(InvalidExport):
+    """An export file an import was told to take only signed by a key, and which is not:
+    unsigned, signed by another key, or a signature that does not verify."""
+
+    code = "export_not_signed"
 
 
 class InvalidKey(InvalidInput):

@@ -580,3 +580,26 @@ def test_auditor_script_when_any_byte_changed_then_same_exit_and_line_as_verify(
     assert status == verdict.exit_code, (verdict, err)
     if status == 1:
         assert _altered_line(err) == verdict.line, (verdict, err)
+
+
+async def test_import_with_public_key_when_not_signed_by_it_then_refused_and_nothing_stored(
+    signed: Path,
+    empty_url: str,
+    keys: dict[str, tuple[Path, Path]],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    unsigned = tmp_path / "unsigned.jsonl"
+    write(unsigned, _joined(_lines(signed)[:-1]))
+    before = await fingerprint(empty_url)
+    for file, key, words in (
+        (signed, keys["theirs"][1], "signed by another key"),
+        (unsigned, keys["ours"][1], "unsigned but a key was given"),
+    ):
+        status, _, err = await replay(capsys, "import", str(file), "--public-key", str(key),
+                                      "--database-url", empty_url)  # fmt: skip
+        assert status == 2 and words in err, err
+        assert await fingerprint(empty_url) == before
+    status, out, err = await replay(capsys, "import", str(signed), "--public-key",
+                                    str(keys["ours"][1]), "--database-url", empty_url)  # fmt: skip
+    assert status == 0 and "3 runs imported" in out, err

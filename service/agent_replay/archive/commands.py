@@ -14,12 +14,13 @@ from contextlib import asynccontextmanager
 from datetime import datetime
 from pathlib import Path
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from agent_replay.archive.dump import export_bytes, export_lines, run_records
 from agent_replay.archive.reader import Archive, read_archive
 from agent_replay.archive.signing import Signer, public_key
 from agent_replay.archive.verify import Verdict, verify_file
+from agent_replay.errors import ExportNotSigned
 from agent_replay.log import EventLog, LogStore
 from agent_replay.log.expiry import SweepReport
 from agent_replay.log.streams import StreamStore
@@ -76,6 +77,17 @@ async def _signed(
     async for line in lines:
         yield signer.update(line)
     yield signer.line()
+
+
+def read_signed(data: bytes, key: Ed25519PublicKey | None) -> Archive:
+    """`read_archive`, and with `key` the file must also be signed by it (`import
+    --public-key`): nothing of a file that is not reaches the database."""
+    archive = read_archive(data)
+    if key is not None:
+        verdict = verify_file(data, key)
+        if verdict.status != "intact":
+            raise ExportNotSigned(verdict.line or 1, str(verdict.reason))
+    return archive
 
 
 def verify_path(path: Path, public_key_path: Path | None) -> Verdict:
