@@ -28,6 +28,8 @@ examples:
   agent-replay transcript --run run-1                 # Markdown, from the database
   agent-replay transcript --thread t-1 --format html --out t-1.html
   agent-replay export --thread t-1 --out t-1.jsonl    # then agent-replay import it elsewhere
+  agent-replay export --run run-1 --out r.jsonl --sign-key ed25519.pem   # a signed export
+  agent-replay verify r.jsonl --public-key ed25519.pub.pem               # 0 intact, 1 altered
   agent-replay project chunks.jsonl                   # UIMessage[] from a file; no database
   curl -s localhost:8000/v1/runs/run-1/events | jq -c '.events[].chunk' | agent-replay project -
   agent-replay prune --closed-before 30d --dry-run    # what retention would delete
@@ -40,7 +42,7 @@ lists each command's options and their defaults.
 
 # Commands whose INFO lines (migrations, the embedded cluster) are noise next to their own
 # output; -v shows them.
-_QUIET = frozenset({"project", "export", "import", "transcript", "prune", "tail"})
+_QUIET = frozenset({"project", "export", "import", "transcript", "prune", "tail", "verify"})
 
 
 def _positive(text: str) -> int:
@@ -217,13 +219,21 @@ def _failing(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse
 
 def _export(args: argparse.Namespace) -> int:
     from agent_replay.archive.commands import export_to
+    from agent_replay.archive.signing import private_key
 
+    # Read before the database is: a key that will not do fails before any work.
+    key = None if args.sign_key is None else private_key(args.sign_key.read_bytes())
     # A standby serves the events only with the configured primary (not --database-url's).
     read_url = None if args.database_url else Settings().read_database_url
     with _database(args) as url:
         events = asyncio.run(
             export_to(
-                url, run_id=args.run_id, thread_id=args.thread_id, out=args.out, read_url=read_url
+                url,
+                run_id=args.run_id,
+                thread_id=args.thread_id,
+                out=args.out,
+                read_url=read_url,
+                sign_key=key,
             )
         )
     if args.out is not None:
@@ -234,16 +244,51 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _import(args: argparse.Namespace) -> int:
-    from agent_replay.archive.commands import import_archive
-    from agent_replay.archive.reader import read_archive
+    from agent_replay.archive.commands import import_archive, read_signed
+    from agent_replay.archive.signing import public_key
 
-    archive = read_archive(args.file.read_bytes())  # a bad file never reaches the database
+    key = None if args.public_key is None else public_key(args.public_key.read_bytes())
+    # A bad file (or one not signed by the key) never reaches the database.
+    archive = read_signed(args.file.read_bytes(), key)
     with _database(args) as url:
         report = asyncio.run(import_archive(url, archive))
     events = sum(len(run.events) for run in archive.runs if run.record.run_id in report.created)
+    chain = (
+        "chain checked"
+        if archive.chained
+        else "unchained: a version 1 file carries no hash chain, none was checked"
+    )
     print(
         f"agent-replay import: {_plural(len(report.created), 'run')} imported "
-        f"({_plural(events, 'event')}), {len(report.unchanged)} already stored and unchanged"
+        f"({_plural(events, 'event')}), {len(report.unchanged)} already stored and unchanged; "
+        f"{chain}"
+    )
+    return 0
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from agent_replay.archive.commands import verify_path
+
+    verdict = verify_path(args.file, args.public_key)
+    if verdict.status != "intact":
+        where = "" if verdict.line is None else f" at line {verdict.line}"
+        print(f"agent-replay verify: {verdict.status}{where}: {verdict.reason}", file=sys.stderr)
+        return verdict.exit_code
+    for run in verdict.runs:
+        print(f"run {run.run_id}: {_plural(run.events, 'event')}, head {run.head.hex()}")
+    if verdict.signature_checked:
+        signature = f"signature valid, by the key with public key sha256 {verdict.signed_by}"
+    elif verdict.signed_by is not None:
+        signature = (
+            f"signed by the key with public key sha256 {verdict.signed_by}, not checked "
+            "(give --public-key)"
+        )
+    else:
+        signature = "unsigned"
+    events = sum(run.events for run in verdict.runs)
+    print(
+        f"agent-replay verify: intact: {_plural(len(verdict.runs), 'run')}, "
+        f"{_plural(events, 'event')}, every chain holds; {signature}"
     )
     return 0
 
@@ -365,11 +410,44 @@ def _add_offline(sub: _Subparsers, common: argparse.ArgumentParser) -> None:
     which.add_argument("--run", dest="run_id", metavar="ID", help="the run to export")
     which.add_argument("--thread", dest="thread_id", metavar="ID", help="every run of a thread")
     export.add_argument("--out", type=Path, metavar="FILE", help="file to write (default: stdout)")
+    export.add_argument(
+        "--sign-key",
+        type=Path,
+        metavar="FILE",
+        help="an Ed25519 private key in PEM (openssl genpkey -algorithm ed25519): end the file"
+        " with a signature line (default: unsigned)",
+    )
     _add_database(export)
     export.set_defaults(run=_failing(_export))
 
+    verify = sub.add_parser(
+        "verify",
+        parents=[common],
+        help="check an export file's hash chains and signature",
+        description="Check that an export file is what was exported: every run's hash chain, "
+        "and with --public-key its signature. Exit codes: 0 intact, 1 altered (naming the "
+        "first altered line and why), 2 bad arguments or key, 3 unreadable or not an export.",
+    )
+    target = verify.add_mutually_exclusive_group(required=True)
+    target.add_argument("file", nargs="?", type=Path, help="an export file (no database needed)")
+    verify.add_argument(
+        "--public-key",
+        type=Path,
+        metavar="FILE",
+        help="the signer's Ed25519 public key in PEM (openssl pkey -pubout): the file must be"
+        " signed by it (default: the signature, if any, is not checked)",
+    )
+    verify.set_defaults(run=_failing(_verify))
+
     load = _command(sub, common, "import", "load an export file (idempotent, all or nothing)")
     load.add_argument("file", type=Path, help="an export file (from agent-replay export)")
+    load.add_argument(
+        "--public-key",
+        type=Path,
+        metavar="FILE",
+        help="import only if the file is signed by this Ed25519 public key in PEM"
+        " (default: a signature is not required; the chain is always checked)",
+    )
     _add_database(load)
     load.set_defaults(run=_failing(_import))
 

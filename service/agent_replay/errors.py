@@ -17,6 +17,9 @@ exc`), and never leak past the log.
     │   ├── InvalidRequest         422 invalid_request
     │   │   └── Unstorable         422 invalid_request   (a value the database refuses)
     │   ├── InvalidExport          422 invalid_export    (+ line)
+    │   │   ├── ExportChainBroken  422 export_chain_broken (+ line: the first line the chain fails)
+    │   │   └── ExportNotSigned    422 export_not_signed (+ line: not signed by the key given)
+    │   ├── InvalidKey             422 invalid_key       (not an Ed25519 key in PEM)
     │   ├── PayloadTooLarge        413 payload_too_large
     │   ├── UnsupportedMediaType   415 unsupported_media_type
     │   └── RequestTimeout         408 request_timeout   (a body stalled; the connection closes)
@@ -27,6 +30,7 @@ exc`), and never leak past the log.
     │   ├── RunClosed              409 run_closed
     │   ├── RunConflict            409 run_conflict
     │   ├── SeqConflict            409 seq_conflict      (+ last_seq)
+    │   ├── RunAltered             409 run_altered       (events no longer hash to the stored head)
     │   ├── OffsetOutOfRange       409 offset_out_of_range (+ last_seq)
     │   └── CursorNotInThread      409 cursor_not_in_thread (a thread cursor's run is not its)
     ├── Unauthorized               401 unauthorized      (+ WWW-Authenticate)
@@ -138,6 +142,27 @@ class InvalidExport(InvalidInput):
         self.line = line
 
 
+class ExportChainBroken(InvalidExport):
+    """An export file whose hash chain fails at `line`: an event changed, removed, moved or
+    added since it was exported."""
+
+    code = "export_chain_broken"
+
+
+class ExportNotSigned(InvalidExport):
+    """An export file an import was told to take only signed by a key, and which is not:
+    unsigned, signed by another key, or a signature that does not verify."""
+
+    code = "export_not_signed"
+
+
+class InvalidKey(InvalidInput):
+    """A key file that is not an Ed25519 key in PEM (a private key to sign, a public one to
+    verify)."""
+
+    code = "invalid_key"
+
+
 class PayloadTooLarge(InvalidInput):
     status = 413
     code = "payload_too_large"
@@ -200,6 +225,20 @@ class SeqConflict(Conflict):
             f"run {run_id!r} is at seq {last_seq}; a batch expected to start at "
             f"{expected_seq} does not fit (retry with expected_seq={last_seq + 1})",
             last_seq=last_seq,
+        )
+
+
+class RunAltered(Conflict):
+    """A run whose events no longer hash to the chain head the log stored with them: an
+    export would carry a chain rebuilt over the altered events, so none is written."""
+
+    code = "run_altered"
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(
+            f"run {run_id!r} was altered in the database: its events do not hash to the chain "
+            "head stored with them (agent-replay verify --run shows where); it is not exported",
+            run_id=run_id,
         )
 
 

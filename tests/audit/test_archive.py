@@ -15,7 +15,15 @@ from agent_replay.log import EventLog
 from agent_replay.log.chunks import loads
 from agent_replay.projector import project
 from tests.audit.data import failing
-from tests.audit.helpers import fingerprint, listing, read, replay, store_thread, write
+from tests.audit.helpers import (
+    fingerprint,
+    listing,
+    read,
+    rechain,
+    replay,
+    store_thread,
+    write,
+)
 from tests.support.pg import Databases
 
 THREAD = "arch-t"
@@ -99,7 +107,7 @@ async def test_export_when_chunk_has_lone_surrogate_then_line_holds_the_stored_t
     lines = read(exported).split(b"\n")
     header = orjson.loads(lines[0])
     assert [r["run_id"] for r in header["runs"]] == stored
-    assert header["format"] == "agent-replay.export" and header["version"] == 1
+    assert header["format"] == "agent-replay.export" and header["version"] == 2
     assert header["runs"][0]["input"]["messages"][0]["content"] == "Weather in Paris?"
     assert any("\\ud83d" in t for t in texts)
     for line, text in zip(lines[1:], texts, strict=False):
@@ -127,7 +135,8 @@ async def test_import_when_stored_run_has_different_events_then_conflict_and_not
     b_lines = [line for line in lines[1:] if line.startswith(b'{"run_id":"arch-t-b"')]
     b_lines[2] = b_lines[2].replace(b"Trying the", b"Tried the")
     altered = tmp_path / "altered.jsonl"
-    write(altered, orjson.dumps({**header, "runs": [b_run]}) + b"\n" + b"\n".join(b_lines) + b"\n")
+    edited = orjson.dumps({**header, "runs": [b_run]}) + b"\n" + b"\n".join(b_lines) + b"\n"
+    write(altered, rechain(edited))
     assert (await replay(capsys, "import", str(altered), "--database-url", empty_url))[0] == 0
     before = await fingerprint(empty_url)
     status, _, err = await replay(capsys, "import", str(exported), "--database-url", empty_url)
@@ -144,7 +153,7 @@ def _rewrite(path: Path, edit: object) -> bytes:
 
 def _header_version(lines: list[bytes]) -> bytes:
     header = orjson.loads(lines[0])
-    header["version"] = 2
+    header["version"] = 3
     return b"\n".join([orjson.dumps(header), *lines[1:]]) + b"\n"
 
 
@@ -155,11 +164,17 @@ MALFORMED = {
         None,
         "ends in the middle of this line",
     ),
-    "wrong_format_version": (_header_version, 1, "version 2 is not supported"),
-    "seq_gap": (lambda ls: b"\n".join(ls[:3] + ls[4:]) + b"\n", 4, "seq 3 is missing"),
+    "wrong_format_version": (_header_version, 1, "version 3 is not supported"),
+    "seq_gap": (lambda ls: b"\n".join(ls[:3] + ls[4:]) + b"\n", 4, "the line has seq 4"),
     "not_json": (
-        lambda ls: b"\n".join([*ls[:2], b"{not json", *ls[3:]]) + b"\n", 3, "not valid JSON"
+        lambda ls: b"\n".join([*ls[:2], b"{not json", *ls[3:]]) + b"\n", 3, "not an event line"
     ),
+    "chunk_not_json": (
+        lambda ls: b"\n".join([*ls[:2], ls[2].replace(b'"type":', b'"type"'), *ls[3:]]) + b"\n",
+        3,
+        "the chunk is not valid JSON",
+    ),
+    "blank_line": (lambda ls: b"\n".join([*ls[:2], b"", *ls[2:]]) + b"\n", 3, "a blank line"),
     "cut_at_line_boundary": (lambda ls: b"\n".join(ls[:-1]) + b"\n", None, "truncated?"),
     "not_an_export": (lambda ls: b"\n".join(ls[1:]) + b"\n", 1, "not an export file"),
     "unknown_run": (
@@ -186,7 +201,8 @@ async def test_import_when_file_malformed_then_rejected_with_line_number_and_db_
 ) -> None:
     edit, line, words = MALFORMED[case]
     bad = tmp_path / f"{case}.jsonl"
-    write(bad, _rewrite(exported, edit))
+    # Its hashes written anew: the check named by the case refuses it, not the chain.
+    write(bad, rechain(_rewrite(exported, edit)))
     total_lines = len(read(exported).split(b"\n")) - 1
     expected_line = line if line is not None else total_lines + (case == "unknown_run")
     if case == "cut_at_line_boundary":

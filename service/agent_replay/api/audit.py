@@ -18,7 +18,7 @@ from agent_replay.api.deps import LogDep
 from agent_replay.api.models import ERRORS
 from agent_replay.api.pages import page_headers
 from agent_replay.api.responses import JSON
-from agent_replay.archive.dump import export_bytes, export_lines, run_records
+from agent_replay.archive.dump import check_heads, export_bytes, export_lines, run_records
 from agent_replay.archive.reader import read_archive
 from agent_replay.audit.cache import StoredRun, run_projection, thread_messages
 from agent_replay.audit.projection import messages_json
@@ -114,8 +114,9 @@ async def get_thread_messages(
 
 @router.get("/v1/runs/{run_id}/export", dependencies=[requires(EXPORT_RUN)])
 async def export_run(log: LogDep, run_id: RunId) -> Response:
-    """The run as an export file (what `agent-replay export --run` writes)."""
+    """The run as an export file (what `agent-replay export --run` writes, unsigned)."""
     records = await run_records(log, run_id=run_id)
+    await check_heads(log, records)
     return StreamingResponse(
         export_lines(log, records),
         media_type="application/x-ndjson",

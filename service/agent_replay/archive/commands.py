@@ -1,4 +1,5 @@
-"""The offline commands' work (`agent-replay export|import|transcript|prune`), given a database URL.
+"""The offline commands' work (`agent-replay export|import|transcript|prune|verify`), given a
+database URL (or, for `verify FILE`, a file).
 
 agent_replay.cli parses arguments and picks the database; this module does the
 rest, so tests can drive the same functions the command line runs.
@@ -13,8 +14,13 @@ from contextlib import asynccontextmanager
 from datetime import datetime
 from pathlib import Path
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
 from agent_replay.archive.dump import export_bytes, export_lines, run_records
 from agent_replay.archive.reader import Archive, read_archive
+from agent_replay.archive.signing import Signer, public_key
+from agent_replay.archive.verify import Verdict, verify_file
+from agent_replay.errors import ExportNotSigned
 from agent_replay.log import EventLog, LogStore
 from agent_replay.log.expiry import SweepReport
 from agent_replay.log.streams import StreamStore
@@ -35,27 +41,64 @@ async def export_to(
     thread_id: str | None,
     out: Path | None,
     read_url: str | None = None,
+    sign_key: Ed25519PrivateKey | None = None,
 ) -> int:
     """Write the export; to `out` via a temporary file, so a failure leaves no half file.
 
     `read_url`: a hot standby that serves the events (the primary fills in what it lacks).
+    `sign_key`: end the file with its signature line (agent_replay.archive.signing).
     """
     async with log_for(url, read_url=read_url) as log:
         records = await run_records(log, run_id=run_id, thread_id=thread_id)
         if out is None:
-            async for line in export_lines(log, records):
+            async for line in _signed(export_lines(log, records), sign_key):
                 sys.stdout.buffer.write(line)
             sys.stdout.buffer.flush()
             return sum(r.last_seq for r in records)
         partial = out.with_name(out.name + ".part")
         try:
             with partial.open("wb") as handle:
-                async for line in export_lines(log, records):
+                async for line in _signed(export_lines(log, records), sign_key):
                     handle.write(line)
             os.replace(partial, out)
         finally:
             partial.unlink(missing_ok=True)
     return sum(r.last_seq for r in records)
+
+
+async def _signed(
+    lines: AsyncIterator[bytes], key: Ed25519PrivateKey | None
+) -> AsyncIterator[bytes]:
+    if key is None:
+        async for line in lines:
+            yield line
+        return
+    signer = Signer(key)
+    async for line in lines:
+        yield signer.update(line)
+    yield signer.line()
+
+
+def read_signed(data: bytes, key: Ed25519PublicKey | None) -> Archive:
+    """`read_archive`, and with `key` the file must also be signed by it (`import
+    --public-key`): nothing of a file that is not reaches the database."""
+    archive = read_archive(data)
+    if key is not None:
+        verdict = verify_file(data, key)
+        if verdict.status != "intact":
+            raise ExportNotSigned(verdict.line or 1, str(verdict.reason))
+    return archive
+
+
+def verify_path(path: Path, public_key_path: Path | None) -> Verdict:
+    """`agent-replay verify FILE [--public-key FILE]`: the key is read first (a bad key is
+    the caller's mistake, not the file's); a file that cannot be read is unreadable."""
+    key = None if public_key_path is None else public_key(public_key_path.read_bytes())
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        return Verdict("unreadable", None, f"cannot read {path}: {exc.strerror or exc}")
+    return verify_file(data, key)
 
 
 async def import_archive(url: str, archive: Archive) -> LoadReport:

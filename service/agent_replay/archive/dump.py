@@ -3,16 +3,23 @@
 The records are read first and each run's events up to its recorded
 `last_seq`: everything at or below a committed `last_seq` is committed and
 immutable, so the file is a consistent snapshot even while runs append.
+
+Each event line carries the run's chain hash through it, computed here from the chunk as
+read (`agent_replay.chain`), a fork's events from its source included: the file's chain is
+the run's own, seq 1 to `last_seq`. Where the log keeps the head it stored with the events
+(`stored_head`), the recomputed head must equal it, or the run is not exported: a chain
+rebuilt over events altered in the database would vouch for them.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 
 from agent_replay.archive.format import event_line, header_line
-from agent_replay.errors import RunNotFound, ThreadNotFound, Unavailable
+from agent_replay.chain import GENESIS, step
+from agent_replay.errors import RunAltered, RunNotFound, ThreadNotFound, Unavailable
 from agent_replay.log import AuditReads, Reads, check_run_id
-from agent_replay.log.values import RunRecord
+from agent_replay.log.values import Event, RunRecord
 
 PAGE = 5000
 
@@ -32,21 +39,70 @@ async def run_records(
     return records
 
 
-async def export_lines(log: Reads, records: Sequence[RunRecord]) -> AsyncIterator[bytes]:
+def stored_head(record: RunRecord) -> bytes | None:
+    """The chain head the log stored with the run's events through `record.last_seq`, or
+    None where it keeps none.
+
+    The seam for the log's own chain: once the run record carries its stored head (an
+    optional field), this returns it and every export checks it.
+    """
+    return None
+
+
+async def check_heads(
+    log: Reads,
+    records: Sequence[RunRecord],
+    *,
+    heads: Callable[[RunRecord], bytes | None] = stored_head,
+) -> None:
+    """Raise `RunAltered` for the first run whose events do not hash to its stored head.
+
+    For an answer that must refuse before its first byte (the HTTP export: a stream cut
+    short is no 409): a run with a stored head is read twice. Runs without one cost nothing.
+    """
+    for record in records:
+        expected = heads(record)
+        if expected is None:
+            continue
+        head = GENESIS
+        async for events in _pages(log, record):
+            for event in events:
+                head = step(head, event.seq, event.chunk)
+        if head != expected:
+            raise RunAltered(record.run_id)
+
+
+async def _pages(log: Reads, record: RunRecord) -> AsyncIterator[Sequence[Event]]:
+    after = 0
+    while after < record.last_seq:
+        limit = min(PAGE, record.last_seq - after)
+        events = await log.read_events(record.run_id, after, limit, through=record.last_seq)
+        if not events or events[0].seq != after + 1:
+            raise Unavailable(f"run {record.run_id!r} was deleted while it was exported")
+        yield events
+        after = events[-1].seq
+
+
+async def export_lines(
+    log: Reads,
+    records: Sequence[RunRecord],
+    *,
+    heads: Callable[[RunRecord], bytes | None] = stored_head,
+) -> AsyncIterator[bytes]:
     """The export file's lines. Each run's events are read up to its record's `last_seq`,
     through the log's reader: a replica may serve them, the primary completing what it
-    has not replayed yet."""
+    has not replayed yet. `heads`: each run's stored chain head, checked against the one
+    the lines carry."""
     yield header_line(records)
     for record in records:
-        after = 0
-        while after < record.last_seq:
-            limit = min(PAGE, record.last_seq - after)
-            events = await log.read_events(record.run_id, after, limit, through=record.last_seq)
-            if not events or events[0].seq != after + 1:
-                raise Unavailable(f"run {record.run_id!r} was deleted while it was exported")
+        head = GENESIS
+        async for events in _pages(log, record):
             for event in events:
-                yield event_line(record.run_id, event.seq, event.received_at, event.chunk)
-            after = events[-1].seq
+                head = step(head, event.seq, event.chunk)
+                yield event_line(record.run_id, event.seq, event.received_at, head, event.chunk)
+        expected = heads(record)
+        if expected is not None and expected != head:
+            raise RunAltered(record.run_id)
 
 
 async def export_bytes(log: Reads, records: Sequence[RunRecord]) -> bytes:

@@ -7,18 +7,25 @@ for a run the header does not list, a seq that skips or repeats, a run with
 fewer events than the header's `last_seq`. A file either reads whole or not
 at all, which is what lets an import be all-or-nothing.
 
+A version 2 file's body is read by `agent_replay.archive.chained`, which checks each run's
+hash chain (`ExportChainBroken` names the first line it fails at) and, when the file is
+signed, that the bytes before the signature line are those it covers; a version 1 file has
+no chain, and `Archive.chained` says so.
+
 Lines are split on "\\n" only: JSON text may hold raw U+2028 or U+0085,
 which `str.splitlines` would also split on.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from agent_replay.archive.format import FORMAT, VERSION, event_prefix
+from agent_replay.archive.chained import EventLine, RunChain, Signature, read_body
+from agent_replay.archive.format import FORMAT, UNCHAINED, VERSION, VERSIONS, unchained_prefix
 from agent_replay.errors import InvalidExport, InvalidJson, InvalidRunId, ReplayError
 from agent_replay.log import check_run_id
 from agent_replay.log.chunks import check_nesting, dumps, loads, stored
@@ -33,10 +40,18 @@ _JSON_SPACE = " \t\r\n"
 @dataclass(frozen=True, slots=True)
 class Archive:
     runs: list[LoadedRun]  # in header order
+    version: int = VERSION
+    # Each run's chain as the file carries it (checked); none in a version 1 file.
+    chains: list[RunChain] = field(default_factory=list)
+    signature: Signature | None = None  # its digest checked; its key and value are not
 
     @property
     def records(self) -> list[RunRecord]:
         return [run.record for run in self.runs]
+
+    @property
+    def chained(self) -> bool:
+        return self.version != UNCHAINED
 
 
 def _lines(data: bytes) -> Iterator[tuple[int, str, bool]]:
@@ -125,18 +140,23 @@ def _record(run: Any) -> RunRecord:
     )
 
 
-def _header(number: int, text: str, complete: bool) -> tuple[list[RunRecord], set[str]]:
-    """The header's runs, and those it gives no `error_code` (a file written before
-    runs kept one: their events say it)."""
+def header_object(number: int, text: str, complete: bool) -> dict[str, Any]:
+    """The first line, when it is the header of an export of a version this build reads."""
     header = _object(number, text, complete)
     if header.get("format") != FORMAT or number != 1:
         raise InvalidExport(number, f"not an export file: the first line must be a {FORMAT} header")
-    if header.get("version") != VERSION:
+    if header.get("version") not in VERSIONS:
         raise InvalidExport(
             1,
             f"export format version {header.get('version')!r} is not supported "
-            f"(this build reads version {VERSION})",
+            f"(this build reads versions {', '.join(map(str, VERSIONS))})",
         )
+    return header
+
+
+def header_runs(header: dict[str, Any]) -> tuple[list[RunRecord], set[str]]:
+    """The header's runs, and those it gives no `error_code` (a file written before
+    runs kept one: their events say it)."""
     runs = header.get("runs")
     if not isinstance(runs, list) or not runs:
         raise InvalidExport(1, "the header lists no runs")
@@ -157,7 +177,7 @@ def _chunk_text(line: str, value: dict[str, Any]) -> str:
     A file reformatted by another tool falls back to re-encoding the parsed
     chunk: equal as JSON, though not byte for byte what was exported.
     """
-    prefix = event_prefix(value["run_id"], value["seq"], value["received_at"])
+    prefix = unchained_prefix(value["run_id"], value["seq"], value["received_at"])
     body = line.rstrip(_JSON_SPACE)
     if body.startswith(prefix) and body.endswith("}"):
         return body[len(prefix) : -1].strip(_JSON_SPACE)
@@ -177,15 +197,76 @@ def _event(number: int, line: str, value: dict[str, Any]) -> LoggedEvent:
     return LoggedEvent(chunk, received)
 
 
-def read_archive(data: bytes) -> Archive:
-    lines = _lines(data)
-    first = next(lines, None)
+def check_digest(data: bytes, signature: Signature) -> None:
+    """The bytes before the signature line are those it signed (without the key this shows
+    only that nothing changed by accident: whoever changes the file can write a new digest)."""
+    if hashlib.sha256(data[: signature.offset]).hexdigest() != signature.sha256:
+        raise InvalidExport(
+            signature.number,
+            "the file's content before its signature line is not what was signed "
+            "(altered after signing)",
+        )
+
+
+def first_line(data: bytes) -> tuple[int, str, bool]:
+    first = next(_lines(data), None)
     if first is None:
         raise InvalidExport(1, "the file is empty")
-    records, derive = _header(*first)
+    return first
+
+
+def body_start(data: bytes) -> int:
+    """The offset of line 2."""
+    newline = data.find(b"\n")
+    return len(data) if newline < 0 else newline + 1
+
+
+def read_archive(data: bytes) -> Archive:
+    number, text, complete = first_line(data)
+    header = header_object(number, text, complete)
+    records, derive = header_runs(header)
+    if header["version"] == UNCHAINED:
+        runs = _unchained_events(data, records)
+        return Archive(_derived(records, derive, runs), UNCHAINED)
+    body = read_body(data, [(r.run_id, r.last_seq) for r in records], body_start(data), 2)
+    if body.signature is not None:
+        check_digest(data, body.signature)
+    runs = {r.run_id: [] for r in records}
+    for event in body.events:
+        runs[event.run_id].append(_chained_event(event))
+    return Archive(_derived(records, derive, runs), VERSION, body.chains, body.signature)
+
+
+def _chained_event(event: EventLine) -> LoggedEvent:
+    received = _time(event.number, event.received_at, "received_at")
+    assert received is not None
+    try:
+        chunk = stored(event.value, event.number, event.chunk)
+        check_nesting([chunk])
+    except ReplayError as exc:
+        problem = f"the chunk is not an AG-UI event ({exc.message})"
+        raise InvalidExport(event.number, problem) from exc
+    return LoggedEvent(chunk, received)
+
+
+def _derived(
+    records: list[RunRecord], derive: set[str], events: dict[str, list[LoggedEvent]]
+) -> list[LoadedRun]:
+    records = [
+        replace(r, error_code=summarize(e.chunk for e in events[r.run_id]).error_code)
+        if r.run_id in derive
+        else r
+        for r in records
+    ]
+    return [LoadedRun(r, events[r.run_id]) for r in records]
+
+
+def _unchained_events(data: bytes, records: list[RunRecord]) -> dict[str, list[LoggedEvent]]:
+    """A version 1 file's events, by run (blank lines allowed, runs interleaved)."""
+    lines = _lines(data)
+    last_number = next(lines)[0]
     events: dict[str, list[LoggedEvent]] = {r.run_id: [] for r in records}
     last_seqs = {r.run_id: r.last_seq for r in records}
-    last_number = first[0]
     for number, text, complete in lines:
         last_number = number
         value = _object(number, text, complete)
@@ -216,10 +297,4 @@ def read_archive(data: bytes) -> Archive:
                 f"the file ends at seq {len(events[record.run_id])} of run {record.run_id!r}, "
                 f"whose header says last_seq {record.last_seq} (truncated?)",
             )
-    records = [
-        replace(r, error_code=summarize(e.chunk for e in events[r.run_id]).error_code)
-        if r.run_id in derive
-        else r
-        for r in records
-    ]
-    return Archive([LoadedRun(r, events[r.run_id]) for r in records])
+    return events

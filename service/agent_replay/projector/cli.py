@@ -3,9 +3,10 @@
 The file (``-``: standard input) holds one AG-UI chunk per line, or one JSON
 array of chunks (what ``jq -s`` or a log viewer writes), or is an export: a header object
 with a ``"format"`` key (and no ``"type"``) followed by ``{"run_id", "seq",
-"received_at", "chunk"}`` envelopes. Lines are split on "\\n" only (JSON
-text may hold raw U+2028/U+0085, which ``str.splitlines`` would split on);
-blank lines are skipped.
+"received_at", "hash", "chunk"}`` envelopes (``hash`` since version 2) and, in a signed
+export, a last ``{"signature"}`` line, which is not a chunk and is skipped. Lines are split
+on "\\n" only (JSON text may hold raw U+2028/U+0085, which ``str.splitlines`` would split
+on); blank lines are skipped.
 
 Output: the final ``UIMessage[]`` as JSON, or with ``--snapshots`` one
 compact line per chunk ``{"index", "type", "messages"}`` and a last line
@@ -50,6 +51,8 @@ def read_chunks(text: str) -> Iterator[dict[str, Any]]:
             if export:
                 continue  # the export header
         if export:
+            if "signature" in value and "chunk" not in value:
+                continue  # a signed export's last line
             chunk = value.get("chunk")
             if not isinstance(chunk, dict):
                 raise InputError(f"line {number}: export envelope without a chunk object")
