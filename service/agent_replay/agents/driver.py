@@ -20,11 +20,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
+from contextlib import aclosing
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Protocol
 
 from agent_replay.agents import upstream
+from agent_replay.agents.budget import NONE, Budget, Meter, exhausted
 from agent_replay.agents.catalog import Agent, HttpAgent, RunInput
 from agent_replay.agents.endings import EndReason, close_run
 from agent_replay.agents.policy import DEFAULT, FIRST_READER_SECONDS, OnDisconnect
@@ -89,8 +93,16 @@ class Driver:
         next_seq: int,
         on_disconnect: OnDisconnect = DEFAULT,
         first_reader_seconds: float = FIRST_READER_SECONDS,
+        budget: Budget = NONE,
+        created_at: datetime | None = None,
     ) -> None:
         self.log = log
+        # Counts the upstream's events against the run's budget (None: it has none);
+        # its time runs from the log's creation time, not from this driver's start.
+        self._meter = Meter(budget) if budget else None
+        self._deadline = budget.deadline(created_at) if created_at is not None else None
+        self._out_of_time: asyncio.TimerHandle | None = None
+        self._stop_detail = ""  # the budget a BUDGET_EXHAUSTED stop names
         self.on_disconnect = on_disconnect
         self._first_reader_seconds = first_reader_seconds
         # Set when a notification says the run's last reader left (any process).
@@ -128,11 +140,24 @@ class Driver:
     def start(self, on_done: Callable[[Driver], None]) -> None:
         self._task = asyncio.create_task(self._drive(on_done), name=f"drive-{self.run_id}")
 
-    def halt(self, reason: EndReason) -> None:
+    def halt(self, reason: EndReason, detail: str = "") -> None:
         """Stop reading the upstream; the run closes as the first reason given says."""
-        self._stop = self._stop or reason
-        if self._reader is not None:
+        if self._stop is None:
+            self._stop, self._stop_detail = reason, detail
+        # The reader halting itself (an in-process agent's event past the budget)
+        # stops at its loop instead: a task cancelled from within, and returning
+        # before its next await, would end cancelled instead of with its reason.
+        if self._reader is not None and self._reader is not asyncio.current_task():
             self._reader.cancel()
+
+    def _exhaust(self, message: str) -> None:
+        """A ceiling of the run's budget was passed: admit nothing more, abort the upstream."""
+        assert self._meter is not None
+        if self._out_of_time is not None:
+            self._out_of_time.cancel()
+            self._out_of_time = None
+        self._meter.exhausted = self._meter.exhausted or message
+        self.halt(EndReason.BUDGET_EXHAUSTED, self._meter.exhausted)
 
     def readers_left(self) -> None:
         """Nobody reads the run any more: judge its disconnect policy now, not at the poll."""
@@ -142,6 +167,14 @@ class Driver:
         await wait_set(self.done, seconds)
 
     async def _drive(self, on_done: Callable[[Driver], None]) -> None:
+        if self._meter is not None and self._deadline is not None:
+            # Wall-clock time against the log's creation time: a run's time is the
+            # same on every process, whenever its driver started.
+            self._out_of_time = asyncio.get_running_loop().call_later(
+                max(0.0, self._deadline - time.time()),
+                self._exhaust,
+                exhausted("max_seconds", self._meter.budget.max_seconds),
+            )
         self._reader = asyncio.create_task(self._read(), name=f"read-{self.run_id}")
         if self._stop is not None:  # halted before it started
             self._reader.cancel()
@@ -152,6 +185,8 @@ class Driver:
             reason = end.reason
             if reason is EndReason.FINISHED and self._last_type not in TERMINAL:
                 reason = EndReason.INCOMPLETE
+            elif reason is EndReason.BUDGET_EXHAUSTED and self._last_type in TERMINAL:
+                reason = EndReason.FINISHED  # it ended by itself before the budget ran out
             await self._close(reason, end.detail)
         except (RunClosed, SeqConflict):
             # Closed elsewhere (a cancel on another process, a reaper that took the
@@ -165,6 +200,8 @@ class Driver:
             self._reader.cancel()
             if self._retry is not None:
                 self._retry.cancel()
+            if self._out_of_time is not None:
+                self._out_of_time.cancel()
             if watcher is not None:
                 watcher.cancel()
             on_done(self)
@@ -186,6 +223,14 @@ class Driver:
 
     def _deliver(self, chunks: list[StoredChunk]) -> bool:
         """`_feed` without the wait: whether there is room for more reads."""
+        if self._meter is not None:
+            # Nothing past the budget is stored: the events from the first one past
+            # it on are dropped, and the upstream is aborted.
+            chunks = self._meter.admit(chunks)
+            if self._meter.exhausted is not None:
+                self._exhaust(self._meter.exhausted)
+            if not chunks:
+                return True
         self._pending.extend(chunks)
         self._pending_reads += 1
         if self._inflight is None and self._failure is None:
@@ -273,12 +318,20 @@ class Driver:
                 )
                 await self._upstream.run()
             else:
-                async for batch in upstream.events(self._agent, self._input, self._limits):
-                    await self._feed(batch)
+                # Closed on leaving, so the agent's own cleanup runs when it is stopped.
+                source = upstream.events(self._agent, self._input, self._limits)
+                async with aclosing(source) as events:
+                    async for batch in events:
+                        await self._feed(batch)
+                        if self._stop is not None:  # halted from within: its budget
+                            break
+            if self._stop is EndReason.BUDGET_EXHAUSTED:
+                # Its last events were past the budget: dropped, so it did not finish.
+                return _End(self._stop, self._stop_detail)
             return _End(EndReason.FINISHED)
         except asyncio.CancelledError:
             # Leaving the upstream request aborts it; say why we stopped.
-            return _End(self._stop or EndReason.CANCELLED)
+            return _End(self._stop or EndReason.CANCELLED, self._stop_detail)
         except upstream.UpstreamError as exc:
             return _End(EndReason.UPSTREAM_ERROR, str(exc))
         except Exception as exc:  # an in-process agent's own bug ends its run, not us

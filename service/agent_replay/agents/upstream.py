@@ -9,7 +9,7 @@ for the run's RUN_ERROR; what came before a bad event is given first.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 from agent_replay.agents.catalog import PythonAgent, RunInput
@@ -46,7 +46,7 @@ def refused(
 
 async def _python_events(
     agent: Any, run_input: RunInput, limits: Limits
-) -> AsyncIterator[list[StoredChunk]]:
+) -> AsyncGenerator[list[StoredChunk], None]:
     number = 0
     async for value in agent.source(run_input):
         number += 1
@@ -59,6 +59,6 @@ async def _python_events(
 
 def events(
     agent: PythonAgent, run_input: RunInput, limits: Limits
-) -> AsyncIterator[list[StoredChunk]]:
+) -> AsyncGenerator[list[StoredChunk], None]:
     """An in-process agent's events, a list each (an HTTP agent's: `agent_replay.agents.wire`)."""
     return _python_events(agent, run_input, limits)
