@@ -159,6 +159,20 @@ class Driver:
         self._meter.exhausted = self._meter.exhausted or message
         self.halt(EndReason.BUDGET_EXHAUSTED, self._meter.exhausted)
 
+    def _watch_time(self) -> None:
+        """End the run once its budget's time is out, by the wall clock against the log's
+        creation time: a run's time is the same on every process, whenever its driver
+        started. The loop's timers run on another clock, which may drift from the wall
+        clock: a timer that fires early looks again."""
+        self._out_of_time = None
+        if self._meter is None or self._deadline is None:
+            return
+        left = self._deadline - time.time()
+        if left <= 0:
+            self._exhaust(exhausted("max_seconds", self._meter.budget.max_seconds))
+        else:
+            self._out_of_time = asyncio.get_running_loop().call_later(left, self._watch_time)
+
     def readers_left(self) -> None:
         """Nobody reads the run any more: judge its disconnect policy now, not at the poll."""
         self._readers_left.set()
@@ -167,14 +181,7 @@ class Driver:
         await wait_set(self.done, seconds)
 
     async def _drive(self, on_done: Callable[[Driver], None]) -> None:
-        if self._meter is not None and self._deadline is not None:
-            # Wall-clock time against the log's creation time: a run's time is the
-            # same on every process, whenever its driver started.
-            self._out_of_time = asyncio.get_running_loop().call_later(
-                max(0.0, self._deadline - time.time()),
-                self._exhaust,
-                exhausted("max_seconds", self._meter.budget.max_seconds),
-            )
+        self._watch_time()
         self._reader = asyncio.create_task(self._read(), name=f"read-{self.run_id}")
         if self._stop is not None:  # halted before it started
             self._reader.cancel()
