@@ -210,6 +210,10 @@ async def test_agent_budget_when_request_asks_for_more_then_agents_holds_and_les
     await _assert_exhausted(http, b, agent, looser, events, exhausted("max_events", 8))
     assert len(_upstream_events(events)) == 8
     assert (await _run(http, b, looser))["metadata"]["budget"] == {"max_events": 8}
+    # The transcript shows the status with its code, and the error turn names the budget.
+    transcript = (await http.get(f"{b}/v1/runs/{looser}/transcript")).text
+    assert "cancelled (budget_exhausted)" in transcript
+    assert "max_events=8" in transcript and "(code budget_exhausted)" in transcript
 
     tighter = await _start(
         http, a, "text", agent="capped", headers={"X-Budget": "max_events=3,max_seconds=60"}

@@ -86,6 +86,11 @@ class Reaper:
         ending = ENDINGS[reason]
         log.warning("run %s: %s; closed", run_id, detail or (ending and ending.message) or reason)
 
+    async def due(self, expired: set[str], suspects: set[str]) -> set[str]:
+        """Of the runs whose lease ran out, those to reap now: the ones already run out a
+        pass ago (`suspects`), and the ones whose budget's time has run out."""
+        return expired & suspects | await self._out_of_time(expired - suspects)
+
     async def _out_of_time(self, run_ids: Iterable[str]) -> set[str]:
         """Those of `run_ids` whose budget's time has run out."""
         now, out = time.time(), set()
@@ -107,7 +112,7 @@ class Reaper:
         while True:
             try:
                 expired = set(await self.log.expired_leases())
-                await self._reap(expired & suspects | await self._out_of_time(expired - suspects))
+                await self._reap(await self.due(expired, suspects))
                 suspects = expired
             except Exception:  # the reaper must outlive one failed pass
                 log.warning("lease reaper pass failed", exc_info=True)
