@@ -224,8 +224,10 @@ class Meter:
         self.unreported_chars = unreported_chars
         self._calls: set[str] = set()
         self._tokens = budget.max_output_tokens is not None
-        # The RUN_ERROR's message once a ceiling is passed; nothing is admitted after.
+        # The RUN_ERROR's message once a ceiling is passed, and that ceiling's name;
+        # nothing is admitted after.
         self.exhausted: str | None = None
+        self.exhausted_by: str | None = None
 
     @property
     def output_tokens(self) -> int:
@@ -281,5 +283,5 @@ class Meter:
         return True
 
     def _exhaust(self, name: str, limit: int) -> bool:
-        self.exhausted = exhausted(name, limit)
+        self.exhausted, self.exhausted_by = exhausted(name, limit), name
         return False

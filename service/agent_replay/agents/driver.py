@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
+from agent_replay import metrics
 from agent_replay.agents import upstream
 from agent_replay.agents.budget import NONE, Budget, Meter, exhausted
 from agent_replay.agents.catalog import Agent, HttpAgent, RunInput
@@ -150,14 +151,17 @@ class Driver:
         if self._reader is not None and self._reader is not asyncio.current_task():
             self._reader.cancel()
 
-    def _exhaust(self, message: str) -> None:
-        """A ceiling of the run's budget was passed: admit nothing more, abort the upstream."""
-        assert self._meter is not None
+    def _exhaust(self, message: str, name: str) -> None:
+        """Ceiling `name` of the run's budget was passed: admit nothing more, abort the
+        upstream. The first ceiling passed is the one the run's RUN_ERROR names."""
+        meter = self._meter
+        assert meter is not None
         if self._out_of_time is not None:
             self._out_of_time.cancel()
             self._out_of_time = None
-        self._meter.exhausted = self._meter.exhausted or message
-        self.halt(EndReason.BUDGET_EXHAUSTED, self._meter.exhausted)
+        if meter.exhausted is None or meter.exhausted_by is None:
+            meter.exhausted, meter.exhausted_by = message, name
+        self.halt(EndReason.BUDGET_EXHAUSTED, meter.exhausted)
 
     def _watch_time(self) -> None:
         """End the run once its budget's time is out, by the wall clock against the log's
@@ -169,7 +173,7 @@ class Driver:
             return
         left = self._deadline - time.time()
         if left <= 0:
-            self._exhaust(exhausted("max_seconds", self._meter.budget.max_seconds))
+            self._exhaust(exhausted("max_seconds", self._meter.budget.max_seconds), "max_seconds")
         else:
             self._out_of_time = asyncio.get_running_loop().call_later(left, self._watch_time)
 
@@ -195,6 +199,8 @@ class Driver:
             elif reason is EndReason.BUDGET_EXHAUSTED and self._last_type in TERMINAL:
                 reason = EndReason.FINISHED  # it ended by itself before the budget ran out
             await self._close(reason, end.detail)
+            if reason is EndReason.BUDGET_EXHAUSTED and self._meter is not None:
+                metrics.BUDGETS_EXHAUSTED.labels(self._meter.exhausted_by or "").inc()
         except (RunClosed, SeqConflict):
             # Closed elsewhere (a cancel on another process, a reaper that took the
             # lease after an outage longer than it), or written by another: stop.
@@ -234,8 +240,8 @@ class Driver:
             # Nothing past the budget is stored: the events from the first one past
             # it on are dropped, and the upstream is aborted.
             chunks = self._meter.admit(chunks)
-            if self._meter.exhausted is not None:
-                self._exhaust(self._meter.exhausted)
+            if self._meter.exhausted is not None and self._meter.exhausted_by is not None:
+                self._exhaust(self._meter.exhausted, self._meter.exhausted_by)
             if not chunks:
                 return True
         self._pending.extend(chunks)

@@ -17,7 +17,6 @@ end comes no later than a pass after its lease ran out.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Iterable
@@ -81,8 +80,12 @@ class Reaper:
         detail = budget.from_metadata(run.metadata).out_of_time(run.created_at, time.time())
         if detail is not None:
             reason = EndReason.BUDGET_EXHAUSTED
-        with contextlib.suppress(RunClosed):
+        try:
             await close_run(self.log, run_id, run.thread_id, reason, detail or "")
+        except RunClosed:
+            return  # closed by someone else meanwhile
+        if detail is not None:
+            metrics.BUDGETS_EXHAUSTED.labels("max_seconds").inc()
         ending = ENDINGS[reason]
         log.warning("run %s: %s; closed", run_id, detail or (ending and ending.message) or reason)
 

@@ -48,13 +48,21 @@ async def _python_events(
     agent: Any, run_input: RunInput, limits: Limits
 ) -> AsyncGenerator[list[StoredChunk], None]:
     number = 0
-    async for value in agent.source(run_input):
-        number += 1
-        try:
-            chunk = chunk_from_value(value, number - 1, limits)
-        except InvalidInput as exc:
-            raise refused(exc, number, limits, source="agent") from exc
-        yield [chunk]
+    source = agent.source(run_input)
+    try:
+        async for value in source:
+            number += 1
+            try:
+                chunk = chunk_from_value(value, number - 1, limits)
+            except InvalidInput as exc:
+                raise refused(exc, number, limits, source="agent") from exc
+            yield [chunk]
+    finally:
+        # Stopped early (a cancel, a budget): the agent's own cleanup runs now, not
+        # whenever the garbage collector finds its generator.
+        close = getattr(source, "aclose", None)
+        if close is not None:
+            await close()
 
 
 def events(
