@@ -132,6 +132,9 @@ async def _assert_exhausted(
     async with asyncio.timeout(10):
         await agent.event(agent.aborted, run_id).wait()
     assert run_id not in agent.finished
+    # The budget is the service's: the agent was never sent it.
+    assert "budget" not in agent.inputs[run_id]
+    assert "budget" not in json.dumps(agent.inputs[run_id].get("forwardedProps"))
 
 
 @pytest.mark.parametrize(

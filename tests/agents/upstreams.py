@@ -198,6 +198,7 @@ class Scripted:
         self.started: dict[str, asyncio.Event] = {}
         self.aborted: dict[str, asyncio.Event] = {}
         self.finished: set[str] = set()
+        self.inputs: dict[str, dict[str, Any]] = {}  # the RunAgentInput each run sent
 
     def event(self, table: dict[str, asyncio.Event], run_id: str) -> asyncio.Event:
         return table.setdefault(run_id, asyncio.Event())
@@ -205,6 +206,7 @@ class Scripted:
     async def endpoint(self, request: Request) -> Response:
         body = await request.json()
         run_id, thread_id = body["runId"], body["threadId"]
+        self.inputs[run_id] = body
         props = body.get("forwardedProps") or {}
         script = _SCRIPTS[props.get("script", "text")]
         pace = float(props.get("pace", 0.01))

@@ -97,9 +97,10 @@ NONE: Final = Budget()
 
 def exhausted(name: str, limit: float | None) -> str:
     """The RUN_ERROR message for ceiling `name`: it names the budget and its value."""
-    value = f"{limit:g}" if isinstance(limit, float) else str(limit)
+    # As it was given: 30 for 30.0, never 3.1536e+07.
+    value = str(int(limit)) if isinstance(limit, float) and limit.is_integer() else str(limit)
     why = {
-        "max_seconds": "the run has been going that long since it was created",
+        "max_seconds": "that long has passed since the run was created",
         "max_events": "its agent streamed more events",
         "max_tool_calls": "its agent started another tool call",
         "max_output_tokens": "its agent produced more output tokens",
@@ -204,24 +205,17 @@ def reported_output_tokens(value: Any) -> int | None:
 class Meter:
     """Counts a run's upstream events against its budget; `admit` keeps those within it.
 
-    Counts start from what the log holds of the run (`events`, `tool_call_ids`,
-    `tokens`): a meter made for a run partly driven already goes on from there.
+    One meter per driver, and a run has one driver for its life (a run whose driver
+    died is closed by a reaper, never driven on), so its counts are those of the
+    run's events in the log: what it admitted is exactly what was stored.
     """
 
-    def __init__(
-        self,
-        budget: Budget,
-        *,
-        events: int = 0,
-        tool_calls: int = 0,
-        reported_tokens: int = 0,
-        unreported_chars: int = 0,
-    ) -> None:
+    def __init__(self, budget: Budget) -> None:
         self.budget = budget
-        self.events = events
-        self.tool_calls = tool_calls
-        self.reported_tokens = reported_tokens
-        self.unreported_chars = unreported_chars
+        self.events = 0
+        self.tool_calls = 0
+        self.reported_tokens = 0
+        self.unreported_chars = 0
         self._calls: set[str] = set()
         self._tokens = budget.max_output_tokens is not None
         # The RUN_ERROR's message once a ceiling is passed, and that ceiling's name;
