@@ -121,6 +121,7 @@ class Driver:
         self._next_seq = next_seq
         self._stop: EndReason | None = None  # why we asked the reader to stop
         self._reader: asyncio.Task[_End] | None = None
+        self._reading = False  # the reader task has started
         self._task: asyncio.Task[None] | None = None
         self.done = asyncio.Event()
         # The append pipeline (`_feed`): the chunks of the append in flight (or
@@ -145,10 +146,13 @@ class Driver:
         """Stop reading the upstream; the run closes as the first reason given says."""
         if self._stop is None:
             self._stop, self._stop_detail = reason, detail
-        # The reader halting itself (an in-process agent's event past the budget)
-        # stops at its loop instead: a task cancelled from within, and returning
-        # before its next await, would end cancelled instead of with its reason.
-        if self._reader is not None and self._reader is not asyncio.current_task():
+        # Only a reader under way is cancelled: one not started yet sees `_stop` as it
+        # starts (cancelled before its first step, a task ends without running a line
+        # of it), and one halting itself (an in-process agent's event past the budget)
+        # stops at its loop (cancelled from within and returning before its next
+        # await, it would end cancelled instead of with its reason).
+        if self._reading and self._reader is not asyncio.current_task():
+            assert self._reader is not None
             self._reader.cancel()
 
     def _exhaust(self, message: str, name: str) -> None:
@@ -185,10 +189,8 @@ class Driver:
         await wait_set(self.done, seconds)
 
     async def _drive(self, on_done: Callable[[Driver], None]) -> None:
-        self._watch_time()
         self._reader = asyncio.create_task(self._read(), name=f"read-{self.run_id}")
-        if self._stop is not None:  # halted before it started
-            self._reader.cancel()
+        self._watch_time()
         watcher = asyncio.create_task(self._watch()) if self.on_disconnect.watched else None
         try:
             end = await self._reader
@@ -324,6 +326,9 @@ class Driver:
 
     async def _read(self) -> _End:
         """Feed the upstream's events to the pipeline; why it stopped."""
+        if self._stop is not None:  # halted before it started (see `halt`)
+            return _End(self._stop, self._stop_detail)
+        self._reading = True
         try:
             if isinstance(self._agent, HttpAgent):
                 self._upstream = HttpUpstream(
