@@ -41,9 +41,7 @@ async def test_run_whose_time_is_out_before_its_driver_starts_then_driver_closes
     # A millisecond: gone before the driver starts (the run is created, its first
     # event stored and its lease claimed first), so the driver halts before its reader
     # has run a line.
-    r = await http.post(
-        "/v1/agents/demo/runs", json={}, headers={"X-Budget": "max_seconds=0.001"}
-    )
+    r = await http.post("/v1/agents/demo/runs", json={}, headers={"X-Budget": "max_seconds=0.001"})
     assert r.status_code == 201, r.text
     run_id = r.json()["run_id"]
     async with asyncio.timeout(20):  # the reaper, a lease (30 s) away, would say interrupted
