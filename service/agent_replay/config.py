@@ -245,7 +245,7 @@ class Settings(BaseSettings):
     # Hosted runs (agent_replay.agents).
     agents: str | None = Field(
         default=None,
-        description='JSON {name: url | {"url", "headers", "on_disconnect"} | '
+        description='JSON {name: url | {"url", "headers", "on_disconnect", "budget"} | '
         '"python:module:function"}: the agents hosted runs can drive, besides '
         "the built-in `demo`.",
     )

@@ -15,7 +15,8 @@ exc`), and never leak past the log.
     │   ├── InvalidEvent           422 invalid_event
     │   │   └── NestedTooDeep      422 invalid_event     (nested past MAX_EVENT_DEPTH)
     │   ├── InvalidRequest         422 invalid_request
-    │   │   └── Unstorable         422 invalid_request   (a value the database refuses)
+    │   │   ├── Unstorable         422 invalid_request   (a value the database refuses)
+    │   │   └── InvalidBudget      422 invalid_budget    (a hosted run's budget)
     │   ├── InvalidExport          422 invalid_export    (+ line)
     │   │   ├── ExportChainBroken  422 export_chain_broken (+ line: the first line the chain fails)
     │   │   └── ExportNotSigned    422 export_not_signed (+ line: not signed by the key given)
@@ -130,6 +131,12 @@ class InvalidRequest(InvalidInput):
 
 class Unstorable(InvalidRequest):
     """A value the database refuses to store (its text says which and why)."""
+
+
+class InvalidBudget(InvalidRequest):
+    """A hosted run's budget (`X-Budget`, a start body's `budget`, an agent's) is malformed."""
+
+    code = "invalid_budget"
 
 
 class InvalidExport(InvalidInput):

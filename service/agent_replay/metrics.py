@@ -69,8 +69,16 @@ APPEND_DURATION = Histogram(
 )
 LEASES_REAPED = Counter(
     "replay_leases_reaped",
-    "Hosted runs closed as interrupted by this process because their driver died"
-    " (its lease ran out, or it was an earlier life of this instance).",
+    "Hosted runs closed by this process because their driver died (its lease ran out, or"
+    " it was an earlier life of this instance): interrupted, or budget_exhausted if their"
+    " time budget was out.",
+    registry=REGISTRY,
+)
+BUDGETS_EXHAUSTED = Counter(
+    "replay_budgets_exhausted",
+    "Hosted runs this process closed budget_exhausted, by the budget that ran out"
+    " (max_seconds, max_events, max_tool_calls, max_output_tokens).",
+    ["budget"],
     registry=REGISTRY,
 )
 REPLICA_READS = Counter(

@@ -41,6 +41,8 @@ async def test_preflight_when_origin_listed_then_204_allowing_the_client_headers
     assert "Origin" in r.headers["vary"]
     allowed = {h.strip().lower() for h in r.headers["access-control-allow-headers"].split(",")}
     assert {"authorization", "content-type", "last-event-id", "x-run-id"} <= allowed
+    # A page starting a hosted run may set its budget and disconnect policy.
+    assert {"x-budget", "x-on-disconnect"} <= allowed
     assert "POST" in r.headers["access-control-allow-methods"]
     assert "access-control-allow-credentials" not in r.headers
 

@@ -42,6 +42,7 @@ async def hosted(database_url: str, upstream: tuple[str, Any]) -> AsyncIterator[
     agents["refused"] = f"http://127.0.0.1:{free_port()}/nothing-listens-here"
     agents["broken-python"] = "python:tests.agents.pyagents:broken"
     agents["oversized-python"] = "python:tests.agents.pyagents:oversized"
+    agents["endless-python"] = "python:tests.agents.pyagents:endless"
     settings = settings_for(
         database_url,
         agents=json.dumps(agents),

@@ -15,3 +15,19 @@ async def oversized(run_input: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
     yield {"type": "RUN_STARTED", "threadId": run_input["threadId"], "runId": run_input["runId"]}
     yield {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "x" * (1 << 20)}
     yield {"type": "RUN_FINISHED", "threadId": run_input["threadId"], "runId": run_input["runId"]}
+
+
+# The runs whose `endless` generator was closed (its cleanup ran), in this process.
+CLOSED: set[str] = set()
+
+
+async def endless(run_input: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
+    """Text without end and without ever waiting: only its run's budget stops it."""
+    try:
+        yield {"type": "RUN_STARTED", "threadId": run_input["threadId"],
+               "runId": run_input["runId"]}  # fmt: skip
+        yield {"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant"}
+        while True:
+            yield {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "word "}
+    finally:
+        CLOSED.add(run_input["runId"])

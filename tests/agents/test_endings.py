@@ -7,6 +7,7 @@ import json
 import pytest
 
 from agent_replay.agents import ENDINGS, EndReason
+from agent_replay.agents.budget import exhausted
 from agent_replay.agents.endings import close_run
 from agent_replay.log import EventLog
 
@@ -20,6 +21,9 @@ EXPECTED = {
     EndReason.ABANDONED: (
         "cancelled", "abandoned",
         "the run was cancelled: nobody was reading it (its disconnect policy)"),
+    # Its message is the detail the driver or reaper gives: the budget, named.
+    EndReason.BUDGET_EXHAUSTED: (
+        "cancelled", "budget_exhausted", exhausted("max_events", 500)),
     EndReason.SHUTDOWN: (
         "interrupted", "interrupted", "the service shut down while it drove this run"),
     EndReason.EXPIRED: (
@@ -42,8 +46,9 @@ async def test_close_run_when_reason_given_then_status_code_and_message_as_the_t
     await event_log.append(run_id, [{"type": "RUN_STARTED", "threadId": "t-end", "runId": run_id}])
     if reason is EndReason.FINISHED:
         await event_log.append(run_id, [{"type": "RUN_FINISHED", "runId": run_id}])
-    await close_run(event_log, run_id, "t-end", reason, "upstream answered HTTP 503: busy")
     status, code, message = EXPECTED[reason]
+    detail = message if reason is EndReason.BUDGET_EXHAUSTED else "upstream answered HTTP 503: busy"
+    await close_run(event_log, run_id, "t-end", reason, detail)
     run = await event_log.get_run(run_id)
     last = json.loads((await event_log.read_events(run_id))[-1].chunk)
     assert (run.closed, run.status) == (True, status)

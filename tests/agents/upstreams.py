@@ -176,3 +176,92 @@ def upstream_app() -> Starlette:
     app.state.slow = {"started": asyncio.Event(), "aborted": asyncio.Event()}
     app.state.stalls = {"started": asyncio.Event(), "aborted": asyncio.Event()}
     return app
+
+
+class Scripted:
+    """An agent that goes on until its client stops it: what budgets are for.
+
+    Its run's `forwardedProps.script` picks what it streams, one step every
+    `forwardedProps.pace` seconds (0.01 by default), for up to `steps` steps
+    (10,000 by default) and then finishes:
+
+        text    a text message, a delta of `word ` (5 characters) a step
+        tools   a tool call a step (start, arguments, end, result)
+        usage   a step's text message (`hi`), then STEP_FINISHED reporting
+                `{"completionTokens": 25}`
+
+    Per run id it records that it started and whether its client went away
+    before it finished (an abort, as the upstream saw it).
+    """
+
+    def __init__(self) -> None:
+        self.started: dict[str, asyncio.Event] = {}
+        self.aborted: dict[str, asyncio.Event] = {}
+        self.finished: set[str] = set()
+        self.inputs: dict[str, dict[str, Any]] = {}  # the RunAgentInput each run sent
+
+    def event(self, table: dict[str, asyncio.Event], run_id: str) -> asyncio.Event:
+        return table.setdefault(run_id, asyncio.Event())
+
+    async def endpoint(self, request: Request) -> Response:
+        body = await request.json()
+        run_id, thread_id = body["runId"], body["threadId"]
+        self.inputs[run_id] = body
+        props = body.get("forwardedProps") or {}
+        script = _SCRIPTS[props.get("script", "text")]
+        pace = float(props.get("pace", 0.01))
+        steps = int(props.get("steps", 10_000))
+        self.event(self.started, run_id).set()
+
+        async def stream() -> AsyncIterator[bytes]:
+            done = False
+            try:
+                yield sse({"type": "RUN_STARTED", "threadId": thread_id, "runId": run_id})
+                for step in range(steps):
+                    for event in script(step):
+                        yield sse(event)
+                    await asyncio.sleep(pace)
+                yield sse({"type": "RUN_FINISHED", "threadId": thread_id, "runId": run_id})
+                done = True
+                self.finished.add(run_id)
+            finally:
+                if not done:
+                    self.event(self.aborted, run_id).set()
+
+        return _streaming(stream())
+
+
+def _text_step(step: int) -> list[dict[str, Any]]:
+    delta = {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "word "}
+    if step == 0:
+        return [{"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant"}, delta]
+    return [delta]
+
+
+def _tools_step(step: int) -> list[dict[str, Any]]:
+    call = f"call-{step}"
+    return [
+        {"type": "TOOL_CALL_START", "toolCallId": call, "toolCallName": "lookup"},
+        {"type": "TOOL_CALL_ARGS", "toolCallId": call, "delta": '{"q": 1}'},
+        {"type": "TOOL_CALL_END", "toolCallId": call},
+        {"type": "TOOL_CALL_RESULT", "toolCallId": call, "messageId": f"r-{step}",
+         "content": "found"},
+    ]  # fmt: skip
+
+
+def _usage_step(step: int) -> list[dict[str, Any]]:
+    message = f"m-{step}"
+    return [
+        {"type": "TEXT_MESSAGE_START", "messageId": message, "role": "assistant"},
+        {"type": "TEXT_MESSAGE_CONTENT", "messageId": message, "delta": "hi"},
+        {"type": "TEXT_MESSAGE_END", "messageId": message},
+        {"type": "STEP_FINISHED", "stepName": f"step-{step}",
+         "usage": {"completionTokens": 25}},
+    ]  # fmt: skip
+
+
+_SCRIPTS: dict[str, Callable[[int], list[dict[str, Any]]]] = {
+    "text": _text_step,
+    "tools": _tools_step,
+    "usage": _usage_step,
+}

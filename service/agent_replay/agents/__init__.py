@@ -8,6 +8,7 @@ its events to the log, so the run outlives the client that started it.
     driver.py    Driver: one run (reader, appender, lease renewal)
     reaper.py    Reaper: closes runs whose driver's process died
     endings.py   EndReason -> (status, error code, message), in one table
+    budget.py    a run's budget: parsed, tightened, its events metered
     upstream.py  where events come from (AG-UI over HTTP, a Python generator)
 """
 

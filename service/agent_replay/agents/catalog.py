@@ -5,7 +5,8 @@ AG-UI HTTP agent, `{"url": ..., "headers": {...}}`, or `"python:module:function"
 for an in-process async generator `function(run_input) -> AsyncIterator[dict]`.
 The object form may give the agent's disconnect policy (`agent_replay.agents.policy`):
 `{"url": ..., "on_disconnect": {"policy": "cancel_after", "grace_seconds": 30}}`
-(`url` may be a `python:` one there too).
+(`url` may be a `python:` one there too), and its budget
+(`agent_replay.agents.budget`): `{"url": ..., "budget": {"max_seconds": 600}}`.
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from agent_replay.agents.budget import NONE as NO_BUDGET
+from agent_replay.agents.budget import Budget
+from agent_replay.agents.budget import parse as parse_budget
 from agent_replay.agents.policy import DEFAULT, OnDisconnect, parse
 from agent_replay.errors import InvalidRequest, NotFound
 
@@ -33,6 +37,7 @@ class HttpAgent:
     url: str
     headers: Mapping[str, str] = field(default_factory=dict)
     on_disconnect: OnDisconnect = DEFAULT
+    budget: Budget = NO_BUDGET
 
     @property
     def kind(self) -> str:
@@ -44,6 +49,7 @@ class PythonAgent:
     name: str
     source: ChunkSource
     on_disconnect: OnDisconnect = DEFAULT
+    budget: Budget = NO_BUDGET
 
     @property
     def kind(self) -> str:
@@ -81,6 +87,11 @@ def _agent(name: str, value: Any) -> Agent:
         return PythonAgent(name, _import_source(value[len("python:") :], name))
     if isinstance(value, str) and value.startswith(("http://", "https://")):
         return HttpAgent(name, value)
+    if isinstance(value, dict) and isinstance(value.get("url"), str) and "budget" in value:
+        rest = {k: v for k, v in value.items() if k != "budget"}
+        limits = parse_budget(value["budget"], f"agent {name!r}: budget")
+        agent = _agent(name, rest["url"] if set(rest) == {"url"} else rest)
+        return replace(agent, budget=limits)
     if isinstance(value, dict) and isinstance(value.get("url"), str) and "on_disconnect" in value:
         rest = {k: v for k, v in value.items() if k != "on_disconnect"}
         on_disconnect = parse(value["on_disconnect"], f"agent {name!r}: on_disconnect")
@@ -95,7 +106,7 @@ def _agent(name: str, value: Any) -> Agent:
         return HttpAgent(name, value["url"], dict(headers))
     raise InvalidRequest(
         f'agent {name!r}: expected a http(s) URL, {{"url": ..., "headers": ..., '
-        '"on_disconnect": ...}} '
+        '"on_disconnect": ..., "budget": ...}} '
         'or "python:module:function"'
     )
 

@@ -20,11 +20,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
+from contextlib import aclosing
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Protocol
 
+from agent_replay import metrics
 from agent_replay.agents import upstream
+from agent_replay.agents.budget import NONE, Budget, Meter, exhausted
 from agent_replay.agents.catalog import Agent, HttpAgent, RunInput
 from agent_replay.agents.endings import EndReason, close_run
 from agent_replay.agents.policy import DEFAULT, FIRST_READER_SECONDS, OnDisconnect
@@ -89,8 +94,16 @@ class Driver:
         next_seq: int,
         on_disconnect: OnDisconnect = DEFAULT,
         first_reader_seconds: float = FIRST_READER_SECONDS,
+        budget: Budget = NONE,
+        created_at: datetime | None = None,
     ) -> None:
         self.log = log
+        # Counts the upstream's events against the run's budget (None: it has none);
+        # its time runs from the log's creation time, not from this driver's start.
+        self._meter = Meter(budget) if budget else None
+        self._deadline = budget.deadline(created_at) if created_at is not None else None
+        self._out_of_time: asyncio.TimerHandle | None = None
+        self._stop_detail = ""  # the budget a BUDGET_EXHAUSTED stop names
         self.on_disconnect = on_disconnect
         self._first_reader_seconds = first_reader_seconds
         # Set when a notification says the run's last reader left (any process).
@@ -108,6 +121,7 @@ class Driver:
         self._next_seq = next_seq
         self._stop: EndReason | None = None  # why we asked the reader to stop
         self._reader: asyncio.Task[_End] | None = None
+        self._reading = False  # the reader task has started
         self._task: asyncio.Task[None] | None = None
         self.done = asyncio.Event()
         # The append pipeline (`_feed`): the chunks of the append in flight (or
@@ -128,11 +142,44 @@ class Driver:
     def start(self, on_done: Callable[[Driver], None]) -> None:
         self._task = asyncio.create_task(self._drive(on_done), name=f"drive-{self.run_id}")
 
-    def halt(self, reason: EndReason) -> None:
+    def halt(self, reason: EndReason, detail: str = "") -> None:
         """Stop reading the upstream; the run closes as the first reason given says."""
-        self._stop = self._stop or reason
-        if self._reader is not None:
+        if self._stop is None:
+            self._stop, self._stop_detail = reason, detail
+        # Only a reader under way is cancelled: one not started yet sees `_stop` as it
+        # starts (cancelled before its first step, a task ends without running a line
+        # of it), and one halting itself (an in-process agent's event past the budget)
+        # stops at its loop (cancelled from within and returning before its next
+        # await, it would end cancelled instead of with its reason).
+        if self._reading and self._reader is not asyncio.current_task():
+            assert self._reader is not None
             self._reader.cancel()
+
+    def _exhaust(self, message: str, name: str) -> None:
+        """Ceiling `name` of the run's budget was passed: admit nothing more, abort the
+        upstream. The first ceiling passed is the one the run's RUN_ERROR names."""
+        meter = self._meter
+        assert meter is not None
+        if self._out_of_time is not None:
+            self._out_of_time.cancel()
+            self._out_of_time = None
+        if meter.exhausted is None or meter.exhausted_by is None:
+            meter.exhausted, meter.exhausted_by = message, name
+        self.halt(EndReason.BUDGET_EXHAUSTED, meter.exhausted)
+
+    def _watch_time(self) -> None:
+        """End the run once its budget's time is out, by the wall clock against the log's
+        creation time: a run's time is the same on every process, whenever its driver
+        started. The loop's timers run on another clock, which may drift from the wall
+        clock: a timer that fires early looks again."""
+        self._out_of_time = None
+        if self._meter is None or self._deadline is None:
+            return
+        left = self._deadline - time.time()
+        if left <= 0:
+            self._exhaust(exhausted("max_seconds", self._meter.budget.max_seconds), "max_seconds")
+        else:
+            self._out_of_time = asyncio.get_running_loop().call_later(left, self._watch_time)
 
     def readers_left(self) -> None:
         """Nobody reads the run any more: judge its disconnect policy now, not at the poll."""
@@ -143,8 +190,7 @@ class Driver:
 
     async def _drive(self, on_done: Callable[[Driver], None]) -> None:
         self._reader = asyncio.create_task(self._read(), name=f"read-{self.run_id}")
-        if self._stop is not None:  # halted before it started
-            self._reader.cancel()
+        self._watch_time()
         watcher = asyncio.create_task(self._watch()) if self.on_disconnect.watched else None
         try:
             end = await self._reader
@@ -152,7 +198,11 @@ class Driver:
             reason = end.reason
             if reason is EndReason.FINISHED and self._last_type not in TERMINAL:
                 reason = EndReason.INCOMPLETE
+            elif reason is EndReason.BUDGET_EXHAUSTED and self._last_type in TERMINAL:
+                reason = EndReason.FINISHED  # it ended by itself before the budget ran out
             await self._close(reason, end.detail)
+            if reason is EndReason.BUDGET_EXHAUSTED and self._meter is not None:
+                metrics.BUDGETS_EXHAUSTED.labels(self._meter.exhausted_by or "").inc()
         except (RunClosed, SeqConflict):
             # Closed elsewhere (a cancel on another process, a reaper that took the
             # lease after an outage longer than it), or written by another: stop.
@@ -165,6 +215,8 @@ class Driver:
             self._reader.cancel()
             if self._retry is not None:
                 self._retry.cancel()
+            if self._out_of_time is not None:
+                self._out_of_time.cancel()
             if watcher is not None:
                 watcher.cancel()
             on_done(self)
@@ -186,6 +238,14 @@ class Driver:
 
     def _deliver(self, chunks: list[StoredChunk]) -> bool:
         """`_feed` without the wait: whether there is room for more reads."""
+        if self._meter is not None:
+            # Nothing past the budget is stored: the events from the first one past
+            # it on are dropped, and the upstream is aborted.
+            chunks = self._meter.admit(chunks)
+            if self._meter.exhausted is not None and self._meter.exhausted_by is not None:
+                self._exhaust(self._meter.exhausted, self._meter.exhausted_by)
+            if not chunks:
+                return True
         self._pending.extend(chunks)
         self._pending_reads += 1
         if self._inflight is None and self._failure is None:
@@ -266,6 +326,9 @@ class Driver:
 
     async def _read(self) -> _End:
         """Feed the upstream's events to the pipeline; why it stopped."""
+        if self._stop is not None:  # halted before it started (see `halt`)
+            return _End(self._stop, self._stop_detail)
+        self._reading = True
         try:
             if isinstance(self._agent, HttpAgent):
                 self._upstream = HttpUpstream(
@@ -273,12 +336,20 @@ class Driver:
                 )
                 await self._upstream.run()
             else:
-                async for batch in upstream.events(self._agent, self._input, self._limits):
-                    await self._feed(batch)
+                # Closed on leaving, so the agent's own cleanup runs when it is stopped.
+                source = upstream.events(self._agent, self._input, self._limits)
+                async with aclosing(source) as events:
+                    async for batch in events:
+                        await self._feed(batch)
+                        if self._stop is not None:  # halted from within: its budget
+                            break
+            if self._stop is EndReason.BUDGET_EXHAUSTED:
+                # Its last events were past the budget: dropped, so it did not finish.
+                return _End(self._stop, self._stop_detail)
             return _End(EndReason.FINISHED)
         except asyncio.CancelledError:
             # Leaving the upstream request aborts it; say why we stopped.
-            return _End(self._stop or EndReason.CANCELLED)
+            return _End(self._stop or EndReason.CANCELLED, self._stop_detail)
         except upstream.UpstreamError as exc:
             return _End(EndReason.UPSTREAM_ERROR, str(exc))
         except Exception as exc:  # an in-process agent's own bug ends its run, not us

@@ -18,7 +18,7 @@ import time
 import uuid
 from typing import Any, Protocol
 
-from agent_replay.agents import policy
+from agent_replay.agents import budget, policy
 from agent_replay.agents.catalog import AgentCatalog, RunInput
 from agent_replay.agents.driver import Driver, Lease
 from agent_replay.agents.endings import EndReason, close_run
@@ -111,11 +111,15 @@ class Drivers:
         *,
         run_id: str | None = None,
         on_disconnect: str | None = None,
+        budget_header: str | None = None,
     ) -> tuple[Run, bool]:
         """Create the run and hand it to a driver. (run, False) if it already existed.
 
         The run's disconnect policy is the input's `onDisconnect` or the
-        `X-On-Disconnect` header's (`on_disconnect`), else its agent's.
+        `X-On-Disconnect` header's (`on_disconnect`), else its agent's. Its budget
+        is its agent's, tightened by the input's `budget` and `X-Budget`
+        (`budget_header`); it is stored in the run's metadata, where whichever
+        process drives or reaps the run reads it.
         """
         if self.draining:
             raise Draining("this replica is draining before it stops: start the run on another")
@@ -124,6 +128,8 @@ class Drivers:
         chosen = policy.choose(
             agent.on_disconnect, run_input.pop("onDisconnect", None), on_disconnect
         )
+        # Checked before anything is stored: a malformed budget starts nothing.
+        run_budget = budget.choose(agent.budget, run_input.pop("budget", None), budget_header)
         run_id = check_run_id(run_id or _str(run_input.get("runId")) or f"run-{uuid.uuid4().hex}")
         existing = await self.log.find_run(run_id)
         # A retry that leaves the thread out means the thread the run already has.
@@ -141,6 +147,7 @@ class Drivers:
         run, created = await self.log.create_run(
             run_id, thread_id=thread_id, agent=agent_name, input=run_input,
             on_disconnect=chosen.policy, grace_seconds=chosen.grace_seconds,
+            metadata={"budget": run_budget.to_json()} if run_budget else {},
         )  # fmt: skip
         if not created:
             return run, False
@@ -159,6 +166,7 @@ class Drivers:
             lease=self.lease, idle_seconds=self.idle_seconds, limits=self.limits,
             next_seq=first.last_seq + 1, on_disconnect=chosen,
             first_reader_seconds=self.first_reader_seconds,
+            budget=run_budget, created_at=run.created_at,
         )  # fmt: skip
         self._drivers[run_id] = driver
         if self._keeper is None:  # made in the loop it serves

@@ -23,6 +23,7 @@ class EndReason(enum.Enum):
     UPSTREAM_ERROR = "upstream_error"  # refused, HTTP error, bad event, stalled, crashed
     CANCELLED = "cancelled"  # POST /v1/runs/{id}/cancel
     ABANDONED = "abandoned"  # its disconnect policy: nobody read it for long enough
+    BUDGET_EXHAUSTED = "budget_exhausted"  # a ceiling of its budget (the detail names which)
     SHUTDOWN = "shutdown"  # this process stopped while driving it
     LOST = "lost"  # closed or taken over elsewhere: nothing more to write
     EXPIRED = "expired"  # reaped: its driver's process died (lease ran out)
@@ -52,6 +53,8 @@ ENDINGS: dict[EndReason, Ending | None] = {
         "the run was cancelled: nobody was reading it (its disconnect policy)",
         "cancelled",
     ),
+    # The message names the budget and its value: the detail (agent_replay.agents.budget).
+    EndReason.BUDGET_EXHAUSTED: Ending("budget_exhausted", None, "cancelled"),
     EndReason.SHUTDOWN: Ending(
         "interrupted", "the service shut down while it drove this run", "interrupted"
     ),

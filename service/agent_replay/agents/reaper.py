@@ -5,17 +5,25 @@ process driving the run died. Every process reaps: it takes such a lease over
 (one UPDATE, so two reapers never both win) and closes the run with the
 RUN_ERROR its `EndReason` maps to. At start, a process with a stable
 instance id also closes at once the runs its earlier life was driving.
+
+A run whose budget's time ran out (by its creation time in the log) is closed
+`budget_exhausted` instead of `interrupted`: nobody drives it, but its budget
+says it ends now either way. Such a run is reaped on the first pass that finds
+its lease run out, without the pass of suspicion (below): a live driver would
+close it `budget_exhausted` too, so taking it over changes nothing, and its
+end comes no later than a pass after its lease ran out.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
+import time
 from collections.abc import Iterable
 from typing import Protocol
 
 from agent_replay import metrics
+from agent_replay.agents import budget
 from agent_replay.agents.driver import Lease
 from agent_replay.agents.endings import ENDINGS, EndReason, close_run
 from agent_replay.errors import RunClosed
@@ -69,10 +77,33 @@ class Reaper:
         run = await self.log.find_run(run_id)
         if run is None or run.closed:
             return
-        with contextlib.suppress(RunClosed):
-            await close_run(self.log, run_id, run.thread_id, reason)
+        detail = budget.from_metadata(run.metadata).out_of_time(run.created_at, time.time())
+        if detail is not None:
+            reason = EndReason.BUDGET_EXHAUSTED
+        try:
+            await close_run(self.log, run_id, run.thread_id, reason, detail or "")
+        except RunClosed:
+            return  # closed by someone else meanwhile
+        if detail is not None:
+            metrics.BUDGETS_EXHAUSTED.labels("max_seconds").inc()
         ending = ENDINGS[reason]
-        log.warning("run %s: %s; closed", run_id, ending.message if ending else reason.value)
+        log.warning("run %s: %s; closed", run_id, detail or (ending and ending.message) or reason)
+
+    async def due(self, expired: set[str], suspects: set[str]) -> set[str]:
+        """Of the runs whose lease ran out, those to reap now: the ones already run out a
+        pass ago (`suspects`), and the ones whose budget's time has run out."""
+        return expired & suspects | await self._out_of_time(expired - suspects)
+
+    async def _out_of_time(self, run_ids: Iterable[str]) -> set[str]:
+        """Those of `run_ids` whose budget's time has run out."""
+        now, out = time.time(), set()
+        for run_id in run_ids:
+            run = await self.log.find_run(run_id)
+            if run is not None and budget.from_metadata(run.metadata).out_of_time(
+                run.created_at, now
+            ):
+                out.add(run_id)
+        return out
 
     async def _reap_forever(self) -> None:
         # A lease is reaped once it has stayed run out for a whole pass. After a database
@@ -84,7 +115,7 @@ class Reaper:
         while True:
             try:
                 expired = set(await self.log.expired_leases())
-                await self._reap(expired & suspects)
+                await self._reap(await self.due(expired, suspects))
                 suspects = expired
             except Exception:  # the reaper must outlive one failed pass
                 log.warning("lease reaper pass failed", exc_info=True)

@@ -9,7 +9,7 @@ for the run's RUN_ERROR; what came before a bad event is given first.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 from agent_replay.agents.catalog import PythonAgent, RunInput
@@ -46,19 +46,27 @@ def refused(
 
 async def _python_events(
     agent: Any, run_input: RunInput, limits: Limits
-) -> AsyncIterator[list[StoredChunk]]:
+) -> AsyncGenerator[list[StoredChunk], None]:
     number = 0
-    async for value in agent.source(run_input):
-        number += 1
-        try:
-            chunk = chunk_from_value(value, number - 1, limits)
-        except InvalidInput as exc:
-            raise refused(exc, number, limits, source="agent") from exc
-        yield [chunk]
+    source = agent.source(run_input)
+    try:
+        async for value in source:
+            number += 1
+            try:
+                chunk = chunk_from_value(value, number - 1, limits)
+            except InvalidInput as exc:
+                raise refused(exc, number, limits, source="agent") from exc
+            yield [chunk]
+    finally:
+        # Stopped early (a cancel, a budget): the agent's own cleanup runs now, not
+        # whenever the garbage collector finds its generator.
+        close = getattr(source, "aclose", None)
+        if close is not None:
+            await close()
 
 
 def events(
     agent: PythonAgent, run_input: RunInput, limits: Limits
-) -> AsyncIterator[list[StoredChunk]]:
+) -> AsyncGenerator[list[StoredChunk], None]:
     """An in-process agent's events, a list each (an HTTP agent's: `agent_replay.agents.wire`)."""
     return _python_events(agent, run_input, limits)

@@ -27,7 +27,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Header, Path, Query, Request
 from starlette.responses import Response
 
-from agent_replay.api.agents import OnDisconnectHeader, RunAgentInput
+from agent_replay.api.agents import BudgetHeader, OnDisconnectHeader, RunAgentInput
 from agent_replay.api.auth import AG_UI, requires
 from agent_replay.api.bodies import GuardedRoute
 from agent_replay.api.deps import AppState, StateDep
@@ -109,6 +109,7 @@ async def ag_ui(
     compact: Compact = None,
     last_event_id: Annotated[str | None, Header()] = None,
     x_on_disconnect: OnDisconnectHeader = None,
+    x_budget: BudgetHeader = None,
 ) -> Response:
     """Run an agent as an AG-UI endpoint: start the run (or join it), stream its events."""
     snapshot = compact_mode(compact)
@@ -117,7 +118,10 @@ async def ag_ui(
         if last_event_id is not None:
             raise InvalidRequest("Last-Event-ID resumes a run: send the runId it belongs to")
         run, started = await state.drivers.start(
-            agent, body.model_dump(exclude_none=True), on_disconnect=x_on_disconnect
+            agent,
+            body.model_dump(exclude_none=True),
+            on_disconnect=x_on_disconnect,
+            budget_header=x_budget,
         )
         if started:
             return await agui_stream(state, run.run_id, run.thread_id, 0, snapshot=False)

@@ -38,6 +38,13 @@ class RunAgentInput(BaseModel):
         description='continue, cancel or cancel_after: {"policy": "cancel_after", '
         '"grace_seconds": 30} or "cancel_after=30"; default: the agent\'s',
     )
+    # Not sent to the agent either: the run's budget (agent_replay.agents.budget).
+    budget: Any = Field(
+        default=None,
+        description='ceilings that end the run budget_exhausted: {"max_seconds": 30, '
+        '"max_events": 500, "max_tool_calls": 10, "max_output_tokens": 4000} (any of them) '
+        'or "max_seconds=30,max_events=500"; only tightens the agent\'s',
+    )
 
 
 # Every route that starts a hosted run takes it; the body's `onDisconnect` is the same.
@@ -46,6 +53,17 @@ OnDisconnectHeader = Annotated[
     Header(
         alias="X-On-Disconnect",
         description="the run's disconnect policy: continue, cancel or cancel_after=SECONDS",
+    ),
+]
+
+
+# Every route that starts a hosted run takes it too; the body's `budget` is the same.
+BudgetHeader = Annotated[
+    str | None,
+    Header(
+        alias="X-Budget",
+        description="the run's budget, tightening its agent's: comma-separated NAME=NUMBER "
+        "of max_seconds, max_events, max_tool_calls, max_output_tokens",
     ),
 ]
 
@@ -75,6 +93,7 @@ async def start_run(
     agent: Annotated[str, Path(description="an agent name from GET /v1/agents")],
     body: Annotated[RunAgentInput, Body()],
     x_on_disconnect: OnDisconnectHeader = None,
+    x_budget: BudgetHeader = None,
 ) -> Response:
     """Start a hosted run; answers at once. Follow it at `/v1/runs/{run_id}/stream`.
 
@@ -82,7 +101,10 @@ async def start_run(
     listens, until the agent finishes, fails, or `POST /v1/runs/{id}/cancel`.
     """
     run, started = await drivers.start(
-        agent, body.model_dump(exclude_none=True), on_disconnect=x_on_disconnect
+        agent,
+        body.model_dump(exclude_none=True),
+        on_disconnect=x_on_disconnect,
+        budget_header=x_budget,
     )
     return JSON(
         {"run_id": run.run_id, "thread_id": run.thread_id, "started": started},

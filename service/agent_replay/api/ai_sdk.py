@@ -26,7 +26,7 @@ from fastapi import APIRouter, Body, Header, Path, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.responses import Response
 
-from agent_replay.api.agents import OnDisconnectHeader
+from agent_replay.api.agents import BudgetHeader, OnDisconnectHeader
 from agent_replay.api.auth import AI_SDK_READ, AI_SDK_START, reads_hosted_runs_only, requires
 from agent_replay.api.bodies import GuardedRoute
 from agent_replay.api.deps import AppState, StateDep
@@ -143,10 +143,12 @@ async def send_messages(
     body: Annotated[ChatRequest, Body()],
     approvals: Approvals = False,
     x_on_disconnect: OnDisconnectHeader = None,
+    x_budget: BudgetHeader = None,
 ) -> Response:
     """Start a hosted run on the chat's thread; answer with its UI message stream."""
     extra = dict(body.model_extra or {})
     on_disconnect = extra.pop("onDisconnect", None)
+    run_budget = extra.pop("budget", None)
     run_input: dict[str, Any] = {
         "threadId": body.id,
         "runId": f"run-{uuid.uuid4().hex}",
@@ -160,7 +162,11 @@ async def send_messages(
             run_input[key] = extra[key]
     if on_disconnect is not None:
         run_input["onDisconnect"] = on_disconnect
-    run, _ = await state.drivers.start(agent, run_input, on_disconnect=x_on_disconnect)
+    if run_budget is not None:
+        run_input["budget"] = run_budget
+    run, _ = await state.drivers.start(
+        agent, run_input, on_disconnect=x_on_disconnect, budget_header=x_budget
+    )
     outlet = Outlet()
     return sse_response(
         _ui_stream(state, run.run_id, after=0, approvals=approvals, outlet=outlet),

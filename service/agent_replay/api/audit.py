@@ -58,7 +58,8 @@ async def get_runs(
         list[str] | None,
         Query(
             description="repeatable; the code of the run's last RUN_ERROR "
-            "(cancelled, abandoned, interrupted, upstream_error, or a producer's own)"
+            "(cancelled, abandoned, budget_exhausted, interrupted, upstream_error, or a "
+            "producer's own)"
         ),
     ] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,

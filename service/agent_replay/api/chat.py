@@ -22,7 +22,12 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Header, Path, Query, Request
 from starlette.responses import Response
 
-from agent_replay.api.agents import RUN_ID_PATTERN, OnDisconnectHeader, RunAgentInput
+from agent_replay.api.agents import (
+    RUN_ID_PATTERN,
+    BudgetHeader,
+    OnDisconnectHeader,
+    RunAgentInput,
+)
 from agent_replay.api.auth import CHAT, reads_hosted_runs_only, requires
 from agent_replay.api.bodies import GuardedRoute
 from agent_replay.api.deps import StateDep
@@ -84,6 +89,7 @@ async def chat_post(
     x_run_id: Annotated[str | None, Header(json_schema_extra={"pattern": RUN_ID_PATTERN})] = None,
     last_event_id: Annotated[str | None, Header()] = None,
     x_on_disconnect: OnDisconnectHeader = None,
+    x_budget: BudgetHeader = None,
 ) -> Response:
     """Start a run and stream it; with `Last-Event-ID`, resume the run's stream instead."""
     if x_run_id is not None:
@@ -94,7 +100,11 @@ async def chat_post(
             raise InvalidRequest("a resume needs the run: send X-Run-Id (or runId in the body)")
         return await _stream(request, state, run_id, offset=last_event_id)
     run, _ = await state.drivers.start(
-        agent, body.model_dump(exclude_none=True), run_id=run_id, on_disconnect=x_on_disconnect
+        agent,
+        body.model_dump(exclude_none=True),
+        run_id=run_id,
+        on_disconnect=x_on_disconnect,
+        budget_header=x_budget,
     )
     # From the start, whether we started it or it already existed (a retried POST):
     # the client de-duplicates by id.

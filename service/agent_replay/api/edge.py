@@ -52,8 +52,12 @@ def _move_token(scope: Scope) -> None:
 
 
 # What browser clients send (TanStack's and the AI SDK's transports, EventSource
-# resumes, the demo and inspector pages) and what they read back.
-CORS_ALLOW_HEADERS = "Authorization, Content-Type, Last-Event-ID, X-Run-Id, X-Request-Id, Accept"
+# resumes, the demo and inspector pages, a hosted run's budget and disconnect policy
+# set by the page that starts it) and what they read back.
+CORS_ALLOW_HEADERS = (
+    "Authorization, Content-Type, Last-Event-ID, X-Run-Id, X-Request-Id, Accept, "
+    "X-Budget, X-On-Disconnect"
+)
 CORS_EXPOSE_HEADERS = (
     "WWW-Authenticate, X-Request-Id, Location, Retry-After, x-vercel-ai-ui-message-stream"
 )
