@@ -24,9 +24,8 @@ def node_harness() -> Path:
     """tests/node with its pinned npm packages (TanStack AI, the AI SDK, AG-UI,
     Playwright) installed. `ops/test` runs `npm ci` there before the suite, so a missing
     Node or registry is one message up front rather than a failure inside a test."""
-    return _installed(
-        NODE_HARNESS, ("@tanstack/ai-client", "playwright-core", "ai", "ai5", "@ag-ui/client")
-    )
+    needed = ("@tanstack/ai-client", "playwright-core", "ai", "ai5", "ai6", "@ag-ui/client")
+    return _installed(NODE_HARNESS, needed)
 
 
 def _installed(harness: Path, needed: tuple[str, ...]) -> Path:

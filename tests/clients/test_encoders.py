@@ -67,7 +67,7 @@ def check_ui_stream(chunks: list[dict[str, Any]], allowed: set[str]) -> None:
     assert chunks[-1]["type"] in ("finish", "error", "abort")
     text: set[str] = set()
     reasoning: set[str] = set()
-    used: set[str] = set()
+    used: set[tuple[str, str]] = set()  # the client keeps text and reasoning ids apart
     tools: set[str] = set()
     for chunk in chunks[1:-1]:
         kind = chunk["type"]
@@ -75,8 +75,8 @@ def check_ui_stream(chunks: list[dict[str, Any]], allowed: set[str]) -> None:
         assert kind not in ("start", "finish", "error", "abort"), chunks
         if kind.endswith("-start") and kind in ("text-start", "reasoning-start"):
             opened = text if kind == "text-start" else reasoning
-            assert chunk["id"] not in used, f"part id reused: {chunk}"
-            used.add(chunk["id"])
+            assert (kind, chunk["id"]) not in used, f"part id reused: {chunk}"
+            used.add((kind, chunk["id"]))
             opened.add(chunk["id"])
         elif kind in ("text-delta", "reasoning-delta"):
             assert chunk["id"] in (text if kind == "text-delta" else reasoning), chunk

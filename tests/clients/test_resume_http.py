@@ -1,5 +1,6 @@
-"""The resume paths over plain HTTP: `?resume=continue` after `Last-Event-ID` on the AI SDK
-stream, `?compact=snapshot` on the plain stream, and their rejections."""
+"""The resume paths over plain HTTP: the AI SDK stream's compact prefix, `?resume=replay`,
+`?resume=continue` after `Last-Event-ID`, `?compact=snapshot` on the plain stream, and their
+rejections."""
 
 from __future__ import annotations
 
@@ -207,3 +208,61 @@ async def test_ai_sdk_messages_when_answer_regenerated_then_only_the_new_answer(
         final = (await http.get(f"/v1/ai-sdk/demo/{chat}/messages")).json()
     assert [m["id"] for m in final] == ["u1", first, "u2", third]
     assert final[:3] == after[:3]
+
+
+async def test_ai_sdk_reconnect_when_run_open_then_compact_prefix_with_its_seq_then_each_event(
+    replicas: Replicas,
+) -> None:
+    run, chat = "compact-http", "chat-compact-http"
+    words = [f"w{n} " for n in range(300)]
+    opening = [
+        {"type": "RUN_STARTED", "threadId": chat, "runId": run},
+        {"type": "TEXT_MESSAGE_START", "messageId": "m1", "role": "assistant"},
+        *({"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": w} for w in words),
+    ]
+    later = ["and ", "more"]
+    async with httpx.AsyncClient(base_url=replicas.a, timeout=60) as http:
+        r = await http.post(f"/v1/runs/{run}/events", json={"events": opening})
+        assert r.status_code == 200, r.text
+        whole = ""  # ?resume=replay: every chunk again, up to the same seq
+        async with http.stream("GET", f"/v1/ai-sdk/demo/{chat}/stream?resume=replay") as answer:
+            assert answer.status_code == 200
+            async for piece in answer.aiter_text():
+                whole += piece
+                if any(ident == len(opening) for ident, _ in frames(whole)):
+                    break
+        assert [json.loads(data).get("delta") for _, data in frames(whole)[2:]] == words
+        text = ""
+        async with http.stream("GET", f"{replicas.b}/v1/ai-sdk/demo/{chat}/stream") as answer:
+            assert answer.status_code == 200
+            pieces = answer.aiter_text()
+            while not any(ident == len(opening) for ident, _ in frames(text)):
+                text += await anext(pieces)
+            # Live from here: each later event, framed with its own seq.
+            ending = [
+                *({"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": w} for w in later),
+                {"type": "TEXT_MESSAGE_END", "messageId": "m1"},
+                {"type": "RUN_FINISHED", "threadId": chat, "runId": run},
+            ]
+            r = await http.post(f"/v1/runs/{run}/events", json={"events": ending, "close": True})
+            assert r.status_code == 200, r.text
+            async for piece in pieces:
+                text += piece
+        replayed = await http.get(f"/v1/ai-sdk/demo/{chat}/stream?resume=replay")
+    received = frames(text)
+    assert received[-1][1] == "[DONE]"
+    chunks = [json.loads(data) for _, data in received[:-1]]
+    # The prefix: three chunks, the last carrying the seq it was made at.
+    assert chunks[:3] == [
+        {"type": "start", "messageId": run, "messageMetadata": {"runId": run, "threadId": chat}},
+        {"type": "text-start", "id": "m1"},
+        {"type": "text-delta", "id": "m1", "delta": "".join(words)},
+    ]
+    assert [ident for ident, _ in received[:3]] == [None, None, len(opening)]
+    # Then the events after it, once each, in order.
+    assert [c.get("delta") for c in chunks[3:5]] == later
+    assert [ident for ident, _ in received[3:6]] == [len(opening) + n for n in (1, 2, 3)]
+    assert [c["type"] for c in chunks[5:]] == ["text-end", "finish"]
+    check_ui_stream(chunks, V5_TYPES)
+    # The run is closed now: no active run, nothing to resume (replay or not).
+    assert replayed.status_code == 204

@@ -3,13 +3,18 @@
     POST /v1/ai-sdk/{agent}                   sendMessages: start a run on the chat's thread,
                                               answer with its UI message stream
     GET  /v1/ai-sdk/{agent}/{chatId}/stream   reconnectToStream: 204 when the chat has no
-                                              active run, else that run's stream from `start`
+                                              active run, else that run so far as a compact
+                                              prefix from `start`, then live
     GET  /v1/ai-sdk/{agent}/{chatId}/messages the chat as AI SDK `UIMessage[]`
 
 A chat is a thread (`id` in the transport's body), each response one hosted
 run, and each run one assistant message whose id is the run id. The run is
 detached: an aborted response (`stop()`, a closed tab) leaves it running, and
-`reconnectToStream` (`useChat({ resume: true })`) picks it up, on any replica.
+`reconnectToStream` (`useChat({ resume: true })`) picks it up, on any replica:
+the message so far as one start, one delta and (if it ended) one end per
+part (`agent_replay.projector.ai_sdk_compact`), then the live chunks from the
+seq that prefix was made at, so a resume costs bytes in proportion to the
+content, not to the number of deltas (`?resume=replay`: every chunk again).
 The stream is what the AI SDK's own `createUIMessageStreamResponse` sends
 (`x-vercel-ai-ui-message-stream: v1`, one `data:` JSON frame per chunk, then
 `data: [DONE]`), plus SSE `id:` lines (ignored by the client) and comment
@@ -38,8 +43,9 @@ from agent_replay.audit.threads import user_turns
 from agent_replay.errors import InvalidRequest
 from agent_replay.log.chunks import dumps, loads
 from agent_replay.projector.ai_sdk import UIMessageStreamEncoder
+from agent_replay.projector.ai_sdk_compact import UIMessageStreamCompactor
 from agent_replay.projector.ai_sdk_messages import build_message
-from agent_replay.stream import parse_offset, plan_stream, sse
+from agent_replay.stream import NOW, Plan, parse_offset, plan_stream, sse
 from agent_replay.stream.outlet import Outlet
 
 router = APIRouter(
@@ -127,6 +133,23 @@ async def _ui_stream(
     yield (sse_frames(encoder.end(), None) + sse.frame("[DONE]")).encode()
 
 
+async def _compact_stream(
+    state: AppState, plan: Plan, *, approvals: bool, outlet: Outlet
+) -> AsyncIterator[bytes]:
+    """The run up to the plan's cursor as a compact prefix, then exactly what follows it."""
+    encoder = UIMessageStreamEncoder(plan.run_id, approvals=approvals)
+    compactor = UIMessageStreamCompactor()
+    async for event in events_upto(state, plan.run_id, plan.cursor):
+        compactor.add(encoder.feed(event))
+    prefix = compactor.prefix()
+    if prefix:
+        yield sse_frames(prefix, plan.cursor).encode()
+    if not plan.exhausted:
+        async for blob in events_after(state, plan, encoder.feed, outlet):
+            yield blob
+    yield (sse_frames(encoder.end(), None) + sse.frame("[DONE]")).encode()
+
+
 async def _active_run(state: AppState, chat_id: str, hosted_only: bool) -> StoredRun | None:
     stored = await thread_runs(state.log, chat_id, hosted_only=hosted_only)
     return next((run for run in reversed(stored) if not run.closed), None)
@@ -195,19 +218,32 @@ async def reconnect_to_stream(
     resume: Annotated[
         str | None,
         Query(
-            description="`continue`: only what follows Last-Event-ID (resumeStreamIsReplay: false)"
+            description="`compact` (the default): the message so far as one chunk per part "
+            "start, content and end, then live; `replay`: every chunk from `start`; "
+            "`continue`: only what follows Last-Event-ID (resumeStreamIsReplay: false)"
         ),
     ] = None,
     last_event_id: Annotated[str | None, Header()] = None,
     approvals: Approvals = False,
 ) -> Response:
-    """The chat's active run from its `start` (or after Last-Event-ID with `?resume=continue`)."""
-    if resume not in (None, "replay", "continue"):
-        raise InvalidRequest(f"resume={resume!r}: expected replay or continue")
+    """The chat's active run from its `start`: compacted so far, then live."""
+    if resume not in (None, "compact", "replay", "continue"):
+        raise InvalidRequest(f"resume={resume!r}: expected compact, replay or continue")
     # A `run` key follows the chat's hosted runs only.
     run = await _active_run(state, chat_id, reads_hosted_runs_only(request))
     if run is None:
         return Response(status_code=204, headers=UI_STREAM_HEADERS)
+    if resume in (None, "compact"):
+        plan = await plan_stream(state.hub, run.run_id, NOW)
+        if plan.cursor == 0 and plan.closed:
+            return Response(status_code=204, headers=UI_STREAM_HEADERS)
+        outlet = Outlet()
+        return sse_response(
+            _compact_stream(state, plan, approvals=approvals, outlet=outlet),
+            state,
+            UI_STREAM_HEADERS,
+            outlet,
+        )
     after = 0
     if resume == "continue" and last_event_id is not None and last_event_id.strip():
         offset = parse_offset(last_event_id)
