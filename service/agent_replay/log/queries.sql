@@ -61,10 +61,41 @@
 -- One NOTIFY carries up to 40 runs, a line each (PostgreSQL caps a payload at
 -- 8,000 bytes; a line is at most ~150): one per run costs a group dearly. The
 -- channel and the line's format are agent_replay.log.notifications'.
-WITH rich AS (
+--
+-- The hash chain (agent_replay.chain, revision 0011_hash_chain): `locked` takes
+-- the group's run rows first, in run_id order, and reads their heads and
+-- last_seqs as they are once locked (the newest versions); held to commit, those
+-- are what the UPDATE below bumps, so `hashed` chains each row from its run's
+-- head, numbered as the INSERT numbers it (the window aggregate `chain_rows`,
+-- every event of a batch row). The UPDATE takes each run's new head from `heads`
+-- (one jsonb map, looked up by key: no join with `runs`). A run whose head is
+-- NULL is not chained yet: its hashes stay NULL (agent_replay.log.chaining).
+WITH locked AS MATERIALIZED (
+    SELECT run_id, last_seq, chain_head, run_month FROM runs
+    WHERE run_id = ANY($4::text[] || $6::text[]) AND (runs.closed_at IS NULL) IS TRUE
+    ORDER BY run_id FOR UPDATE
+),
+rows_in AS (
+    SELECT r ->> 0 AS run_id, (r ->> 1)::bigint AS ord, r ->> 2 AS type,
+        coalesce(r ->> 3, ($2::text[])[(r ->> 7)::int]) AS chunk,
+        r ->> 4 AS message_id, r ->> 5 AS tool_call_id, (r ->> 6)::int AS n
+    FROM jsonb_array_elements($1::jsonb) AS r
+),
+hashed AS (
+    SELECT e.*, l.run_month, chain_rows(l.chain_head, l.last_seq + e.ord, e.chunk, e.n)
+        OVER (PARTITION BY e.run_id ORDER BY e.ord ROWS UNBOUNDED PRECEDING) AS hashes
+    FROM rows_in e JOIN locked l ON l.run_id = e.run_id
+),
+heads AS (
+    SELECT jsonb_object_agg(run_id, encode(substring(hashes FROM octet_length(hashes) - 31), 'hex'))
+        AS m
+    FROM (SELECT DISTINCT ON (run_id) run_id, hashes FROM hashed ORDER BY run_id, ord DESC) AS last
+),
+rich AS (
     UPDATE runs SET
         last_seq = runs.last_seq + (($3::jsonb -> runs.run_id) ->> 'n')::bigint,
         updated_at = now(),
+        chain_head = decode((SELECT m FROM heads) ->> runs.run_id, 'hex'),
         last_terminal = coalesce(($3::jsonb -> runs.run_id) ->> 'terminal', runs.last_terminal),
         error_message = CASE
             WHEN ($3::jsonb -> runs.run_id) ->> 'terminal' = 'RUN_ERROR'
@@ -134,7 +165,8 @@ WITH rich AS (
 plain AS (
     UPDATE runs SET
         last_seq = runs.last_seq + ($5::jsonb ->> runs.run_id)::bigint,
-        updated_at = now()
+        updated_at = now(),
+        chain_head = decode((SELECT m FROM heads) ->> runs.run_id, 'hex')
     WHERE runs.run_id = ANY($6::text[]) AND (runs.closed_at IS NULL) IS TRUE
       AND (NOT $7::jsonb ? runs.run_id
            OR runs.last_seq = ($7::jsonb ->> runs.run_id)::bigint - 1)
@@ -142,19 +174,17 @@ plain AS (
         runs.last_seq, false AS close, runs.run_month
 ),
 upd AS (SELECT * FROM rich UNION ALL SELECT * FROM plain),
+bases AS (SELECT jsonb_object_agg(run_id, base) AS m FROM upd),
 ins AS (
-    -- Each row takes its run's base seq and month (the events' partition key, see
-    -- runs.run_month) from the run's updated row; a run the UPDATE refused (closed,
-    -- missing, not at `expected`) has none, and its rows join nothing.
-    INSERT INTO events (run_id, seq, type, chunk, message_id, tool_call_id, n, run_month)
-    SELECT e.run_id, upd.base + e.ord, e.type, e.chunk, e.message_id, e.tool_call_id, e.n,
-        upd.run_month
-    FROM jsonb_array_elements($1::jsonb) AS r,
-        LATERAL (SELECT r ->> 0 AS run_id, (r ->> 1)::bigint AS ord, r ->> 2 AS type,
-                 coalesce(r ->> 3, ($2::text[])[(r ->> 7)::int]) AS chunk,
-                 r ->> 4 AS message_id, r ->> 5 AS tool_call_id,
-                 (r ->> 6)::int AS n) AS e
-    JOIN upd ON upd.run_id = e.run_id
+    -- Each row takes its run's base seq from the run's updated row (`bases`, looked
+    -- up by key, as `heads`) and its month (the events' partition key, see
+    -- runs.run_month) from its locked row; a run the UPDATE refused (closed, missing,
+    -- not at `expected`) has no base, and its rows go nowhere.
+    INSERT INTO events (run_id, seq, type, chunk, message_id, tool_call_id, n, run_month, hashes)
+    SELECT e.run_id, ((SELECT m FROM bases) ->> e.run_id)::bigint + e.ord, e.type, e.chunk,
+        e.message_id, e.tool_call_id, e.n, e.run_month, e.hashes
+    FROM hashed AS e
+    WHERE (SELECT m FROM bases) ? e.run_id
 ),
 -- The producer's new state, for the runs the UPDATE took (in the same statement).
 prod AS (
@@ -202,10 +232,30 @@ SELECT run_id, base, (SELECT count(*) FROM note) AS notes FROM upd;
 -- each); $6 the expected seqs of the runs that have one (jsonb {run_id: seq});
 -- $7 the tools each run called (jsonb {run_id: [name, ...]}, only the runs
 -- that called any); $8 the committing process, as `append`'s $8.
-WITH upd AS (
+--
+-- The hash chain as in `append`: each run's one event's hash is its new head.
+WITH locked AS MATERIALIZED (
+    SELECT run_id, last_seq, chain_head, run_month FROM runs
+    WHERE run_id = ANY(string_to_array($1, E'\x1e')) AND (runs.closed_at IS NULL) IS TRUE
+    ORDER BY run_id FOR UPDATE
+),
+hashed AS (
+    SELECT e.*, l.run_month,
+        sha256(l.chain_head || int8send(l.last_seq + 1) || convert_to(e.chunk, 'UTF8')) AS hash
+    FROM unnest(string_to_array($1, E'\x1e'), string_to_array($2, E'\x1e'),
+                string_to_array($3, E'\x1e'), string_to_array($4, E'\x1e', E'\x1f'),
+                string_to_array($5, E'\x1e', E'\x1f'))
+        AS e(run_id, type, chunk, message_id, tool_call_id)
+    JOIN locked l ON l.run_id = e.run_id
+),
+heads AS (
+    SELECT jsonb_object_agg(run_id, encode(hash, 'hex')) AS m FROM hashed
+),
+upd AS (
     UPDATE runs SET
         last_seq = runs.last_seq + 1,
         updated_at = now(),
+        chain_head = decode((SELECT m FROM heads) ->> runs.run_id, 'hex'),
         -- As `append` merges them.
         tool_names = CASE WHEN $7::jsonb ? runs.run_id
             AND NOT to_jsonb(runs.tool_names) @> ($7::jsonb -> runs.run_id) THEN ARRAY(
@@ -220,15 +270,14 @@ WITH upd AS (
            OR runs.last_seq = ($6::jsonb ->> runs.run_id)::bigint - 1)
     RETURNING runs.run_id, runs.last_seq, runs.run_month
 ),
+seqs AS (SELECT jsonb_object_agg(run_id, last_seq) AS m FROM upd),
 ins AS (
-    INSERT INTO events (run_id, seq, type, chunk, message_id, tool_call_id, n, run_month)
-    SELECT e.run_id, upd.last_seq, e.type, e.chunk, e.message_id, e.tool_call_id, 1,
-        upd.run_month
-    FROM unnest(string_to_array($1, E'\x1e'), string_to_array($2, E'\x1e'),
-                string_to_array($3, E'\x1e'), string_to_array($4, E'\x1e', E'\x1f'),
-                string_to_array($5, E'\x1e', E'\x1f'))
-        AS e(run_id, type, chunk, message_id, tool_call_id)
-    JOIN upd ON upd.run_id = e.run_id
+    -- As `append`'s.
+    INSERT INTO events (run_id, seq, type, chunk, message_id, tool_call_id, n, run_month, hashes)
+    SELECT e.run_id, ((SELECT m FROM seqs) ->> e.run_id)::bigint, e.type, e.chunk,
+        e.message_id, e.tool_call_id, 1, e.run_month, e.hash
+    FROM hashed AS e
+    WHERE (SELECT m FROM seqs) ? e.run_id
 ),
 note AS (
     SELECT pg_notify(:'events_channel', string_agg(line, E'\n'))
