@@ -160,7 +160,13 @@ def _migrate(args: argparse.Namespace) -> int:
             migrate.downgrade(url, args.downgrade)
         else:
             migrate.upgrade(url, args.revision)
-        print(f"schema at {asyncio.run(migrate.current_revision(url))}")
+        current = asyncio.run(migrate.current_revision(url))
+        print(f"schema at {current}")
+        if not args.downgrade and current == migrate.head_revision():
+            # Runs stored before the hash chain get theirs (resumable: runs again here).
+            report = asyncio.run(migrate.chain_backfill(url))
+            if report.runs:
+                print(f"chained {_plural(report.runs, 'run')} stored before the hash chain")
         return 0
 
     if url:

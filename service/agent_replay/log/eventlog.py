@@ -57,6 +57,7 @@ from agent_replay.log.values import (
     RunRecord,
     RunState,
     StoredChunk,
+    Verdict,
 )
 from agent_replay.log.writer import COMMIT_SETTINGS, GroupCommitter
 
@@ -625,6 +626,10 @@ class EventLog:
     async def thread_records(self, thread_id: str) -> list[RunRecord]:
         """The thread's runs, oldest first (`created_at, run_id`)."""
         return await lookups.thread_records(self.pool, thread_id)
+
+    async def verify_run(self, run_id: str) -> Verdict | None:
+        """The run's hash chain checked against its stored events (agent_replay.log.integrity)."""
+        return await reading.verify(self.pool, run_id)
 
     async def cached_projections(
         self, last_seqs: Mapping[str, int], normalize: bool, version: str

@@ -572,14 +572,15 @@ WHERE run_id = $1 AND run_month = (SELECT run_month FROM runs WHERE run_id = $1)
 
 
 -- name: insert_run
--- An imported run with its maintained columns; returns its month (its events'
+-- An imported run with its maintained columns and chain head ($18, its events'
+-- hashes computed by agent_replay.log.bulk); returns its month (its events'
 -- partition key: the month of its created_at, as agent_replay.log.partitions.month_of
 -- has it) unless it existed.
 INSERT INTO runs (run_id, thread_id, agent, status, created_at, updated_at, closed_at, last_seq,
                   error_message, metadata, input, last_terminal, tool_names,
-                  prompt_tokens, completion_tokens, total_tokens, error_code, run_month)
+                  prompt_tokens, completion_tokens, total_tokens, error_code, run_month, chain_head)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::jsonb, $11, $12, $13, $14, $15, $16, $17,
-        (date_trunc('month', $5::timestamptz AT TIME ZONE 'UTC'))::date)
+        (date_trunc('month', $5::timestamptz AT TIME ZONE 'UTC'))::date, $18)
 ON CONFLICT (run_id) DO NOTHING
 RETURNING run_month;
 
@@ -1129,3 +1130,63 @@ VALUES ($1, $2, $3, $4, $5)
 ON CONFLICT (run_id, normalize) DO UPDATE
 SET last_seq = excluded.last_seq, projector_version = excluded.projector_version,
     messages = excluded.messages, created_at = excluded.created_at;
+
+
+-- The hash chain (agent_replay.chain, revision 0011_hash_chain): verification reads
+-- (agent_replay.log.reading, agent_replay.log.integrity) and the backfill of runs
+-- stored before it (agent_replay.log.chaining).
+
+-- name: chain_state
+-- Run $1's high-water mark and chain head (NULL: not chained yet).
+SELECT last_seq, chain_head FROM runs WHERE run_id = $1;
+
+
+-- name: read_chained
+-- Run $1's rows holding events after $2 (at most $3 rows) with their hashes, a
+-- fork's inherited prefix read from its source chain, as `read_events_stitched`
+-- reads them (each row with its segment's bounds and its run). Not bounded by the run's
+-- last_seq: a row stored past it is what a verification must see.
+WITH RECURSIVE chain(run_id, lo, hi, month) AS (
+    SELECT $1::text, coalesce((SELECT fork_seq FROM run_forks WHERE run_id = $1), 0),
+        9223372036854775807::bigint, (SELECT run_month FROM runs WHERE run_id = $1)
+  UNION ALL
+    SELECT f.source_run_id,
+        coalesce((SELECT g.fork_seq FROM run_forks g WHERE g.run_id = f.source_run_id), 0), c.lo,
+        (SELECT s.run_month FROM runs s WHERE s.run_id = f.source_run_id)
+    FROM chain c JOIN run_forks f ON f.run_id = c.run_id
+    WHERE c.lo > $2
+)
+SELECT e.seq, e.n, e.chunk, e.hashes, greatest(c.lo, $2) AS lo, c.hi, c.run_id AS owner
+FROM chain c CROSS JOIN LATERAL (
+    SELECT seq, n, chunk, hashes FROM events
+    WHERE events.run_id = c.run_id AND events.run_month = c.month AND seq > greatest(c.lo, $2)
+      AND seq < least(c.hi, 9223372036854775551) + 256 AND seq - n < c.hi
+    ORDER BY seq LIMIT $3
+) AS e
+ORDER BY e.seq - e.n, e.seq LIMIT $3;
+
+
+-- name: set_chain_head
+-- Run $1's chain head, $2 (a fork's: its source's hash at the fork point).
+UPDATE runs SET chain_head = $2 WHERE run_id = $1;
+
+
+-- name: unchained_runs
+-- Up to $1 runs not chained yet, locked for the backfill, in run_id order (as the
+-- append statements lock theirs). SKIP LOCKED: a run an append holds is taken by
+-- a later batch, so the backfill never queues behind the live path.
+SELECT run_id, last_seq FROM runs WHERE chain_head IS NULL
+ORDER BY run_id LIMIT $1 FOR UPDATE SKIP LOCKED;
+
+
+-- name: count_unchained
+-- How many runs the backfill has left.
+SELECT count(*) FROM runs WHERE chain_head IS NULL;
+
+
+-- name: set_row_hashes
+-- The backfill's hashes for run $1's rows: $2 their seqs, $3 their hashes.
+UPDATE events SET hashes = h.hashes
+FROM unnest($2::bigint[], $3::bytea[]) AS h(seq, hashes)
+WHERE events.run_id = $1 AND events.seq = h.seq
+  AND events.run_month = (SELECT run_month FROM runs WHERE run_id = $1);
