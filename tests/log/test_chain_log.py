@@ -241,7 +241,8 @@ async def test_verify_when_untouched_then_ok_with_the_head_and_every_event(log: 
     run_id = await _stored_run(log, [1, 5, 2])
     verdict = await log.verify_run(run_id)
     assert verdict is not None
-    assert verdict.to_json() == {"ok": True, "events": 8, "head": (await _head(log, run_id) or b"").hex(),
+    head = (await _head(log, run_id) or b"").hex()
+    assert verdict.to_json() == {"ok": True, "events": 8, "head": head,
                                  "first_bad_seq": None, "reason": None}  # fmt: skip
 
 
@@ -412,7 +413,8 @@ async def test_backfill_when_interrupted_then_run_again_chains_every_run_once(
             )
             await conn.execute("INSERT INTO runs (run_id, last_seq) VALUES ('old-f', 3)")
             await conn.execute(
-                "INSERT INTO run_forks (run_id, source_run_id, fork_seq) VALUES ('old-f', 'old-b', 2)"
+                "INSERT INTO run_forks (run_id, source_run_id, fork_seq) "
+                "VALUES ('old-f', 'old-b', 2)"
             )
             await conn.execute(
                 "INSERT INTO events (run_id, seq, type, chunk, run_month) "
