@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import contextlib
 import functools
+import json
 import logging
 import os
 import sys
@@ -31,6 +32,7 @@ examples:
   agent-replay project chunks.jsonl                   # UIMessage[] from a file; no database
   curl -s localhost:8000/v1/runs/run-1/events | jq -c '.events[].chunk' | agent-replay project -
   agent-replay prune --closed-before 30d --dry-run    # what retention would delete
+  agent-replay verify --thread t-1                    # exit 1 naming the first altered seq
   REPLAY_DATABASE_URL=postgresql://me@db/replay agent-replay migrate
 
 Commands that read a run or thread use --database-url (or REPLAY_DATABASE_URL), else the
@@ -40,7 +42,7 @@ lists each command's options and their defaults.
 
 # Commands whose INFO lines (migrations, the embedded cluster) are noise next to their own
 # output; -v shows them.
-_QUIET = frozenset({"project", "export", "import", "transcript", "prune", "tail"})
+_QUIET = frozenset({"project", "export", "import", "transcript", "prune", "tail", "verify"})
 
 
 def _positive(text: str) -> int:
@@ -239,6 +241,33 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _verify(args: argparse.Namespace) -> int:
+    """Exit 0 when every run is intact, 1 when one is altered, 3 when there is no such
+    run or thread (a refusal of the input: 2)."""
+    from agent_replay.archive.commands import verify_in
+    from agent_replay.audit.integrity import thread_json
+    from agent_replay.errors import NotFound
+
+    try:
+        with _database(args) as url:
+            verdicts = asyncio.run(verify_in(url, run_id=args.run_id, thread_id=args.thread_id))
+    except NotFound as exc:
+        print(f"agent-replay verify: {exc.message}", file=sys.stderr)
+        return 3
+    if args.json:
+        body = verdicts[0].to_json() if args.run_id else thread_json(args.thread_id, verdicts)
+        print(json.dumps(body))
+    for v in verdicts:
+        if v.ok:
+            line = f"run {v.run_id}: intact, {_plural(v.events, 'event')}, head {v.head}"
+        elif v.first_bad_seq is None:
+            line = f"run {v.run_id}: not verified ({v.reason})"
+        else:
+            line = f"run {v.run_id}: altered at seq {v.first_bad_seq} ({v.reason})"
+        print(line, file=sys.stderr if args.json else sys.stdout)
+    return 0 if all(v.ok for v in verdicts) else 1
+
+
 def _import(args: argparse.Namespace) -> int:
     from agent_replay.archive.commands import import_archive
     from agent_replay.archive.reader import read_archive
@@ -373,6 +402,26 @@ def _add_offline(sub: _Subparsers, common: argparse.ArgumentParser) -> None:
     export.add_argument("--out", type=Path, metavar="FILE", help="file to write (default: stdout)")
     _add_database(export)
     export.set_defaults(run=_failing(_export))
+
+    verify = _command(
+        sub,
+        common,
+        "verify",
+        "check a run's (or a thread's runs') stored events against their hash chain: exit 0"
+        " intact, 1 altered (the first altered seq and why), 3 no such run or thread",
+    )
+    # One of these (an exclusive group, so another form can join it).
+    target = verify.add_mutually_exclusive_group(required=True)
+    target.add_argument("--run", dest="run_id", metavar="ID", help="the run to verify")
+    target.add_argument("--thread", dest="thread_id", metavar="ID", help="every run of a thread")
+    verify.add_argument(
+        "--json",
+        action="store_true",
+        help="print the answer of GET /v1/runs/{id}/verify (or of a thread's) on stdout"
+        " (default: lines of text)",
+    )
+    _add_database(verify)
+    verify.set_defaults(run=_failing(_verify))
 
     load = _command(sub, common, "import", "load an export file (idempotent, all or nothing)")
     load.add_argument("file", type=Path, help="an export file (from agent-replay export)")

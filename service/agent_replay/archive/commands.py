@@ -15,10 +15,11 @@ from pathlib import Path
 
 from agent_replay.archive.dump import export_bytes, export_lines, run_records
 from agent_replay.archive.reader import Archive, read_archive
+from agent_replay.audit.integrity import verify_run, verify_thread
 from agent_replay.log import EventLog, LogStore
 from agent_replay.log.expiry import SweepReport
 from agent_replay.log.streams import StreamStore
-from agent_replay.log.values import LoadReport, PruneReport
+from agent_replay.log.values import LoadReport, PruneReport, Verdict
 
 
 @asynccontextmanager
@@ -56,6 +57,15 @@ async def export_to(
         finally:
             partial.unlink(missing_ok=True)
     return sum(r.last_seq for r in records)
+
+
+async def verify_in(url: str, *, run_id: str | None, thread_id: str | None) -> list[Verdict]:
+    """The run's verdict, or each of the thread's runs' (agent_replay.audit.integrity);
+    RunNotFound or ThreadNotFound when there is none."""
+    async with log_for(url) as log:
+        if run_id is not None:
+            return [await verify_run(log, run_id)]
+        return await verify_thread(log, str(thread_id))
 
 
 async def import_archive(url: str, archive: Archive) -> LoadReport:
