@@ -95,6 +95,22 @@ async def test_append_when_one_chunk_then_many_then_a_large_batch_then_each_hash
     await _assert_chained_as_defined(log, run_id, total)
 
 
+async def test_close_when_bare_or_with_chunks_then_the_chain_goes_on_from_its_head(
+    log: EventLog,
+) -> None:
+    """A close without chunks has no rows to chain: the run keeps its head."""
+    bare, with_chunks = _run("ch-close"), _run("ch-close-c")
+    await log.append(bare, _chunks(0, 3))
+    await log.close_run(bare)
+    await log.append(with_chunks, _chunks(0, 2))
+    await log.append(with_chunks, [{"type": "RUN_FINISHED"}], close=True)
+    await _assert_chained_as_defined(log, bare, 3)
+    await _assert_chained_as_defined(log, with_chunks, 3)
+    for run_id in (bare, with_chunks):
+        verdict = await log.verify_run(run_id)
+        assert verdict is not None and verdict.ok, verdict
+
+
 async def test_group_of_one_token_per_run_then_each_run_chained_from_its_own_head(
     log: EventLog,
 ) -> None:

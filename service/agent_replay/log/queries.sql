@@ -68,7 +68,8 @@
 -- are what the UPDATE below bumps, so `hashed` chains each row from its run's
 -- head, numbered as the INSERT numbers it (the window aggregate `chain_rows`,
 -- every event of a batch row). The UPDATE takes each run's new head from `heads`
--- (one jsonb map, looked up by key: no join with `runs`). A run whose head is
+-- (one jsonb map, looked up by key: no join with `runs`); a run without rows in
+-- the group (a bare close) keeps its head. A run whose head is
 -- NULL is not chained yet: its hashes stay NULL (agent_replay.log.chaining).
 WITH locked AS MATERIALIZED (
     SELECT run_id, last_seq, chain_head, run_month FROM runs
@@ -95,7 +96,7 @@ rich AS (
     UPDATE runs SET
         last_seq = runs.last_seq + (($3::jsonb -> runs.run_id) ->> 'n')::bigint,
         updated_at = now(),
-        chain_head = decode((SELECT m FROM heads) ->> runs.run_id, 'hex'),
+        chain_head = coalesce(decode((SELECT m FROM heads) ->> runs.run_id, 'hex'), runs.chain_head),
         last_terminal = coalesce(($3::jsonb -> runs.run_id) ->> 'terminal', runs.last_terminal),
         error_message = CASE
             WHEN ($3::jsonb -> runs.run_id) ->> 'terminal' = 'RUN_ERROR'
@@ -166,7 +167,7 @@ plain AS (
     UPDATE runs SET
         last_seq = runs.last_seq + ($5::jsonb ->> runs.run_id)::bigint,
         updated_at = now(),
-        chain_head = decode((SELECT m FROM heads) ->> runs.run_id, 'hex')
+        chain_head = coalesce(decode((SELECT m FROM heads) ->> runs.run_id, 'hex'), runs.chain_head)
     WHERE runs.run_id = ANY($6::text[]) AND (runs.closed_at IS NULL) IS TRUE
       AND (NOT $7::jsonb ? runs.run_id
            OR runs.last_seq = ($7::jsonb ->> runs.run_id)::bigint - 1)
@@ -255,7 +256,7 @@ upd AS (
     UPDATE runs SET
         last_seq = runs.last_seq + 1,
         updated_at = now(),
-        chain_head = decode((SELECT m FROM heads) ->> runs.run_id, 'hex'),
+        chain_head = coalesce(decode((SELECT m FROM heads) ->> runs.run_id, 'hex'), runs.chain_head),
         -- As `append` merges them.
         tool_names = CASE WHEN $7::jsonb ? runs.run_id
             AND NOT to_jsonb(runs.tool_names) @> ($7::jsonb -> runs.run_id) THEN ARRAY(
