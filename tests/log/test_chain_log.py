@@ -160,7 +160,20 @@ async def test_fork_when_made_and_appended_then_its_chain_is_the_chain_of_what_i
     events = [(e.seq, e.chunk) for e in await log.read_events(fork, 0, 100)]
     assert len(events) == 8
     assert await _head(log, fork) == fold(events)
-    for run_id in (source, fork):
+    # Forks of the fork: inside its inherited prefix (the source's hash there), and in
+    # its own events.
+    inner, outer = _run("ch-fork-in"), _run("ch-fork-out")
+    for child, at in ((inner, 2), (outer, 6)):
+        await streams.create(
+            NewStream(child, "application/json", None, None, False, fork_spec=f'["{fork}",{at}]',
+                      fork_source_run=fork, fork_seq=at),
+            [],
+        )  # fmt: skip
+        await log.append(child, _chunks(70 + at, 2))
+        read = [(e.seq, e.chunk) for e in await log.read_events(child, 0, 100)]
+        assert len(read) == at + 2
+        assert await _head(log, child) == fold(read)
+    for run_id in (source, fork, inner, outer):
         verdict = await log.verify_run(run_id)
         assert verdict is not None and verdict.ok, verdict
 

@@ -884,7 +884,8 @@ SELECT last_seq FROM runs WHERE run_id = $1;
 -- name: stream_read
 -- Run $1's events after $2 up to $3, at most $4, a fork's inherited prefix
 -- read from its source (and its source's source): each segment of the chain is
--- a run's own events above its fork point (lo), up to its child's (hi). A
+-- a run's own events above its fork point (lo), up to its child's (hi; or the
+-- child's own bound, when the child forked inside its inherited prefix). A
 -- source's batch row may hold seqs past its child's fork point: each row comes
 -- with the bounds of its segment (`lo` < seq <= `hi`), cut by agent_replay.log.rows,
 -- and the rows are in the order of their first seqs.
@@ -893,7 +894,8 @@ WITH RECURSIVE chain(run_id, lo, hi, month) AS (
         9223372036854775807::bigint, (SELECT run_month FROM runs WHERE run_id = $1)
   UNION ALL
     SELECT f.source_run_id,
-        coalesce((SELECT g.fork_seq FROM run_forks g WHERE g.run_id = f.source_run_id), 0), c.lo,
+        coalesce((SELECT g.fork_seq FROM run_forks g WHERE g.run_id = f.source_run_id), 0),
+        least(c.lo, c.hi),
         (SELECT s.run_month FROM runs s WHERE s.run_id = f.source_run_id)
     FROM chain c JOIN run_forks f ON f.run_id = c.run_id
     WHERE c.lo > $2
@@ -927,7 +929,8 @@ WITH RECURSIVE chain(run_id, lo, hi, month) AS (
         9223372036854775807::bigint, (SELECT run_month FROM runs WHERE run_id = $1)
   UNION ALL
     SELECT f.source_run_id,
-        coalesce((SELECT g.fork_seq FROM run_forks g WHERE g.run_id = f.source_run_id), 0), c.lo,
+        coalesce((SELECT g.fork_seq FROM run_forks g WHERE g.run_id = f.source_run_id), 0),
+        least(c.lo, c.hi),
         (SELECT s.run_month FROM runs s WHERE s.run_id = f.source_run_id)
     FROM chain c JOIN run_forks f ON f.run_id = c.run_id
     WHERE c.lo > $2
@@ -950,7 +953,8 @@ WITH RECURSIVE chain(run_id, lo, hi, month) AS (
         9223372036854775807::bigint, (SELECT run_month FROM runs WHERE run_id = $1)
   UNION ALL
     SELECT f.source_run_id,
-        coalesce((SELECT g.fork_seq FROM run_forks g WHERE g.run_id = f.source_run_id), 0), c.lo,
+        coalesce((SELECT g.fork_seq FROM run_forks g WHERE g.run_id = f.source_run_id), 0),
+        least(c.lo, c.hi),
         (SELECT s.run_month FROM runs s WHERE s.run_id = f.source_run_id)
     FROM chain c JOIN run_forks f ON f.run_id = c.run_id
     WHERE c.lo > $2
@@ -1003,7 +1007,8 @@ WITH RECURSIVE chain(run_id, lo, hi, month) AS (
         9223372036854775807::bigint, (SELECT run_month FROM runs WHERE run_id = $1)
   UNION ALL
     SELECT f.source_run_id,
-        coalesce((SELECT g.fork_seq FROM run_forks g WHERE g.run_id = f.source_run_id), 0), c.lo,
+        coalesce((SELECT g.fork_seq FROM run_forks g WHERE g.run_id = f.source_run_id), 0),
+        least(c.lo, c.hi),
         (SELECT s.run_month FROM runs s WHERE s.run_id = f.source_run_id)
     FROM chain c JOIN run_forks f ON f.run_id = c.run_id
     WHERE c.lo > $2
@@ -1100,7 +1105,8 @@ WITH RECURSIVE chain(run_id, lo, hi, month) AS (
         9223372036854775807::bigint, (SELECT run_month FROM runs WHERE run_id = $1)
   UNION ALL
     SELECT f.source_run_id,
-        coalesce((SELECT g.fork_seq FROM run_forks g WHERE g.run_id = f.source_run_id), 0), c.lo,
+        coalesce((SELECT g.fork_seq FROM run_forks g WHERE g.run_id = f.source_run_id), 0),
+        least(c.lo, c.hi),
         (SELECT s.run_month FROM runs s WHERE s.run_id = f.source_run_id)
     FROM chain c JOIN run_forks f ON f.run_id = c.run_id
     WHERE c.lo > $2
@@ -1152,7 +1158,8 @@ WITH RECURSIVE chain(run_id, lo, hi, month) AS (
         9223372036854775807::bigint, (SELECT run_month FROM runs WHERE run_id = $1)
   UNION ALL
     SELECT f.source_run_id,
-        coalesce((SELECT g.fork_seq FROM run_forks g WHERE g.run_id = f.source_run_id), 0), c.lo,
+        coalesce((SELECT g.fork_seq FROM run_forks g WHERE g.run_id = f.source_run_id), 0),
+        least(c.lo, c.hi),
         (SELECT s.run_month FROM runs s WHERE s.run_id = f.source_run_id)
     FROM chain c JOIN run_forks f ON f.run_id = c.run_id
     WHERE c.lo > $2
