@@ -481,3 +481,58 @@ async def test_backfill_when_interrupted_then_run_again_chains_every_run_once(
             assert (again.runs, again.left) == (0, 0)
     finally:
         await databases.drop(url)
+
+
+async def test_backfill_when_appends_race_it_on_unchained_runs_then_every_run_chains_whole(
+    databases: Databases,
+) -> None:
+    """The backfill beside live appends to the very runs it chains (two writers' worth of
+    appends, rows and batch rows): each append either commits before the backfill locks
+    its run (chained with the rest) or after (chained from the head it set); none is
+    chained from a head that was not its run's last."""
+    url = await databases.empty()
+    try:
+        await asyncio.to_thread(migrate.upgrade, url, "0010_stream_deletable")
+        runs = [f"live-{i:02d}" for i in range(24)]
+        conn = await asyncpg.connect(asyncpg_dsn(url))
+        try:
+            for run_id in runs:
+                await conn.execute("INSERT INTO runs (run_id, last_seq) VALUES ($1, 2)", run_id)
+                await conn.executemany(
+                    "INSERT INTO events (run_id, seq, type, chunk, run_month) "
+                    "SELECT $1, $2, 'M', $3, run_month FROM runs WHERE run_id = $1",
+                    [(run_id, s, f'{{"old":{s}}}') for s in (1, 2)],
+                )
+        finally:
+            await conn.close()
+        await asyncio.to_thread(migrate.upgrade, url)
+        async with (
+            EventLog.connect(url, pool_size=4) as one,
+            EventLog.connect(url, pool_size=4, batch_min=2) as two,
+        ):
+
+            async def appends(log: EventLog, start: int) -> None:
+                for round_ in range(6):
+                    await asyncio.gather(
+                        *(log.append(r, _chunks(start + round_, 1 + (i + round_) % 4))
+                          for i, r in enumerate(runs))
+                    )  # fmt: skip
+
+            async def backfill() -> int:
+                done = 0
+                while True:
+                    report = await migrate.chain_backfill(url, max_batches=1)
+                    done += report.runs
+                    if not report.left:
+                        return done
+
+            _, _, chained = await asyncio.gather(appends(one, 0), appends(two, 100), backfill())
+            assert chained == len(runs)
+            for run_id in runs:
+                verdict = await one.verify_run(run_id)
+                assert verdict is not None and verdict.ok, verdict
+                stored = await one.get_run(run_id)
+                assert verdict.events == stored.last_seq
+                await _assert_chained_as_defined(one, run_id, stored.last_seq)
+    finally:
+        await databases.drop(url)

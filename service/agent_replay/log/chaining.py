@@ -7,8 +7,9 @@ every append to the run waits for. So an append either committed before (its
 rows are read and chained here) or goes after (it finds the head set and chains
 its rows from it): no run is ever chained from a head that was not its last.
 
-Batched: a few runs per transaction (`SKIP LOCKED`: a run an append holds is
-taken by a later batch), each run's rows updated in pages. Resumable: every
+Batched: a few runs per transaction (locked in run id order, as appends and
+imports lock theirs, so none waits on another in a cycle; an append waits at most
+for one batch), each run's rows updated in pages. Resumable: every
 batch takes runs whose head is still NULL, so an interrupted backfill is
 finished by running it again (`agent-replay migrate` does, after alembic).
 """

@@ -1181,10 +1181,10 @@ UPDATE runs SET chain_head = $2 WHERE run_id = $1;
 
 -- name: unchained_runs
 -- Up to $1 runs not chained yet, locked for the backfill, in run_id order (as the
--- append statements lock theirs). SKIP LOCKED: a run an append holds is taken by
--- a later batch, so the backfill never queues behind the live path.
+-- append statements and imports lock theirs: none waits on another in a cycle). A
+-- run an append holds is waited for (one group commit); re-checked once locked.
 SELECT run_id, last_seq FROM runs WHERE chain_head IS NULL
-ORDER BY run_id LIMIT $1 FOR UPDATE SKIP LOCKED;
+ORDER BY run_id LIMIT $1 FOR UPDATE;
 
 
 -- name: count_unchained
