@@ -53,10 +53,11 @@
 -- no join, by design: it is read by its primary key (`run_id = ANY`), the
 -- requests looked up from each run row (`$3 -> runs.run_id`). An earlier form
 -- joined unnested request arrays with `runs`; a generic plan made while `runs`
--- had no statistics rescanned the arrays once per run row. The rows are
--- matched to their run's updated row (its base seq and month) by a hash join
--- of the statement's own two sets, neither of them a table: cheaper than the
--- one-row jsonb map of bases it replaced, built per group and probed per row.
+-- had no statistics rescanned the arrays once per run row. The rows take their
+-- run's base seq from a one-row jsonb map of the updated rows (`bases`), probed
+-- per row: a hash join of the rows with the updated rows was cheaper, but the
+-- chain's rows are a CTE whose size the planner guesses as one row, and it
+-- joined two such sets by a nested loop (rescanning one per row of the other).
 --
 -- One NOTIFY carries up to 40 runs, a line each (PostgreSQL caps a payload at
 -- 8,000 bytes; a line is at most ~150): one per run costs a group dearly. The
