@@ -2,7 +2,7 @@
 
     python ops/bench/append.py [--quick] [--json FILE]
     python ops/bench/append.py --baseline DIR [--baseline-env NAME=VALUE] [--rounds N]
-                               [--quick] [--json FILE]
+                               [--sizes N,N] [--quick] [--json FILE]
 
 Prints events/s for batches of 1, 10, 100 and 1,000 chunks (each producer on
 its own run; for batches of 1 also all producers on one run): over HTTP (a
@@ -854,6 +854,10 @@ def main() -> None:
         help="a setting of the baseline's alone (without --baseline: this checkout with it)",
     )  # fmt: skip
     parser.add_argument("--rounds", type=int, default=3, help="side-by-side rounds (default 3)")
+    parser.add_argument(
+        "--sizes", default="1,10,100,1000", metavar="N,N",
+        help="side by side: only these chunks per append (default 1,10,100,1000)",
+    )  # fmt: skip
     args = parser.parse_args()
     scale = 0.2 if args.quick else 1.0
     totals = {
@@ -869,7 +873,11 @@ def main() -> None:
         args.baseline = args.baseline.resolve()
         if not is_checkout(args.baseline):
             parser.error(f"--baseline {args.baseline} is not a checkout of this repository")
-        phases = side_by_side(args.baseline, baseline_env, args.rounds, totals)
+        wanted = {int(size) for size in args.sizes.split(",")}
+        if not wanted <= set(totals):
+            parser.error(f"--sizes: each of {', '.join(map(str, totals))}")
+        chosen = {size: n for size, n in totals.items() if size in wanted}
+        phases = side_by_side(args.baseline, baseline_env, args.rounds, chosen)
         if args.json:
             figures = {"baseline": str(args.baseline), "baseline_env": baseline_env,
                        "rounds": args.rounds, "phases": phases}  # fmt: skip

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import contextlib
 import functools
+import json
 import logging
 import os
 import sys
@@ -33,6 +34,7 @@ examples:
   agent-replay project chunks.jsonl                   # UIMessage[] from a file; no database
   curl -s localhost:8000/v1/runs/run-1/events | jq -c '.events[].chunk' | agent-replay project -
   agent-replay prune --closed-before 30d --dry-run    # what retention would delete
+  agent-replay verify --thread t-1                    # exit 1 naming the first altered seq
   REPLAY_DATABASE_URL=postgresql://me@db/replay agent-replay migrate
 
 Commands that read a run or thread use --database-url (or REPLAY_DATABASE_URL), else the
@@ -162,7 +164,13 @@ def _migrate(args: argparse.Namespace) -> int:
             migrate.downgrade(url, args.downgrade)
         else:
             migrate.upgrade(url, args.revision)
-        print(f"schema at {asyncio.run(migrate.current_revision(url))}")
+        current = asyncio.run(migrate.current_revision(url))
+        print(f"schema at {current}")
+        if not args.downgrade and current == migrate.head_revision():
+            # Runs stored before the hash chain get theirs (resumable: runs again here).
+            report = asyncio.run(migrate.chain_backfill(url))
+            if report.runs:
+                print(f"chained {_plural(report.runs, 'run')} stored before the hash chain")
         return 0
 
     if url:
@@ -243,6 +251,33 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _verify_stored(args: argparse.Namespace) -> int:
+    """Exit 0 when every run is intact, 1 when one is altered, 3 when there is no such
+    run or thread (a refusal of the input: 2)."""
+    from agent_replay.archive.commands import verify_in
+    from agent_replay.audit.integrity import thread_json
+    from agent_replay.errors import NotFound
+
+    try:
+        with _database(args) as url:
+            verdicts = asyncio.run(verify_in(url, run_id=args.run_id, thread_id=args.thread_id))
+    except NotFound as exc:
+        print(f"agent-replay verify: {exc.message}", file=sys.stderr)
+        return 3
+    if args.json:
+        body = verdicts[0].to_json() if args.run_id else thread_json(args.thread_id, verdicts)
+        print(json.dumps(body))
+    for v in verdicts:
+        if v.ok:
+            line = f"run {v.run_id}: intact, {_plural(v.events, 'event')}, head {v.head}"
+        elif v.first_bad_seq is None:
+            line = f"run {v.run_id}: not verified ({v.reason})"
+        else:
+            line = f"run {v.run_id}: altered at seq {v.first_bad_seq} ({v.reason})"
+        print(line, file=sys.stderr if args.json else sys.stdout)
+    return 0 if all(v.ok for v in verdicts) else 1
+
+
 def _import(args: argparse.Namespace) -> int:
     from agent_replay.archive.commands import import_archive, read_signed
     from agent_replay.archive.signing import public_key
@@ -266,7 +301,7 @@ def _import(args: argparse.Namespace) -> int:
     return 0
 
 
-def _verify(args: argparse.Namespace) -> int:
+def _verify_file(args: argparse.Namespace) -> int:
     from agent_replay.archive.commands import verify_path
 
     verdict = verify_path(args.file, args.public_key)
@@ -291,6 +326,17 @@ def _verify(args: argparse.Namespace) -> int:
         f"{_plural(events, 'event')}, every chain holds; {signature}"
     )
     return 0
+
+
+def _verify(args: argparse.Namespace) -> int:
+    """An export file needs no database; a run or thread is checked where it is stored."""
+    if args.file is not None:
+        if args.json:
+            raise SystemExit("agent-replay verify: --json is for --run and --thread")
+        return _verify_file(args)
+    if args.public_key is not None:
+        raise SystemExit("agent-replay verify: --public-key is for an export FILE")
+    return _verify_stored(args)
 
 
 def _transcript(args: argparse.Namespace) -> int:
@@ -420,23 +466,33 @@ def _add_offline(sub: _Subparsers, common: argparse.ArgumentParser) -> None:
     _add_database(export)
     export.set_defaults(run=_failing(_export))
 
-    verify = sub.add_parser(
+    verify = _command(
+        sub,
+        common,
         "verify",
-        parents=[common],
-        help="check an export file's hash chains and signature",
-        description="Check that an export file is what was exported: every run's hash chain, "
-        "and with --public-key its signature. Exit codes: 0 intact, 1 altered (naming the "
-        "first altered line and why), 2 bad arguments or key, 3 unreadable or not an export.",
+        "check a stored run (or a thread's runs) or an export file against its hash chain:"
+        " exit 0 intact, 1 altered (the first altered seq or line and why), 2 bad arguments or"
+        " key, 3 no such run or thread, or a file that is unreadable or not an export",
     )
+    # Exactly one of these.
     target = verify.add_mutually_exclusive_group(required=True)
     target.add_argument("file", nargs="?", type=Path, help="an export file (no database needed)")
+    target.add_argument("--run", dest="run_id", metavar="ID", help="the stored run to verify")
+    target.add_argument("--thread", dest="thread_id", metavar="ID", help="every run of a thread")
     verify.add_argument(
         "--public-key",
         type=Path,
         metavar="FILE",
-        help="the signer's Ed25519 public key in PEM (openssl pkey -pubout): the file must be"
-        " signed by it (default: the signature, if any, is not checked)",
+        help="with FILE: the signer's Ed25519 public key in PEM (openssl pkey -pubout): the file"
+        " must be signed by it (default: the signature, if any, is not checked)",
     )
+    verify.add_argument(
+        "--json",
+        action="store_true",
+        help="with --run or --thread: print the answer of GET /v1/runs/{id}/verify (or of a"
+        " thread's) on stdout (default: lines of text)",
+    )
+    _add_database(verify)
     verify.set_defaults(run=_failing(_verify))
 
     load = _command(sub, common, "import", "load an export file (idempotent, all or nothing)")

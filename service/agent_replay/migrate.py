@@ -10,7 +10,8 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy.pool import NullPool
 
-from agent_replay.config import sqlalchemy_url
+from agent_replay.config import asyncpg_dsn, sqlalchemy_url
+from agent_replay.log.chaining import BackfillReport, backfill
 from agent_replay.log.engine import plain_engine
 
 
@@ -74,3 +75,16 @@ async def current_revision(database_url: str) -> str | None:
             )
     finally:
         await engine.dispose()
+
+
+async def chain_backfill(database_url: str, *, max_batches: int | None = None) -> BackfillReport:
+    """Chain the runs stored before revision 0011_hash_chain (agent_replay.log.chaining):
+    batched, resumable, safe beside a live service. `agent-replay migrate` runs it after
+    alembic; `max_batches` stops it early (as an interruption would)."""
+    import asyncpg
+
+    pool = await asyncpg.create_pool(asyncpg_dsn(database_url), min_size=1, max_size=1)
+    try:
+        return await backfill(pool, max_batches=max_batches)
+    finally:
+        await pool.close()

@@ -102,6 +102,10 @@ ROWS: list[tuple[str, str, str, dict[str, Any], str]] = [
     ("GET", "/v1/threads/{thread_id}/stream", "/v1/threads/th-a/stream",
      {"headers": {"Last-Event-ID": "nope-1:0"}},
      "401 409 409 403 403 409 403 403 401 401"),
+    ("GET", "/v1/runs/{run_id}/verify", "/v1/runs/ra-1/verify", {},
+     "401 200 200 403 403 200 200 403 401 401"),
+    ("GET", "/v1/threads/{thread_id}/verify", "/v1/threads/th-a/verify", {},
+     "401 200 200 403 403 200 403 403 401 401"),
     ("PUT", "/v1/stream/{name}", "/v1/stream/ds-{cred}", {"headers": JSON_TYPE},
      "401 201 403 201 403 403 403 403 401 401"),
     ("POST", "/v1/stream/{name}", "/v1/stream/ds-shared",
@@ -210,6 +214,7 @@ BY_RUN: list[tuple[str, str, dict[str, Any]]] = [
     ("GET", "/v1/runs/RUN/stream", {}),
     ("GET", "/v1/runs/RUN/messages", {}),
     ("GET", "/v1/runs/RUN/transcript", {}),
+    ("GET", "/v1/runs/RUN/verify", {}),
     ("GET", "/v1/runs/RUN/export", {}),
     ("POST", "/v1/runs/RUN/cancel", {"headers": JSON_TYPE}),
     ("GET", "/v1/chat/demo?runId=RUN&offset=-1", {}),
@@ -256,6 +261,7 @@ OTHER_THREAD: list[tuple[str, str, dict[str, Any]]] = [
     ("GET", "/v1/threads/th-b/messages", {}),
     ("GET", "/v1/threads/th-b/transcript", {}),
     ("GET", "/v1/threads/th-b/stream", {}),
+    ("GET", "/v1/threads/th-b/verify", {}),
     ("GET", "/v1/runs?thread_id=th-b", {}),
     ("POST", "/v1/agents/demo/runs", {"json": {"threadId": "th-a", **ASK}}),  # not through chat
 ]  # fmt: skip

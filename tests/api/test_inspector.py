@@ -12,9 +12,11 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import httpx
 import pytest
 
+from agent_replay.config import asyncpg_dsn
 from tests.conftest import settings_for
 from tests.support.relay import Relay, relay_to
 from tests.support.servers import Running, serve_in_process
@@ -353,6 +355,43 @@ async def test_eventsource_when_events_named_then_browser_listeners_get_them_by_
         seen = (await browser.step("eventsource"))["seen"]
         # Named frames only (no unnamed `message` events), ids are the events' seqs.
         assert seen == [["3", "one "], ["4", "two"], ["5", "END"]]
+        await browser.finish()
+    finally:
+        await browser.close()
+
+
+async def test_inspector_when_a_stored_chunk_altered_then_run_and_thread_show_altered_at_its_seq(
+    http: httpx.AsyncClient, service: Running, node_harness: Path, database_url: str
+) -> None:
+    """The run page shows its chain intact, then (verified again after a chunk was changed
+    in the database) altered at that seq; the thread's "Verify thread" names each run's state."""
+    for run in ("insp-int-1", "insp-int-2"):
+        await _append(http, run, [
+            {"type": "RUN_STARTED", "threadId": "t-int", "runId": run},
+            *_text(f"{run}-m", "Hello ", "there."),
+        ], close=True)  # fmt: skip
+    browser = await Browser.open(service.base_url, "integrity", "insp-int-2", "t-int")
+    try:
+        intact = await browser.step("intact")
+        assert intact["text"] == "intact (5 events)"
+        conn = await asyncpg.connect(asyncpg_dsn(database_url))
+        try:
+            # Seq 3's delta, in its own row or inside a batch row.
+            await conn.execute(
+                "UPDATE events SET chunk = replace(chunk, 'Hello', 'Howdy') "
+                "WHERE run_id = 'insp-int-2'"
+            )
+        finally:
+            await conn.close()
+        await browser.go()
+        altered = await browser.step("altered")
+        assert altered["text"] == "altered at seq 3 (hash_mismatch)"
+        thread = await browser.step("thread")
+        assert thread["summary"] == "1 of 2 runs not intact."
+        assert thread["runs"] == [
+            ["insp-int-1", "intact (5 events)"],
+            ["insp-int-2", "altered at seq 3 (hash_mismatch)"],
+        ]
         await browser.finish()
     finally:
         await browser.close()

@@ -16,7 +16,7 @@ import json
 import re
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import asyncpg
@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agent_replay.archive.commands import export_to, log_for
-from agent_replay.archive.dump import check_heads, export_bytes, export_lines, run_records
+from agent_replay.archive.dump import check_chains, export_bytes, run_records
 from agent_replay.archive.signing import Signer, private_key, public_key
 from agent_replay.archive.verify import verify_file
 from agent_replay.errors import RunAltered
@@ -401,24 +401,40 @@ async def test_project_when_given_a_signed_export_then_the_signature_line_is_no_
     assert (await replay(capsys, "project", str(signed)))[1] == printed
 
 
-async def test_export_when_stored_head_differs_from_the_events_then_run_altered(
-    database_url: str, stored: list[str]
+async def test_export_when_a_stored_chunk_was_changed_by_sql_then_run_altered_before_any_byte(
+    database_url: str, stored: list[str], tmp_path: Path
 ) -> None:
+    run_id = stored[1]
     async with log_for(database_url) as log:
-        records = await run_records(log, run_id=stored[1])
-        data = await export_bytes(log, records)
-        head = bytes.fromhex(json.loads(data.split(b"\n")[-2])["hash"])
-        # The head the log stores, as the chain's run record will give it: equal, then not.
-        agreeing: Callable[[object], bytes] = lambda _record: head  # noqa: E731
-        assert b"".join([line async for line in export_lines(log, records, heads=agreeing)]) == data
-        altered: Callable[[object], bytes] = lambda _record: bytes(32)  # noqa: E731
-        with pytest.raises(RunAltered, match=stored[1]):
-            async for _ in export_lines(log, records, heads=altered):
-                pass
-        # The HTTP export's check before its first byte.
-        await check_heads(log, records, heads=agreeing)
-        with pytest.raises(RunAltered, match=stored[1]):
-            await check_heads(log, records, heads=altered)
+        records = await run_records(log, run_id=run_id)
+        await check_chains(log, records)  # intact: nothing raised
+    conn = await asyncpg.connect(database_url)
+    try:
+        # The first row's first chunk changed behind the service's back (restored after).
+        seq, chunk = await conn.fetchrow(
+            "SELECT seq, chunk FROM events WHERE run_id = $1 ORDER BY seq LIMIT 1",
+            run_id,
+        )
+        await conn.execute(
+            "UPDATE events SET chunk = $3 WHERE run_id = $1 AND seq = $2",
+            run_id,
+            seq,
+            chunk.replace("}", ',"x":1}', 1),
+        )
+        try:
+            async with log_for(database_url) as log:
+                with pytest.raises(RunAltered, match=run_id):
+                    await check_chains(log, await run_records(log, run_id=run_id))
+            out = tmp_path / "altered.jsonl"
+            with pytest.raises(RunAltered, match=run_id):
+                await export_to(database_url, run_id=run_id, thread_id=None, out=out)
+            assert not out.exists()
+        finally:
+            await conn.execute(
+                "UPDATE events SET chunk = $3 WHERE run_id = $1 AND seq = $2", run_id, seq, chunk
+            )
+    finally:
+        await conn.close()
 
 
 # -- random runs, random edits -------------------------------------------------------------

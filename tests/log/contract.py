@@ -41,6 +41,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from agent_replay.chain import fold
 from agent_replay.errors import (
     InvalidRunId,
     ReplayError,
@@ -1001,6 +1002,30 @@ class LogStoreContract:
         assert [r.run_id for r in await store.thread_records(thread)] == [first, second]
         assert await store.run_record(new_run("c-rec-missing")) is None
         assert await store.thread_records(new_run("c-thread-missing")) == []
+
+    async def test_verify_run_when_appended_in_several_sizes_then_ok_with_the_chains_head(
+        self, store: LogStore
+    ) -> None:
+        run_id = new_run("c-verify")
+        for size in (1, 5, 300, 2):
+            await store.append(run_id, [{"type": "M", "n": n} for n in range(size)])
+        await store.close_run(run_id)
+        events = await store.read_events(run_id, 0, 1000)
+        verdict = await store.verify_run(run_id)
+        assert verdict is not None
+        assert verdict.to_json() == {
+            "ok": True,
+            "events": 308,
+            "head": fold((e.seq, e.chunk) for e in events).hex(),
+            "first_bad_seq": None,
+            "reason": None,
+        }
+        empty = new_run("c-verify-empty")
+        await store.create_run(empty)
+        verdict = await store.verify_run(empty)
+        assert verdict is not None and (verdict.ok, verdict.events, verdict.head) == (
+            True, 0, bytes(32).hex())  # fmt: skip
+        assert await store.verify_run(new_run("c-verify-missing")) is None
 
     async def test_projections_when_stored_then_found_only_at_their_last_seq_and_version(
         self, store: LogStore

@@ -244,6 +244,13 @@ class StreamStoreContract:
             assert await read_all(streams, grandchild, after, 2) == [1, 2, 3, 40, 500][after:]
             assert await read_all_json(streams, grandchild, after, 2) == [1, 2, 3, 40, 500][after:]
         assert (await state_of(streams, source)).forked
+        # A fork of the fork inside its inherited prefix: the source's events up to there.
+        inner = new_name("s-inner")
+        await forked(streams, inner, fork, 2)
+        await append(streams, inner, messages(700, 2))
+        for after in range(4):
+            assert await read_all(streams, inner, after, 2) == [1, 2, 700, 701][after:]
+            assert await read_all_json(streams, inner, after, 2) == [1, 2, 700, 701][after:]
 
     async def test_delete_when_forks_read_the_source_then_soft_deleted_until_the_last_goes(
         self, streams: StreamStore

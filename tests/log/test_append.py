@@ -106,7 +106,7 @@ async def test_append_when_producer_state_changed_while_waiting_for_the_run_then
         )
         while not await other.fetchval(
             "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-            "AND query ~ '^WITH (upd|rich) AS'"
+            "AND query ~ '^WITH (locked|upd|rich) AS'"
         ):
             assert not racing.done(), racing
             await asyncio.sleep(0.01)
@@ -820,15 +820,22 @@ async def test_append_statements_on_a_lane_connection_then_runs_are_read_by_key_
             for a in args
         ]
         explain = f"EXPLAIN EXECUTE planned ({', '.join(literals)})"
-        lines = [row[0].strip() for row in await conn.fetch(explain)]
+        raw = [row[0] for row in await conn.fetch(explain)]
         await conn.execute("DEALLOCATE planned")
+    lines = [line.strip() for line in raw]
     plan = "\n".join(lines)
     scans = [i for i, line in enumerate(lines) if " on runs " in line and "Update" not in line]
     assert scans, plan
     for i in scans:
         assert lines[i].startswith("->  Index Scan using runs_pkey on runs"), plan
-        # Right under its UPDATE (or a subplan's lookup of one run by its key).
-        assert lines[i - 1].startswith(("->  Update on runs", "SubPlan")), plan
+        # Right under its UPDATE or the lock the chain's head is read under (or a
+        # subplan's lookup of one run by its key): its parent is the nearest line
+        # above indented less (an InitPlan of the UPDATE's sits between them).
+        depth = len(raw[i]) - len(raw[i].lstrip())
+        parent = next(
+            lines[j] for j in range(i - 1, -1, -1) if len(raw[j]) - len(raw[j].lstrip()) < depth
+        )
+        assert parent.startswith(("->  Update on runs", "->  LockRows", "SubPlan")), plan
     for node in ("Seq Scan", "Bitmap", "runs_month_closed_idx", "Nested Loop", "Merge Join"):
         assert node not in plan, plan
 
@@ -837,7 +844,7 @@ async def _stalled_on_lock(other: asyncpg.Connection, run_id: str) -> None:
     """Until a group's statement waits for `run_id`'s row, which `other` holds."""
     waiting = (
         "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-        "AND query ~ '^WITH (upd|rich) AS'"
+        "AND query ~ '^WITH (locked|upd|rich) AS'"
     )
     async with asyncio.timeout(10):
         while not await other.fetchval(waiting):  # noqa: ASYNC110 (server state, no event)

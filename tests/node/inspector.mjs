@@ -171,6 +171,24 @@ try {
       transcript: await page.$eval(".thread-transcript", (n) => n.innerText),
       sameDocument: await page.evaluate(() => window.__sameDocument === true),
     });
+  } else if (scenario === "integrity") {
+    // A run's state, verified again after the test alters it, then its thread's.
+    const [run, thread] = args;
+    await page.goto(`${base}/inspect/runs/${run}`);
+    await page.waitForSelector(".integrity.intact", T);
+    say("intact", { text: await page.$eval(".integrity", (n) => n.textContent) });
+    await go();  // a stored chunk of the run is changed
+    await page.click("button.verify");
+    await page.waitForSelector(".integrity.altered", T);
+    say("altered", { text: await page.$eval(".integrity", (n) => n.textContent) });
+    await page.goto(`${base}/inspect/threads/${thread}`);
+    await page.waitForSelector("#verify-thread", T);
+    await page.click("#verify-thread");
+    await page.waitForSelector(".verify-summary.altered", T);
+    say("thread", {
+      summary: await page.$eval(".verify-summary", (n) => n.textContent),
+      runs: await page.$$eval("ol.runs li", (lis) => lis.map((li) => [li.dataset.runId, li.querySelector(".integrity").textContent])),
+    });
   } else if (scenario === "phone") {
     const [run] = args;
     const phone = await browser.newContext({ viewport: { width: 375, height: 740 }, colorScheme: "dark" });

@@ -15,12 +15,13 @@ from starlette.responses import Response, StreamingResponse
 from agent_replay.api.auth import EXPORT_RUN, LIST_RUNS, READ_RUN, READ_THREAD, requires
 from agent_replay.api.bodies import GuardedRoute
 from agent_replay.api.deps import LogDep
-from agent_replay.api.models import ERRORS
+from agent_replay.api.models import ERRORS, ThreadVerifyOut, VerifyOut
 from agent_replay.api.pages import page_headers
 from agent_replay.api.responses import JSON
-from agent_replay.archive.dump import check_heads, export_bytes, export_lines, run_records
+from agent_replay.archive.dump import check_chains, export_bytes, export_lines, run_records
 from agent_replay.archive.reader import read_archive
 from agent_replay.audit.cache import StoredRun, run_projection, thread_messages
+from agent_replay.audit.integrity import thread_json, verify_run, verify_thread
 from agent_replay.audit.projection import messages_json
 from agent_replay.audit.queries import list_runs
 from agent_replay.log import MAX_SEQ, AuditReads, Reads
@@ -117,7 +118,7 @@ async def get_thread_messages(
 async def export_run(log: LogDep, run_id: RunId) -> Response:
     """The run as an export file (what `agent-replay export --run` writes, unsigned)."""
     records = await run_records(log, run_id=run_id)
-    await check_heads(log, records)
+    await check_chains(log, records)
     return StreamingResponse(
         export_lines(log, records),
         media_type="application/x-ndjson",
@@ -164,3 +165,24 @@ async def thread_transcript(
 ) -> Response:
     """The thread as `agent-replay transcript --thread` writes it."""
     return await _transcript(log, format, thread_id=thread_id)
+
+
+@router.get(
+    "/v1/runs/{run_id}/verify",
+    responses={200: {"model": VerifyOut}},
+    dependencies=[requires(READ_RUN)],
+)
+async def verify_run_chain(log: LogDep, run_id: RunId) -> Response:
+    """The run's stored events checked against its hash chain: intact, or the first
+    altered seq and why (`agent-replay verify --run`)."""
+    return JSON((await verify_run(log, run_id)).to_json())
+
+
+@router.get(
+    "/v1/threads/{thread_id}/verify",
+    responses={200: {"model": ThreadVerifyOut}},
+    dependencies=[requires(READ_THREAD)],
+)
+async def verify_thread_chains(log: LogDep, thread_id: str) -> Response:
+    """Each of the thread's runs checked as `GET /v1/runs/{run_id}/verify` checks it."""
+    return JSON(thread_json(thread_id, await verify_thread(log, thread_id)))

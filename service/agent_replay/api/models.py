@@ -94,3 +94,26 @@ class ForkIn(BaseModel):
 class ForkOut(RunOut):
     forked_from: str
     fork_seq: int = Field(description="events up to this seq are the source's, shared")
+
+
+class VerifyOut(BaseModel):
+    ok: bool = Field(description="the run's stored events are its hash chain's, whole")
+    events: int = Field(description="events checked (all of them when ok)")
+    head: str | None = Field(
+        description="the run's chain head as stored (hex; null while the run is not chained)"
+    )
+    first_bad_seq: int | None = Field(description="the first altered or missing event's seq")
+    reason: str | None = Field(
+        description="why it failed: hash_mismatch, missing_event, duplicate_event, unchained, "
+        "past_last_seq, truncated, head_mismatch or past_head (docs: concepts/integrity)"
+    )
+
+
+class RunVerifyOut(VerifyOut):
+    run_id: str
+
+
+class ThreadVerifyOut(BaseModel):
+    thread_id: str
+    ok: bool = Field(description="every run of the thread is intact")
+    runs: list[RunVerifyOut] = Field(description="each run's answer, oldest run first")

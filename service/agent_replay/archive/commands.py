@@ -16,15 +16,16 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from agent_replay.archive.dump import export_bytes, export_lines, run_records
+from agent_replay.archive.dump import check_chains, export_bytes, export_lines, run_records
 from agent_replay.archive.reader import Archive, read_archive
 from agent_replay.archive.signing import Signer, public_key
-from agent_replay.archive.verify import Verdict, verify_file
+from agent_replay.archive.verify import FileVerdict, verify_file
+from agent_replay.audit.integrity import verify_run, verify_thread
 from agent_replay.errors import ExportNotSigned
 from agent_replay.log import EventLog, LogStore
 from agent_replay.log.expiry import SweepReport
 from agent_replay.log.streams import StreamStore
-from agent_replay.log.values import LoadReport, PruneReport
+from agent_replay.log.values import LoadReport, PruneReport, Verdict
 
 
 @asynccontextmanager
@@ -50,6 +51,7 @@ async def export_to(
     """
     async with log_for(url, read_url=read_url) as log:
         records = await run_records(log, run_id=run_id, thread_id=thread_id)
+        await check_chains(log, records)  # an altered run is refused before any byte
         if out is None:
             async for line in _signed(export_lines(log, records), sign_key):
                 sys.stdout.buffer.write(line)
@@ -90,15 +92,24 @@ def read_signed(data: bytes, key: Ed25519PublicKey | None) -> Archive:
     return archive
 
 
-def verify_path(path: Path, public_key_path: Path | None) -> Verdict:
+def verify_path(path: Path, public_key_path: Path | None) -> FileVerdict:
     """`agent-replay verify FILE [--public-key FILE]`: the key is read first (a bad key is
     the caller's mistake, not the file's); a file that cannot be read is unreadable."""
     key = None if public_key_path is None else public_key(public_key_path.read_bytes())
     try:
         data = path.read_bytes()
     except OSError as exc:
-        return Verdict("unreadable", None, f"cannot read {path}: {exc.strerror or exc}")
+        return FileVerdict("unreadable", None, f"cannot read {path}: {exc.strerror or exc}")
     return verify_file(data, key)
+
+
+async def verify_in(url: str, *, run_id: str | None, thread_id: str | None) -> list[Verdict]:
+    """The run's verdict, or each of the thread's runs' (agent_replay.audit.integrity);
+    RunNotFound or ThreadNotFound when there is none."""
+    async with log_for(url) as log:
+        if run_id is not None:
+            return [await verify_run(log, run_id)]
+        return await verify_thread(log, str(thread_id))
 
 
 async def import_archive(url: str, archive: Archive) -> LoadReport:

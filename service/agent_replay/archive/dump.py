@@ -6,14 +6,15 @@ immutable, so the file is a consistent snapshot even while runs append.
 
 Each event line carries the run's chain hash through it, computed here from the chunk as
 read (`agent_replay.chain`), a fork's events from its source included: the file's chain is
-the run's own, seq 1 to `last_seq`. Where the log keeps the head it stored with the events
-(`stored_head`), the recomputed head must equal it, or the run is not exported: a chain
-rebuilt over events altered in the database would vouch for them.
+the run's own, seq 1 to `last_seq`. A run whose stored events no longer match the chain the
+log stored with them as they were appended (`LogStore.verify_run`) is not exported
+(`check_chains`): a chain rebuilt here over events altered in the database would vouch for
+them.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 
 from agent_replay.archive.format import event_line, header_line
 from agent_replay.chain import GENESIS, step
@@ -39,36 +40,13 @@ async def run_records(
     return records
 
 
-def stored_head(record: RunRecord) -> bytes | None:
-    """The chain head the log stored with the run's events through `record.last_seq`, or
-    None where it keeps none.
-
-    The seam for the log's own chain: once the run record carries its stored head (an
-    optional field), this returns it and every export checks it.
-    """
-    return None
-
-
-async def check_heads(
-    log: Reads,
-    records: Sequence[RunRecord],
-    *,
-    heads: Callable[[RunRecord], bytes | None] = stored_head,
-) -> None:
-    """Raise `RunAltered` for the first run whose events do not hash to its stored head.
-
-    For an answer that must refuse before its first byte (the HTTP export: a stream cut
-    short is no 409): a run with a stored head is read twice. Runs without one cost nothing.
-    """
+async def check_chains(log: AuditReads, records: Sequence[RunRecord]) -> None:
+    """Raise `RunAltered` for the first run whose stored events fail the log's own check of
+    its chain (`LogStore.verify_run`), before the export's first byte (the HTTP export: a
+    stream cut short is no 409). Each run is read twice: once here, once to export it."""
     for record in records:
-        expected = heads(record)
-        if expected is None:
-            continue
-        head = GENESIS
-        async for events in _pages(log, record):
-            for event in events:
-                head = step(head, event.seq, event.chunk)
-        if head != expected:
+        verdict = await log.verify_run(record.run_id)
+        if verdict is not None and verdict.first_bad_seq is not None:
             raise RunAltered(record.run_id)
 
 
@@ -86,13 +64,10 @@ async def _pages(log: Reads, record: RunRecord) -> AsyncIterator[Sequence[Event]
 async def export_lines(
     log: Reads,
     records: Sequence[RunRecord],
-    *,
-    heads: Callable[[RunRecord], bytes | None] = stored_head,
 ) -> AsyncIterator[bytes]:
     """The export file's lines. Each run's events are read up to its record's `last_seq`,
     through the log's reader: a replica may serve them, the primary completing what it
-    has not replayed yet. `heads`: each run's stored chain head, checked against the one
-    the lines carry."""
+    has not replayed yet."""
     yield header_line(records)
     for record in records:
         head = GENESIS
@@ -100,9 +75,6 @@ async def export_lines(
             for event in events:
                 head = step(head, event.seq, event.chunk)
                 yield event_line(record.run_id, event.seq, event.received_at, head, event.chunk)
-        expected = heads(record)
-        if expected is not None and expected != head:
-            raise RunAltered(record.run_id)
 
 
 async def export_bytes(log: Reads, records: Sequence[RunRecord]) -> bytes:

@@ -32,7 +32,7 @@ EXIT_CODES: dict[Status, int] = {"intact": 0, "altered": 1, "unreadable": 3}
 
 
 @dataclass(frozen=True, slots=True)
-class Verdict:
+class FileVerdict:
     status: Status
     line: int | None = None  # the first line found altered
     reason: str | None = None
@@ -45,13 +45,13 @@ class Verdict:
         return EXIT_CODES[self.status]
 
 
-def verify_file(data: bytes, key: Ed25519PublicKey | None = None) -> Verdict:
+def verify_file(data: bytes, key: Ed25519PublicKey | None = None) -> FileVerdict:
     try:
         header = header_object(*first_line(data))
     except InvalidExport as exc:
-        return Verdict("unreadable", exc.line, exc.message)
+        return FileVerdict("unreadable", exc.line, exc.message)
     if header["version"] == UNCHAINED:
-        return Verdict(
+        return FileVerdict(
             "unreadable", 1, "a version 1 export: it carries no hash chain, so nothing to verify"
         )
     try:
@@ -59,15 +59,15 @@ def verify_file(data: bytes, key: Ed25519PublicKey | None = None) -> Verdict:
         if body.signature is not None:
             check_digest(data, body.signature)
     except InvalidExport as exc:
-        return Verdict("altered", exc.line, exc.message)
+        return FileVerdict("altered", exc.line, exc.message)
     runs = tuple(body.chains)
     signature = body.signature
     if key is None:
         signed_by = None if signature is None else signature.public_key_sha256
-        return Verdict("intact", runs=runs, signed_by=signed_by)
+        return FileVerdict("intact", runs=runs, signed_by=signed_by)
     if signature is None:
         end = data.count(b"\n") + (not data.endswith(b"\n")) + 1
-        return Verdict(
+        return FileVerdict(
             "altered",
             end,
             "the file is unsigned but a key was given "
@@ -76,7 +76,7 @@ def verify_file(data: bytes, key: Ed25519PublicKey | None = None) -> Verdict:
         )
     problem = signature_problem(signature, key)
     if problem is not None:
-        return Verdict("altered", signature.number, problem, runs, signature.public_key_sha256)
-    return Verdict(
+        return FileVerdict("altered", signature.number, problem, runs, signature.public_key_sha256)
+    return FileVerdict(
         "intact", runs=runs, signed_by=signature.public_key_sha256, signature_checked=True
     )

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 import asyncpg
 
+from agent_replay.chain import GENESIS, step
 from agent_replay.errors import RunConflict
 from agent_replay.log import partitions
 from agent_replay.log import rows as log_rows
@@ -37,6 +38,7 @@ _INSERT_RUN = QUERIES["insert_run"]
 # An import keeps a row per event (agent_replay.log.rows): each has its own receive time.
 _EVENT_COLUMNS = [
     "run_id", "seq", "type", "chunk", "message_id", "tool_call_id", "received_at", "run_month",
+    "hashes",
 ]  # fmt: skip
 
 
@@ -83,15 +85,27 @@ async def _check_same(
         )
 
 
+def chained(run: LoadedRun) -> tuple[list[bytes], bytes]:
+    """Each event's hash and the run's head (agent_replay.chain), as the append would
+    have chained the run's events."""
+    hashes: list[bytes] = []
+    head = GENESIS
+    for seq, event in enumerate(run.events, start=1):
+        head = step(head, seq, event.chunk.text)
+        hashes.append(head)
+    return hashes, head
+
+
 async def _insert(conn: asyncpg.pool.PoolConnectionProxy, run: LoadedRun) -> None:
     r = run.record
     terminal, tools, usage = maintained_columns(run.events)
+    hashes, head = chained(run)
     with translated("the import failed", refused=f"run {r.run_id!r} cannot be stored"):
         created = await conn.fetchval(
             _INSERT_RUN,
             r.run_id, r.thread_id, r.agent, r.status, r.created_at, r.updated_at, r.closed_at,
             r.last_seq, r.error_message, dumps(r.metadata), r.input, terminal, tools, *usage,
-            r.error_code,
+            r.error_code, head,
         )  # fmt: skip
     if created is None:
         raise RunConflict(f"run {r.run_id!r} was created while importing; import again")
@@ -109,6 +123,7 @@ async def _insert(conn: asyncpg.pool.PoolConnectionProxy, run: LoadedRun) -> Non
                 e.chunk.tool_call_id,
                 e.received_at,
                 month,
+                hashes[seq - 1],
             )
             for seq, e in enumerate(run.events, start=1)
         ),

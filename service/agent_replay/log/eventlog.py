@@ -58,6 +58,7 @@ from agent_replay.log.values import (
     RunState,
     StoredChunk,
     ThreadRun,
+    Verdict,
 )
 from agent_replay.log.writer import COMMIT_SETTINGS, GroupCommitter
 
@@ -641,6 +642,10 @@ class EventLog:
     async def thread_records(self, thread_id: str) -> list[RunRecord]:
         """The thread's runs, oldest first (`created_at, run_id`)."""
         return await lookups.thread_records(self.pool, thread_id)
+
+    async def verify_run(self, run_id: str) -> Verdict | None:
+        """The run's hash chain checked against its stored events (agent_replay.log.integrity)."""
+        return await reading.verify(self.pool, run_id)
 
     async def cached_projections(
         self, last_seqs: Mapping[str, int], normalize: bool, version: str

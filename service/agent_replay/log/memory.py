@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from agent_replay.chain import fold
 from agent_replay.errors import (
     InvalidRequest,
     RunClosed,
@@ -61,6 +62,7 @@ from agent_replay.log.values import (
     RunState,
     StoredChunk,
     ThreadRun,
+    Verdict,
 )
 
 # What `schema_version` answers: this store has no migrations, only its own shape.
@@ -646,6 +648,14 @@ class MemoryStore:
         thread_id = storable(thread_id)
         held = [run for run in self.log.runs.values() if run.thread_id == thread_id]
         return [_record(run) for run in sorted(held, key=lambda r: (r.created_at, r.run_id))]
+
+    async def verify_run(self, run_id: str) -> Verdict | None:
+        """Nothing but this process changes what it holds: every chain it keeps is intact."""
+        run = self.log.runs.get(run_id)
+        if run is None:
+            return None
+        head = fold((seq, chunk.text) for seq, (chunk, _) in enumerate(run.events, start=1))
+        return Verdict(run_id, True, run.last_seq, head.hex(), None, None)
 
     async def cached_projections(
         self, last_seqs: Mapping[str, int], normalize: bool, version: str

@@ -53,18 +53,51 @@
 -- no join, by design: it is read by its primary key (`run_id = ANY`), the
 -- requests looked up from each run row (`$3 -> runs.run_id`). An earlier form
 -- joined unnested request arrays with `runs`; a generic plan made while `runs`
--- had no statistics rescanned the arrays once per run row. The rows are
--- matched to their run's updated row (its base seq and month) by a hash join
--- of the statement's own two sets, neither of them a table: cheaper than the
--- one-row jsonb map of bases it replaced, built per group and probed per row.
+-- had no statistics rescanned the arrays once per run row. The rows take their
+-- run's base seq from a one-row jsonb map of the updated rows (`bases`), probed
+-- per row: a hash join of the rows with the updated rows was cheaper, but the
+-- chain's rows are a CTE whose size the planner guesses as one row, and it
+-- joined two such sets by a nested loop (rescanning one per row of the other).
 --
 -- One NOTIFY carries up to 40 runs, a line each (PostgreSQL caps a payload at
 -- 8,000 bytes; a line is at most ~150): one per run costs a group dearly. The
 -- channel and the line's format are agent_replay.log.notifications'.
-WITH rich AS (
+--
+-- The hash chain (agent_replay.chain, revision 0011_hash_chain): `locked` takes
+-- the group's run rows first, in run_id order, and reads their heads and
+-- last_seqs as they are once locked (the newest versions); held to commit, those
+-- are what the UPDATE below bumps, so `hashed` chains each row from its run's
+-- head, numbered as the INSERT numbers it (the window aggregate `chain_rows`,
+-- every event of a batch row). The UPDATE takes each run's new head from `heads`
+-- (one jsonb map, looked up by key: no join with `runs`); a run without rows in
+-- the group (a bare close) keeps its head. A run whose head is
+-- NULL is not chained yet: its hashes stay NULL (agent_replay.log.chaining).
+WITH locked AS MATERIALIZED (
+    SELECT run_id, last_seq, chain_head, run_month FROM runs
+    WHERE run_id = ANY($4::text[] || $6::text[]) AND (runs.closed_at IS NULL) IS TRUE
+    ORDER BY run_id FOR UPDATE
+),
+rows_in AS (
+    SELECT r ->> 0 AS run_id, (r ->> 1)::bigint AS ord, r ->> 2 AS type,
+        coalesce(r ->> 3, ($2::text[])[(r ->> 7)::int]) AS chunk,
+        r ->> 4 AS message_id, r ->> 5 AS tool_call_id, (r ->> 6)::int AS n
+    FROM jsonb_array_elements($1::jsonb) AS r
+),
+hashed AS (
+    SELECT e.*, l.run_month, chain_rows(l.chain_head, l.last_seq + e.ord, e.chunk, e.n)
+        OVER (PARTITION BY e.run_id ORDER BY e.ord ROWS UNBOUNDED PRECEDING) AS hashes
+    FROM rows_in e JOIN locked l ON l.run_id = e.run_id
+),
+heads AS (
+    SELECT jsonb_object_agg(run_id, encode(substring(hashes FROM octet_length(hashes) - 31), 'hex'))
+        AS m
+    FROM (SELECT DISTINCT ON (run_id) run_id, hashes FROM hashed ORDER BY run_id, ord DESC) AS last
+),
+rich AS (
     UPDATE runs SET
         last_seq = runs.last_seq + (($3::jsonb -> runs.run_id) ->> 'n')::bigint,
         updated_at = now(),
+        chain_head = coalesce(decode((SELECT m FROM heads) ->> runs.run_id, 'hex'), runs.chain_head),
         last_terminal = coalesce(($3::jsonb -> runs.run_id) ->> 'terminal', runs.last_terminal),
         error_message = CASE
             WHEN ($3::jsonb -> runs.run_id) ->> 'terminal' = 'RUN_ERROR'
@@ -134,7 +167,8 @@ WITH rich AS (
 plain AS (
     UPDATE runs SET
         last_seq = runs.last_seq + ($5::jsonb ->> runs.run_id)::bigint,
-        updated_at = now()
+        updated_at = now(),
+        chain_head = coalesce(decode((SELECT m FROM heads) ->> runs.run_id, 'hex'), runs.chain_head)
     WHERE runs.run_id = ANY($6::text[]) AND (runs.closed_at IS NULL) IS TRUE
       AND (NOT $7::jsonb ? runs.run_id
            OR runs.last_seq = ($7::jsonb ->> runs.run_id)::bigint - 1)
@@ -142,19 +176,17 @@ plain AS (
         runs.last_seq, false AS close, runs.run_month
 ),
 upd AS (SELECT * FROM rich UNION ALL SELECT * FROM plain),
+bases AS (SELECT jsonb_object_agg(run_id, base) AS m FROM upd),
 ins AS (
-    -- Each row takes its run's base seq and month (the events' partition key, see
-    -- runs.run_month) from the run's updated row; a run the UPDATE refused (closed,
-    -- missing, not at `expected`) has none, and its rows join nothing.
-    INSERT INTO events (run_id, seq, type, chunk, message_id, tool_call_id, n, run_month)
-    SELECT e.run_id, upd.base + e.ord, e.type, e.chunk, e.message_id, e.tool_call_id, e.n,
-        upd.run_month
-    FROM jsonb_array_elements($1::jsonb) AS r,
-        LATERAL (SELECT r ->> 0 AS run_id, (r ->> 1)::bigint AS ord, r ->> 2 AS type,
-                 coalesce(r ->> 3, ($2::text[])[(r ->> 7)::int]) AS chunk,
-                 r ->> 4 AS message_id, r ->> 5 AS tool_call_id,
-                 (r ->> 6)::int AS n) AS e
-    JOIN upd ON upd.run_id = e.run_id
+    -- Each row takes its run's base seq from the run's updated row (`bases`, looked
+    -- up by key, as `heads`) and its month (the events' partition key, see
+    -- runs.run_month) from its locked row; a run the UPDATE refused (closed, missing,
+    -- not at `expected`) has no base, and its rows go nowhere.
+    INSERT INTO events (run_id, seq, type, chunk, message_id, tool_call_id, n, run_month, hashes)
+    SELECT e.run_id, ((SELECT m FROM bases) ->> e.run_id)::bigint + e.ord, e.type, e.chunk,
+        e.message_id, e.tool_call_id, e.n, e.run_month, e.hashes
+    FROM hashed AS e
+    WHERE (SELECT m FROM bases) ? e.run_id
 ),
 -- The producer's new state, for the runs the UPDATE took (in the same statement).
 prod AS (
@@ -202,10 +234,30 @@ SELECT run_id, base, (SELECT count(*) FROM note) AS notes FROM upd;
 -- each); $6 the expected seqs of the runs that have one (jsonb {run_id: seq});
 -- $7 the tools each run called (jsonb {run_id: [name, ...]}, only the runs
 -- that called any); $8 the committing process, as `append`'s $8.
-WITH upd AS (
+--
+-- The hash chain as in `append`: each run's one event's hash is its new head.
+WITH locked AS MATERIALIZED (
+    SELECT run_id, last_seq, chain_head, run_month FROM runs
+    WHERE run_id = ANY(string_to_array($1, E'\x1e')) AND (runs.closed_at IS NULL) IS TRUE
+    ORDER BY run_id FOR UPDATE
+),
+hashed AS (
+    SELECT e.*, l.run_month,
+        sha256(l.chain_head || int8send(l.last_seq + 1) || convert_to(e.chunk, 'UTF8')) AS hash
+    FROM unnest(string_to_array($1, E'\x1e'), string_to_array($2, E'\x1e'),
+                string_to_array($3, E'\x1e'), string_to_array($4, E'\x1e', E'\x1f'),
+                string_to_array($5, E'\x1e', E'\x1f'))
+        AS e(run_id, type, chunk, message_id, tool_call_id)
+    JOIN locked l ON l.run_id = e.run_id
+),
+heads AS (
+    SELECT jsonb_object_agg(run_id, encode(hash, 'hex')) AS m FROM hashed
+),
+upd AS (
     UPDATE runs SET
         last_seq = runs.last_seq + 1,
         updated_at = now(),
+        chain_head = coalesce(decode((SELECT m FROM heads) ->> runs.run_id, 'hex'), runs.chain_head),
         -- As `append` merges them.
         tool_names = CASE WHEN $7::jsonb ? runs.run_id
             AND NOT to_jsonb(runs.tool_names) @> ($7::jsonb -> runs.run_id) THEN ARRAY(
@@ -220,15 +272,14 @@ WITH upd AS (
            OR runs.last_seq = ($6::jsonb ->> runs.run_id)::bigint - 1)
     RETURNING runs.run_id, runs.last_seq, runs.run_month
 ),
+seqs AS (SELECT jsonb_object_agg(run_id, last_seq) AS m FROM upd),
 ins AS (
-    INSERT INTO events (run_id, seq, type, chunk, message_id, tool_call_id, n, run_month)
-    SELECT e.run_id, upd.last_seq, e.type, e.chunk, e.message_id, e.tool_call_id, 1,
-        upd.run_month
-    FROM unnest(string_to_array($1, E'\x1e'), string_to_array($2, E'\x1e'),
-                string_to_array($3, E'\x1e'), string_to_array($4, E'\x1e', E'\x1f'),
-                string_to_array($5, E'\x1e', E'\x1f'))
-        AS e(run_id, type, chunk, message_id, tool_call_id)
-    JOIN upd ON upd.run_id = e.run_id
+    -- As `append`'s.
+    INSERT INTO events (run_id, seq, type, chunk, message_id, tool_call_id, n, run_month, hashes)
+    SELECT e.run_id, ((SELECT m FROM seqs) ->> e.run_id)::bigint, e.type, e.chunk,
+        e.message_id, e.tool_call_id, 1, e.run_month, e.hash
+    FROM hashed AS e
+    WHERE (SELECT m FROM seqs) ? e.run_id
 ),
 note AS (
     SELECT pg_notify(:'events_channel', string_agg(line, E'\n'))
@@ -551,14 +602,15 @@ WHERE run_id = $1 AND run_month = (SELECT run_month FROM runs WHERE run_id = $1)
 
 
 -- name: insert_run
--- An imported run with its maintained columns; returns its month (its events'
+-- An imported run with its maintained columns and chain head ($18, its events'
+-- hashes computed by agent_replay.log.bulk); returns its month (its events'
 -- partition key: the month of its created_at, as agent_replay.log.partitions.month_of
 -- has it) unless it existed.
 INSERT INTO runs (run_id, thread_id, agent, status, created_at, updated_at, closed_at, last_seq,
                   error_message, metadata, input, last_terminal, tool_names,
-                  prompt_tokens, completion_tokens, total_tokens, error_code, run_month)
+                  prompt_tokens, completion_tokens, total_tokens, error_code, run_month, chain_head)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::jsonb, $11, $12, $13, $14, $15, $16, $17,
-        (date_trunc('month', $5::timestamptz AT TIME ZONE 'UTC'))::date)
+        (date_trunc('month', $5::timestamptz AT TIME ZONE 'UTC'))::date, $18)
 ON CONFLICT (run_id) DO NOTHING
 RETURNING run_month;
 
@@ -882,7 +934,8 @@ SELECT last_seq FROM runs WHERE run_id = $1;
 -- name: stream_read
 -- Run $1's events after $2 up to $3, at most $4, a fork's inherited prefix
 -- read from its source (and its source's source): each segment of the chain is
--- a run's own events above its fork point (lo), up to its child's (hi). A
+-- a run's own events above its fork point (lo), up to its child's (hi; or the
+-- child's own bound, when the child forked inside its inherited prefix). A
 -- source's batch row may hold seqs past its child's fork point: each row comes
 -- with the bounds of its segment (`lo` < seq <= `hi`), cut by agent_replay.log.rows,
 -- and the rows are in the order of their first seqs.
@@ -891,7 +944,8 @@ WITH RECURSIVE chain(run_id, lo, hi, month) AS (
         9223372036854775807::bigint, (SELECT run_month FROM runs WHERE run_id = $1)
   UNION ALL
     SELECT f.source_run_id,
-        coalesce((SELECT g.fork_seq FROM run_forks g WHERE g.run_id = f.source_run_id), 0), c.lo,
+        coalesce((SELECT g.fork_seq FROM run_forks g WHERE g.run_id = f.source_run_id), 0),
+        least(c.lo, c.hi),
         (SELECT s.run_month FROM runs s WHERE s.run_id = f.source_run_id)
     FROM chain c JOIN run_forks f ON f.run_id = c.run_id
     WHERE c.lo > $2
@@ -925,7 +979,8 @@ WITH RECURSIVE chain(run_id, lo, hi, month) AS (
         9223372036854775807::bigint, (SELECT run_month FROM runs WHERE run_id = $1)
   UNION ALL
     SELECT f.source_run_id,
-        coalesce((SELECT g.fork_seq FROM run_forks g WHERE g.run_id = f.source_run_id), 0), c.lo,
+        coalesce((SELECT g.fork_seq FROM run_forks g WHERE g.run_id = f.source_run_id), 0),
+        least(c.lo, c.hi),
         (SELECT s.run_month FROM runs s WHERE s.run_id = f.source_run_id)
     FROM chain c JOIN run_forks f ON f.run_id = c.run_id
     WHERE c.lo > $2
@@ -948,7 +1003,8 @@ WITH RECURSIVE chain(run_id, lo, hi, month) AS (
         9223372036854775807::bigint, (SELECT run_month FROM runs WHERE run_id = $1)
   UNION ALL
     SELECT f.source_run_id,
-        coalesce((SELECT g.fork_seq FROM run_forks g WHERE g.run_id = f.source_run_id), 0), c.lo,
+        coalesce((SELECT g.fork_seq FROM run_forks g WHERE g.run_id = f.source_run_id), 0),
+        least(c.lo, c.hi),
         (SELECT s.run_month FROM runs s WHERE s.run_id = f.source_run_id)
     FROM chain c JOIN run_forks f ON f.run_id = c.run_id
     WHERE c.lo > $2
@@ -1001,7 +1057,8 @@ WITH RECURSIVE chain(run_id, lo, hi, month) AS (
         9223372036854775807::bigint, (SELECT run_month FROM runs WHERE run_id = $1)
   UNION ALL
     SELECT f.source_run_id,
-        coalesce((SELECT g.fork_seq FROM run_forks g WHERE g.run_id = f.source_run_id), 0), c.lo,
+        coalesce((SELECT g.fork_seq FROM run_forks g WHERE g.run_id = f.source_run_id), 0),
+        least(c.lo, c.hi),
         (SELECT s.run_month FROM runs s WHERE s.run_id = f.source_run_id)
     FROM chain c JOIN run_forks f ON f.run_id = c.run_id
     WHERE c.lo > $2
@@ -1109,7 +1166,8 @@ WITH RECURSIVE chain(run_id, lo, hi, month) AS (
         9223372036854775807::bigint, (SELECT run_month FROM runs WHERE run_id = $1)
   UNION ALL
     SELECT f.source_run_id,
-        coalesce((SELECT g.fork_seq FROM run_forks g WHERE g.run_id = f.source_run_id), 0), c.lo,
+        coalesce((SELECT g.fork_seq FROM run_forks g WHERE g.run_id = f.source_run_id), 0),
+        least(c.lo, c.hi),
         (SELECT s.run_month FROM runs s WHERE s.run_id = f.source_run_id)
     FROM chain c JOIN run_forks f ON f.run_id = c.run_id
     WHERE c.lo > $2
@@ -1140,3 +1198,64 @@ VALUES ($1, $2, $3, $4, $5)
 ON CONFLICT (run_id, normalize) DO UPDATE
 SET last_seq = excluded.last_seq, projector_version = excluded.projector_version,
     messages = excluded.messages, created_at = excluded.created_at;
+
+
+-- The hash chain (agent_replay.chain, revision 0011_hash_chain): verification reads
+-- (agent_replay.log.reading, agent_replay.log.integrity) and the backfill of runs
+-- stored before it (agent_replay.log.chaining).
+
+-- name: chain_state
+-- Run $1's high-water mark and chain head (NULL: not chained yet).
+SELECT last_seq, chain_head FROM runs WHERE run_id = $1;
+
+
+-- name: read_chained
+-- Run $1's rows holding events after $2 (at most $3 rows) with their hashes, a
+-- fork's inherited prefix read from its source chain, as `read_events_stitched`
+-- reads them (each row with its segment's bounds and its run). Not bounded by the run's
+-- last_seq: a row stored past it is what a verification must see.
+WITH RECURSIVE chain(run_id, lo, hi, month) AS (
+    SELECT $1::text, coalesce((SELECT fork_seq FROM run_forks WHERE run_id = $1), 0),
+        9223372036854775807::bigint, (SELECT run_month FROM runs WHERE run_id = $1)
+  UNION ALL
+    SELECT f.source_run_id,
+        coalesce((SELECT g.fork_seq FROM run_forks g WHERE g.run_id = f.source_run_id), 0),
+        least(c.lo, c.hi),
+        (SELECT s.run_month FROM runs s WHERE s.run_id = f.source_run_id)
+    FROM chain c JOIN run_forks f ON f.run_id = c.run_id
+    WHERE c.lo > $2
+)
+SELECT e.seq, e.n, e.chunk, e.hashes, greatest(c.lo, $2) AS lo, c.hi, c.run_id AS owner
+FROM chain c CROSS JOIN LATERAL (
+    SELECT seq, n, chunk, hashes FROM events
+    WHERE events.run_id = c.run_id AND events.run_month = c.month AND seq > greatest(c.lo, $2)
+      AND seq < least(c.hi, 9223372036854775551) + 256 AND seq - n < c.hi
+    ORDER BY seq LIMIT $3
+) AS e
+ORDER BY e.seq - e.n, e.seq LIMIT $3;
+
+
+-- name: set_chain_head
+-- Run $1's chain head, $2 (a fork's: its source's hash at the fork point).
+UPDATE runs SET chain_head = $2 WHERE run_id = $1;
+
+
+-- name: unchained_runs
+-- Up to $1 runs not chained yet, locked for the backfill, in run_id order (as the
+-- append statements and imports lock theirs: none waits on another in a cycle). A
+-- run an append holds is waited for (one group commit); re-checked once locked.
+SELECT run_id, last_seq FROM runs WHERE chain_head IS NULL
+ORDER BY run_id LIMIT $1 FOR UPDATE;
+
+
+-- name: count_unchained
+-- How many runs the backfill has left.
+SELECT count(*) FROM runs WHERE chain_head IS NULL;
+
+
+-- name: set_row_hashes
+-- The backfill's hashes for run $1's rows: $2 their seqs, $3 their hashes.
+UPDATE events SET hashes = h.hashes
+FROM unnest($2::bigint[], $3::bytea[]) AS h(seq, hashes)
+WHERE events.run_id = $1 AND events.seq = h.seq
+  AND events.run_month = (SELECT run_month FROM runs WHERE run_id = $1);

@@ -30,9 +30,10 @@ import asyncpg
 from agent_replay import metrics
 from agent_replay.errors import Unavailable
 from agent_replay.log.faults import acquire, translated
-from agent_replay.log.rows import chunks_of, events_of
+from agent_replay.log.integrity import ChainCheck
+from agent_replay.log.rows import chunks_of, events_of, hashed_of
 from agent_replay.log.sql import QUERIES
-from agent_replay.log.values import Page, Row, RunState
+from agent_replay.log.values import Page, Row, RunState, Verdict
 
 _READ_EVENTS = QUERIES["read_events"]
 _READ_PAGE = QUERIES["read_page"]
@@ -45,6 +46,10 @@ _READ_ONE = QUERIES["stream_read_one"]
 _READ_OWN_JSON = QUERIES["stream_read_own_json"]
 _READ_JSON = QUERIES["stream_read_json"]
 _READ_FILTERED = QUERIES["read_events_filtered"]
+_CHAIN_STATE = QUERIES["chain_state"]
+_READ_CHAINED = QUERIES["read_chained"]
+# Rows per page of a verification's read.
+_CHAINED_ROWS = 500
 
 _READ = "the event log cannot be read"
 
@@ -244,3 +249,45 @@ async def filtered(
         # segment: a source's batch row may hold seqs past the fork point).
         start = min(rows[-1]["seq"], rows[-1]["hi"])
     return found[:limit]
+
+
+async def chained_rows(conn: Any, run_id: str, after: int, limit: int) -> list[asyncpg.Record]:
+    """Run `run_id`'s rows holding events after `after` (at most `limit`), with their
+    hashes and owners, its fork prefix included (`read_chained`), on `conn`."""
+    with translated(_READ):
+        rows: list[asyncpg.Record] = await conn.fetch(_READ_CHAINED, run_id, after, limit)
+    return rows
+
+
+async def hash_at(conn: Any, run_id: str, seq: int) -> bytes | None:
+    """The stored hash of run `run_id`'s event `seq` (through its fork chain), on
+    `conn`; None if it has none (not chained yet) or there is no such event."""
+    rows = await chained_rows(conn, run_id, seq - 1, 1)
+    found = [stored for at, _, stored in hashed_of(rows, seq - 1) if at == seq]
+    return found[0] if found else None
+
+
+async def verify(pool: asyncpg.Pool, run_id: str) -> Verdict | None:
+    """Run `run_id`'s chain checked against its stored events (agent_replay.log.integrity);
+    None if there is no such run. Read from one snapshot (a repeatable-read transaction
+    on the primary): appends committing meanwhile are not half seen."""
+    with translated(_READ):
+        async with (
+            acquire(pool) as conn,
+            conn.transaction(isolation="repeatable_read", readonly=True),
+        ):
+            state = await conn.fetchrow(_CHAIN_STATE, run_id)
+            if state is None:
+                return None
+            head = None if state["chain_head"] is None else bytes(state["chain_head"])
+            check = ChainCheck(run_id, int(state["last_seq"]), head)
+            after = 0
+            while not check.done:
+                rows = await chained_rows(conn, run_id, after, _CHAINED_ROWS)
+                for seq, chunk, stored in hashed_of(rows, after):
+                    if not check.feed(seq, chunk, stored):
+                        break
+                    after = seq
+                if len(rows) < _CHAINED_ROWS:
+                    break
+    return check.verdict()

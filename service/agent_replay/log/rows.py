@@ -154,3 +154,29 @@ def chunks_of(
             del out[limit:]
             break
     return out
+
+
+def hashed_of(rows: Iterable[Any], after: int) -> list[tuple[int, str, bytes | None]]:
+    """`(seq, chunk, stored hash)` per event with seq > `after`, from `(seq, n, chunk,
+    hashes[, lo, hi])` rows in seq order (the chain's read, agent_replay.log.integrity).
+
+    Unlike the other readers this one trusts nothing of a row's shape: a batch row
+    whose chunk splits into fewer events than `n`, or whose hashes are short, yields
+    an empty chunk or a short hash for the missing ones, which then fail the chain.
+    """
+    out: list[tuple[int, str, bytes | None]] = []
+    for row in rows:
+        seq, n, chunk, hashes = row[:4]
+        lo, hi = (row[4], row[5]) if len(row) > 4 else (after, None)
+        stored = None if hashes is None else bytes(hashes)
+        if n == 1:
+            if seq > lo and (hi is None or seq <= hi):
+                out.append((seq, chunk, stored))
+            continue
+        chunks = chunk.split(SEP)
+        first = seq - n + 1
+        for i in _span(seq, n, lo, hi):
+            text = chunks[i] if i < len(chunks) else ""
+            at = None if stored is None else stored[32 * i : 32 * i + 32]
+            out.append((first + i, text, at))
+    return out

@@ -22,6 +22,7 @@ from sqlalchemy import (
     Float,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     PrimaryKeyConstraint,
     Table,
@@ -71,6 +72,15 @@ runs = Table(
     # `interrupted`, a producer's own), kept by every append like
     # error_message (revision 0005_error_code).
     Column("error_code", Text, nullable=True),
+    # The hash of the run's last event (agent_replay.chain; revision 0011_hash_chain):
+    # GENESIS for a new run, NULL for a run the backfill has not chained yet
+    # (agent_replay.log.chaining). Set by the append in the statement that numbers events.
+    Column(
+        "chain_head",
+        LargeBinary,
+        nullable=True,
+        server_default=text("'\\x" + "00" * 32 + "'::bytea"),
+    ),
     # The UTC month the run row was created in (an import's: its created_at's),
     # its events' partition (revision 0006_partitioned_events,
     # agent_replay.log.partitions). Set once, never updated: not generated from
@@ -130,6 +140,9 @@ events = Table(
     # How many events the row holds (revision 0007_event_batches): 1, or a batch
     # whose `seq` is its last event's (agent_replay.log.rows has the layout).
     Column("n", Integer, nullable=False, server_default=text("1")),
+    # The row's events' hashes, 32 bytes each in seq order (revision 0011_hash_chain);
+    # NULL while the run's chain is not computed yet (agent_replay.log.chaining).
+    Column("hashes", LargeBinary, nullable=True),
     PrimaryKeyConstraint("run_id", "seq", "run_month", name="events_pkey"),
     postgresql_partition_by="RANGE (run_month)",
 )

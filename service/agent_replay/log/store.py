@@ -58,6 +58,7 @@ from agent_replay.log.values import (
     RunState,
     StoredChunk,
     ThreadRun,
+    Verdict,
 )
 
 RUN_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
@@ -259,6 +260,11 @@ class AuditReads(Protocol):
 
     async def thread_records(self, thread_id: str) -> list[RunRecord]:
         """The thread's runs, oldest first (`created_at, run_id`)."""
+        ...
+
+    async def verify_run(self, run_id: str) -> Verdict | None:
+        """The run's hash chain checked against its stored events (agent_replay.chain),
+        read from one snapshot of the primary; None if there is no such run."""
         ...
 
     async def cached_projections(

@@ -64,6 +64,7 @@ _SET_DELETABLE = QUERIES["stream_set_deletable"]
 _SOURCE_THREAD = QUERIES["stream_source_thread"]
 _RUN_EXISTS = QUERIES["stream_run_exists"]
 _INSERT_FORK = QUERIES["stream_insert_fork"]
+_SET_CHAIN_HEAD = QUERIES["set_chain_head"]
 _SET_STREAM_SEQ = QUERIES["stream_set_stream_seq"]
 _SET_CLOSED_BY = QUERIES["stream_set_closed_by"]
 _SOFT_DELETE = QUERIES["stream_soft_delete"]
@@ -295,6 +296,12 @@ class StreamStore:
                 if new.fork_source_run is not None:
                     await _check_fork_thread(conn, new, chunks)
                     await conn.execute(_INSERT_FORK, run_id, new.fork_source_run, new.fork_seq)
+                    # A fork's chain is the chain of the events it reads as its own: its
+                    # head starts at its source's hash at the fork point (NULL while the
+                    # source is not chained: the backfill then chains the fork too).
+                    if new.fork_seq:
+                        head = await reading.hash_at(conn, new.fork_source_run, new.fork_seq)
+                        await conn.execute(_SET_CHAIN_HEAD, run_id, head)
                 if chunks or new.closed:
                     await _append(
                         conn, run_id, chunks, close=new.closed, batch_min=self.log.batch_min

@@ -223,3 +223,29 @@ class PruneReport:
     partitions: list[date] = field(default_factory=list)
     # Past months kept, with why (open runs, runs closed since the date, forks).
     held: dict[date, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """A run's hash chain, checked against its stored events (agent_replay.log.integrity).
+
+    `events` the events read, `head` the run's stored head (hex; None while the run is
+    not chained yet), `first_bad_seq` the first event found altered or missing and
+    `reason` why (one of agent_replay.log.integrity.REASONS): both None when intact.
+    """
+
+    run_id: str
+    ok: bool
+    events: int
+    head: str | None
+    first_bad_seq: int | None
+    reason: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "events": self.events,
+            "head": self.head,
+            "first_bad_seq": self.first_bad_seq,
+            "reason": self.reason,
+        }

@@ -363,6 +363,17 @@ function filterForm(params) {
 // A run ended by a RUN_ERROR shows its code with its status: "cancelled (abandoned)".
 function statusText(run) { return run.error_code ? `${run.status} (${run.error_code})` : run.status; }
 
+// A run's hash chain as GET .../verify answers it: intact, or where it was altered.
+function integrityText(v) {
+  if (v.ok) return `intact (${v.events} events)`;
+  return v.first_bad_seq === null ? `not verified (${v.reason})` : `altered at seq ${v.first_bad_seq} (${v.reason})`;
+}
+function integrityInto(node, v) {
+  node.className = `integrity ${v.ok ? "intact" : "altered"}`;
+  node.textContent = integrityText(v);
+  node.title = v.head ? `head ${v.head}` : "";
+}
+
 function runRow(run) {
   const usage = run.usage && run.usage.totalTokens !== null && run.usage.totalTokens !== undefined ? run.usage.totalTokens : "—";
   return h("tr", { "data-run-id": run.run_id },
@@ -478,6 +489,19 @@ class RunView {
     this.target = this.run.last_seq;
     this.layout(root);
     this.follow();
+    this.verify();
+  }
+
+  async verify() {
+    // Checked by the server from one snapshot; a live run's answer is as of that moment.
+    this.integrity.className = "integrity muted";
+    this.integrity.textContent = "checking…";
+    try {
+      integrityInto(this.integrity, await api(`${apiRun(this.runId)}/verify`));
+    } catch (error) {
+      this.integrity.className = "integrity muted";
+      this.integrity.textContent = `could not check: ${error.message}`;
+    }
   }
 
   caughtUp() {
@@ -521,6 +545,8 @@ class RunView {
   }
 
   layout(root) {
+    this.integrity = h("span", { class: "integrity muted", role: "status", text: "not checked" });
+    this.verifyButton = h("button", { type: "button", class: "ghost verify", text: "Verify", onclick: () => this.verify() });
     this.header = h("section", { class: "panel", "aria-label": "Run" });
     this.liveBadge = h("span", { class: "live off", role: "status", "aria-live": "polite" });
     this.slider = h("input", { type: "range", id: "at", min: "0", "aria-describedby": "at-label" });
@@ -555,6 +581,7 @@ class RunView {
       ["Seqs", this.cursor ? `1–${this.cursor}` : "none yet"],
       ["Created", when(run.created_at)], ["Closed", when(run.closed_at)], ["Duration", dur],
       ["Usage", usage], ["Tools", (run.tool_names || []).join(", ") || "—"],
+      ["Integrity", h("span", {}, this.integrity, " ", this.verifyButton)],
     ];
     if (run.error) facts.push(["Error", h("span", { class: "status status-error", text: run.error })]);
     const links = h("p", { class: "links" },
@@ -763,7 +790,8 @@ function threadRunItem(run) {
     h("a", { href: runHref(run.run_id), class: "mono", text: run.run_id }), " ",
     h("span", { class: `status status-${run.status}`, text: statusText(run) }),
     // A listing's run has its event_count; a run read alone, its last_seq (the same number).
-    h("span", { class: "muted", text: ` · ${when(run.created_at)} · ${run.event_count ?? run.last_seq} events` }));
+    h("span", { class: "muted", text: ` · ${when(run.created_at)} · ${run.event_count ?? run.last_seq} events ` }),
+    h("span", { class: "integrity" }));  // filled by "Verify thread"
 }
 
 async function threadPage(threadId) {
@@ -782,9 +810,28 @@ async function threadPage(threadId) {
     } while (cursor);
     runs.reverse();
     const path = `/v1/threads/${encodeURIComponent(threadId)}`;
+    const summary = h("p", { class: "verify-summary", role: "status" });
+    const verify = h("button", { type: "button", class: "ghost", id: "verify-thread", text: "Verify thread", onclick: async () => {
+      verify.disabled = true;
+      summary.textContent = "checking…";
+      try {
+        const answer = await api(`${path}/verify`);
+        const altered = answer.runs.filter((v) => !v.ok).length;
+        summary.className = `verify-summary ${answer.ok ? "intact" : "altered"}`;
+        summary.textContent = answer.ok ? `All ${answer.runs.length} runs intact.`
+          : `${altered} of ${answer.runs.length} runs not intact.`;
+        // Rows are looked up when the answer comes: the list grows while the page follows.
+        for (const v of answer.runs) {
+          const state = [...root.querySelectorAll("ol.runs li")].find((li) => li.dataset.runId === v.run_id);
+          if (state) integrityInto(state.querySelector(".integrity"), v);
+        }
+      } catch (error) {
+        summary.textContent = `could not check: ${error.message}`;
+      } finally { verify.disabled = false; }
+    } });
     root.append(h("p", { class: "links" },
       download("Transcript (Markdown)", `${path}/transcript?format=markdown`, `${threadId}.md`),
-      download("Transcript (HTML)", `${path}/transcript?format=html`, `${threadId}.html`)));
+      download("Transcript (HTML)", `${path}/transcript?format=html`, `${threadId}.html`), " ", verify), summary);
     const heading = h("h2", { text: `Runs, in order (${runs.length})` });
     const list = h("ol", { class: "runs" }, runs.map(threadRunItem));
     const transcript = h("div", { class: "thread-transcript" });
