@@ -72,6 +72,33 @@ def tool_output(content: Any) -> Any:
     return content
 
 
+# An event mapped from an AI SDK chunk (agent_replay.ingest.ui_chunks) carries the
+# chunk's fields it has no place for as rawEvent {"source": "ai-sdk", "chunk": {...}}.
+RAW_SOURCE = "ai-sdk"
+# The CUSTOM event a chunk with no AG-UI counterpart travels in, whole.
+CHUNK_EVENT = "ai-sdk.chunk"
+
+
+def _raw_chunk(event: Chunk) -> Chunk | None:
+    raw = event.get("rawEvent")
+    if not isinstance(raw, dict) or raw.get("source") != RAW_SOURCE:
+        return None
+    chunk = raw.get("chunk")
+    return chunk if isinstance(chunk, dict) and isinstance(chunk.get("type"), str) else None
+
+
+def _lay_over(out: list[Chunk], raw: Chunk) -> None:
+    """The producer's own fields over the last chunk of its type the event gave."""
+    for chunk in reversed(out):
+        if chunk.get("type") == raw["type"]:
+            for key, value in raw.items():
+                if key == "reason" and value is None:
+                    chunk.pop(key, None)  # an abort that gave no reason
+                elif key != "type":
+                    chunk[key] = value
+            return
+
+
 @dataclass
 class _Part:
     """An open text or reasoning part: which segment of the agent's message it is."""
@@ -122,6 +149,9 @@ class UIMessageStreamEncoder:
                 return []
             out.extend(self._start({}))
         handler(self, event, out)
+        raw = _raw_chunk(event)
+        if raw is not None:
+            _lay_over(out, raw)
         return out
 
     def end(self) -> list[Chunk]:
@@ -199,6 +229,9 @@ class UIMessageStreamEncoder:
         reason = finish_reason(event.get("finishReason"))
         if reason is not None:
             finish["finishReason"] = reason
+        raw = _raw_chunk(event)
+        if raw is not None:
+            _lay_over([finish], raw)
         self._finish = finish
 
     def _run_error(self, event: Chunk, out: list[Chunk]) -> None:
@@ -273,10 +306,17 @@ class UIMessageStreamEncoder:
         tool.args += delta
         out.append({"type": "tool-input-delta", "toolCallId": call, "inputTextDelta": delta})
 
-    def _input_available(self, call: str, tool: _Tool, out: list[Chunk]) -> None:
+    def _input_available(
+        self, call: str, tool: _Tool, out: list[Chunk], raw: Chunk | None = None
+    ) -> None:
         if tool.input_done:
             return
         tool.input_done = True
+        if raw is not None and raw["type"] == "tool-input-available" and "input" in raw:
+            # The producer's input, where its streamed text does not read as it.
+            out.append({"type": "tool-input-available", "toolCallId": call,
+                        "toolName": tool.name, "input": raw["input"]})  # fmt: skip
+            return
         try:
             value = _json_value(tool.args) if tool.args.strip() else {}
         except ValueError as exc:
@@ -296,17 +336,30 @@ class UIMessageStreamEncoder:
         tool = self._tools.get(call) if call is not None else None
         if call is None or tool is None:
             return
-        self._input_available(call, tool, out)
+        raw = _raw_chunk(event)
+        if raw is not None and raw["type"] == "tool-input-error" and not tool.input_done:
+            # The producer's own verdict on the input; its fields are laid over.
+            tool.input_done = tool.output_done = True
+            out.append({"type": "tool-input-error", "toolCallId": call, "toolName": tool.name})
+            return
+        self._input_available(call, tool, out, raw)
         if "result" in event:
             self._output(call, tool, event["result"], out)
 
-    def _output(self, call: str, tool: _Tool, content: Any, out: list[Chunk]) -> None:
+    def _output(
+        self, call: str, tool: _Tool, content: Any, out: list[Chunk], raw: Chunk | None = None
+    ) -> None:
         if tool.output_done:
             return
         self._input_available(call, tool, out)
         if tool.output_done:  # the input was an error: that is the call's outcome
             return
-        tool.output_done = True
+        # A preliminary output (AI SDK producers) is followed by the call's final one.
+        tool.output_done = raw is None or raw.get("preliminary") is not True
+        if raw is not None and raw["type"] == "tool-output-error":
+            text = content if isinstance(content, str) else ""
+            out.append({"type": "tool-output-error", "toolCallId": call, "errorText": text})
+            return
         out.append(
             {"type": "tool-output-available", "toolCallId": call, "output": tool_output(content)}
         )
@@ -315,13 +368,17 @@ class UIMessageStreamEncoder:
         call = _str(event.get("toolCallId"))
         tool = self._tools.get(call) if call is not None else None
         if call is not None and tool is not None:
-            self._output(call, tool, event.get("content"), out)
+            self._output(call, tool, event.get("content"), out, _raw_chunk(event))
 
     def _custom(self, event: Chunk, out: list[Chunk]) -> None:
         name = _str(event.get("name"))
         if name is None or name == ACCEPTED:
             return
         value = event.get("value")
+        if name == CHUNK_EVENT:
+            if isinstance(value, dict) and _str(value.get("type")) is not None:
+                out.append(dict(value))
+            return
         if name == APPROVAL and self.approvals and isinstance(value, dict):
             call = _str(value.get("toolCallId"))
             approval = value.get("approval")
