@@ -128,6 +128,13 @@ def test_a_stream_that_fails_or_aborts_ends_the_run_as_it_said(last: Chunk, serv
     assert encoded(events)[-1] == served
 
 
+def test_a_stream_that_fails_mid_part_leaves_the_part_open_as_the_producer_did() -> None:
+    chunks = [{"type": "start"}, {"type": "text-start", "id": "t"},
+              {"type": "text-delta", "id": "t", "delta": "x"},
+              {"type": "error", "errorText": "overloaded"}]  # fmt: skip
+    assert encoded(mapped(chunks)) == as_served(chunks)
+
+
 def test_an_input_that_never_streamed_gives_a_started_call_with_that_input() -> None:
     chunks = [{"type": "start"},
               {"type": "tool-input-available", "toolCallId": "c", "toolName": "t",
@@ -169,6 +176,18 @@ def test_a_mapper_seeded_from_the_log_does_not_start_a_streamed_call_twice() -> 
     more = mapped(second, seeded)
     assert more == [{"type": "TOOL_CALL_END", "toolCallId": "c"}]
     assert encoded(log + more) == [*as_served(first + second), {"type": "finish"}]
+
+
+def test_a_data_part_before_start_comes_after_the_run_started() -> None:
+    chunks = [{"type": "data-status", "id": "s", "data": 1},
+              {"type": "start", "messageId": "m", "messageMetadata": {"k": 1}},
+              {"type": "finish"}]  # fmt: skip
+    events = mapped(chunks)
+    assert [e["type"] for e in events] == ["RUN_STARTED", "CUSTOM", "CUSTOM", "RUN_FINISHED"]
+    assert encoded(events) == [
+        *as_served([{"type": "start"}]), chunks[0],
+        {"type": "message-metadata", "messageMetadata": {"k": 1}}, {"type": "finish"},
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize(

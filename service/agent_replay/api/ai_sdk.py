@@ -26,6 +26,7 @@ from fastapi import APIRouter, Body, Header, Path, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.responses import Response
 
+from agent_replay.agents.ai_sdk import REQUEST_KEY
 from agent_replay.api.agents import OnDisconnectHeader
 from agent_replay.api.auth import AI_SDK_READ, AI_SDK_START, reads_hosted_runs_only, requires
 from agent_replay.api.bodies import GuardedRoute
@@ -160,6 +161,11 @@ async def send_messages(
             run_input[key] = extra[key]
     if on_disconnect is not None:
         run_input["onDisconnect"] = on_disconnect
+    if getattr(state.drivers.catalog.get(agent), "protocol", None) == "ai-sdk":
+        # An AI SDK upstream is posted this very body (agent_replay.agents.ai_sdk).
+        request = body.model_dump(exclude_unset=True)  # the fields as the client sent them
+        request.pop("onDisconnect", None)  # the service's, not the agent's
+        run_input[REQUEST_KEY] = request
     run, _ = await state.drivers.start(agent, run_input, on_disconnect=x_on_disconnect)
     outlet = Outlet()
     return sse_response(

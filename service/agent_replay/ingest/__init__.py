@@ -13,10 +13,12 @@ from agent_replay.ingest.batch import (
     whole_number,
 )
 from agent_replay.ingest.events import chunk_from_text, chunk_from_value
+from agent_replay.ingest.ui_chunks import UIChunkMapper
 
 __all__ = [
     "Batch",
     "Limits",
+    "UIChunkMapper",
     "chunk_from_text",
     "chunk_from_value",
     "expected_from_query",

@@ -29,7 +29,9 @@ encoder lays them over the chunk of that type it makes for the event. A
 field is put there only where the event alone would not give it back, so the
 common chunk (a text delta) costs nothing more.
 
-State: which tool calls started and the input text streamed for each (a
+State: whether the run started (the first chunk gives RUN_STARTED, whatever
+it is: `createUIMessageStream` writes data parts before `start`), which tool
+calls started and the input text streamed for each (a
 `tool-input-available` either follows its streamed input or stands alone).
 `observe` seeds it from AG-UI events already in the log. After a terminal
 chunk (`finish`, `error`, `abort`) nothing more is mapped: the run has ended.
@@ -125,6 +127,7 @@ class UIChunkMapper:
     def __init__(self, run_id: str, thread_id: str) -> None:
         self.run_id = run_id
         self.thread_id = thread_id
+        self.started = False  # RUN_STARTED given
         self.ended = False
         # The tool calls started, and the input text streamed for each.
         self._args: dict[str, str] = {}
@@ -138,6 +141,8 @@ class UIChunkMapper:
         elif kind == "TOOL_CALL_ARGS" and isinstance(call, str) and call in self._args:
             delta = event.get("delta")
             self._args[call] += delta if isinstance(delta, str) else ""
+        elif kind == "RUN_STARTED":
+            self.started = True
         elif kind in ("RUN_FINISHED", "RUN_ERROR"):
             self.ended = True
 
@@ -150,6 +155,9 @@ class UIChunkMapper:
             raise InvalidEvent(f"event {index} has no non-empty string 'type'", index=index)
         if self.ended:
             return []
+        if not self.started and kind != "start":
+            # AG-UI readers want RUN_STARTED first; a data part may come before `start`.
+            return [*self._start({"type": "start"}, index), *self.feed(chunk, index)]
         part = kind.partition("-")[0]
         if part in _PART_EVENTS and kind in _CARRIED:
             return self._part(part, chunk, index)
@@ -199,6 +207,9 @@ class UIChunkMapper:
     # -- chunks -----------------------------------------------------------
 
     def _start(self, chunk: Event, index: int) -> list[Event]:
+        if self.started:  # begun by a chunk before it: only its metadata is news
+            return self._metadata(chunk)
+        self.started = True
         started = {"type": "RUN_STARTED", "threadId": self.thread_id, "runId": self.run_id}
         return [self._mapped(started, chunk), *self._metadata(chunk)]
 
@@ -222,8 +233,10 @@ class UIChunkMapper:
         text = chunk.get("errorText")
         message = text if isinstance(text, str) and text else "the run failed"
         event = self._mapped({"type": "RUN_ERROR", "message": message}, chunk)
+        # Always marked: the encoder then leaves open parts open, as the producer did.
+        fields = _raw_fields(event, "error")
         if isinstance(text, str) and message != text:
-            _raw_fields(event, "error")["errorText"] = text
+            fields["errorText"] = text
         return [event]
 
     def _abort(self, chunk: Event, index: int) -> list[Event]:
@@ -231,6 +244,7 @@ class UIChunkMapper:
         reason = chunk.get("reason")
         message = reason if isinstance(reason, str) and reason else "aborted"
         event = self._mapped({"type": "RUN_ERROR", "message": message, "code": "cancelled"}, chunk)
+        _raw_fields(event, "abort")  # marked, as an error is
         if message != reason:
             # The abort had no reason: the encoder gives none back.
             _raw_fields(event, "abort")["reason"] = reason

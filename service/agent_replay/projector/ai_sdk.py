@@ -237,7 +237,9 @@ class UIMessageStreamEncoder:
     def _run_error(self, event: Chunk, out: list[Chunk]) -> None:
         if not self.started:
             out.extend(self._start(event))
-        self._close_parts(out)
+        if _raw_chunk(event) is None:
+            # An AI SDK producer's error or abort leaves its parts as it left them.
+            self._close_parts(out)
         message = _str(event.get("message")) or "the run failed"
         if event.get("code") == "cancelled":
             out.append({"type": "abort", "reason": message})

@@ -1,0 +1,129 @@
+"""An AI SDK backend made durable: the service hosts an upstream that speaks the UI message
+stream (`"protocol": "ai-sdk"`), and the AI SDK's own client sees through the service what it
+sees talking to the upstream directly.
+
+The upstream is the real `ai` package (`streamText` with its mock model from `ai/test`,
+`createUIMessageStreamResponse`), 5 and 7, in tests/node/ai_sdk_upstream.mjs: text,
+reasoning, tool calls with streamed input, tool results, a tool error, sources, files, data
+parts, message metadata, a model error. The client is the stock `DefaultChatTransport`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.clients.conftest import run_node
+from tests.conftest import settings_for
+from tests.support.servers import serve_in_process
+
+SCENARIOS = ("full", "error", "gated")
+
+
+@asynccontextmanager
+async def ai_sdk_backend(harness: Path, package: str) -> AsyncIterator[str]:
+    """tests/node/ai_sdk_upstream.mjs on a free port; yields its base URL."""
+    proc = await asyncio.create_subprocess_exec(
+        "node", "ai_sdk_upstream.mjs", package, cwd=harness,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert proc.stdout is not None and proc.stderr is not None
+    try:
+        line = await asyncio.wait_for(proc.stdout.readline(), 60)
+        if not line:
+            pytest.fail((await proc.stderr.read()).decode()[-3000:])
+        yield f"http://127.0.0.1:{json.loads(line)['port']}"
+    finally:
+        proc.kill()
+        await proc.wait()
+
+
+def as_direct(shown: dict[str, Any], chat: str) -> dict[str, Any]:
+    """What a chat through the service shows, as the upstream's direct chat `chat` would:
+    the answer's id is the run's and its metadata holds the run's and thread's ids besides
+    the upstream's (which echo the chat id it was asked about)."""
+    *earlier, answer = shown["messages"]
+    metadata = dict(answer["metadata"])
+    assert metadata.pop("runId") == answer["id"]
+    assert isinstance(metadata.pop("threadId"), str)
+    metadata["chat"] = chat
+    answer = {**answer, "id": "ANSWER", "metadata": metadata}
+    return {**shown, "messages": [*earlier, answer]}
+
+
+def anonymous(shown: dict[str, Any]) -> dict[str, Any]:
+    *earlier, answer = shown["messages"]
+    return {**shown, "messages": [*earlier, {**answer, "id": "ANSWER"}]}
+
+
+@pytest.mark.parametrize("package", ["ai5", "ai"])
+async def test_ai_sdk_upstream_hosted_when_read_by_use_chat_then_same_as_upstream_directly(
+    node_harness: Path, database_url: str, package: str
+) -> None:
+    async with ai_sdk_backend(node_harness, package) as upstream:
+        agents = {
+            f"ai-{name}": {"url": f"{upstream}/api/chat/{name}", "protocol": "ai-sdk"}
+            for name in SCENARIOS
+        }
+        settings = settings_for(database_url, heartbeat_seconds=1.0, agents=json.dumps(agents))
+        async with serve_in_process(settings) as service:
+            result = await run_node(
+                node_harness, "ai_sdk_durable.mjs", package, upstream, service.base_url,
+                f"chat-{package}",
+            )  # fmt: skip
+            async with httpx.AsyncClient(base_url=service.base_url, timeout=30) as http:
+                run_id = result["full"]["served"]["messages"][-1]["id"]
+                events = (await http.get(f"/v1/runs/{run_id}/events")).json()["events"]
+            async with httpx.AsyncClient(base_url=upstream, timeout=30) as http:
+                requests = (await http.get("/requests")).json()
+
+    full = result["full"]
+    direct = full["direct"]["messages"][-1]
+    assert full["direct"]["status"] == "ready" and full["direct"]["error"] is None
+    assert [p["type"] for p in direct["parts"]] == [
+        "data-status", "step-start", "reasoning", "text", "tool-weather", "tool-broken",
+        "source-url", "file", "step-start", "text",
+    ]  # fmt: skip
+    assert direct["parts"][4]["state"] == "output-available"
+    assert direct["parts"][4]["output"] == {"city": "Paris", "temperature": 21}
+    assert direct["parts"][5]["state"] == "output-error"
+    assert direct["metadata"] == {"model": "mock", "chat": f"chat-{package}-full-d",
+                                  "finishedBy": "mock", "steps": 2}  # fmt: skip
+    for name in ("full", "error"):
+        shown = result[name]
+        assert as_direct(shown["served"], f"chat-{package}-{name}-d") == anonymous(
+            shown["direct"]
+        ), name
+    error = result["error"]["direct"]
+    assert error["status"] == "error" and error["error"] == "An error occurred."
+    assert error["messages"][-1]["parts"][-1] == {
+        "type": "text", "text": "Starting", "state": "streaming"
+    }  # fmt: skip
+
+    gated = result["gated"]
+    # The first tab stopped mid-answer; the second resumed it to its end.
+    closed = gated["closed"][-1]["parts"][-1]
+    assert closed["state"] == "streaming" and len(closed["text"].split()) < 40
+    assert [m["role"] for m in gated["hydrated"]] == ["user"]
+    resumed = as_direct(gated["resumed"], f"chat-{package}-gated-d")
+    assert resumed == anonymous(gated["direct"])
+    assert len(resumed["messages"][-1]["parts"][-1]["text"].split()) == 40
+
+    # The service posted the chat request as useChat posts it to the upstream.
+    bodies = {r["body"]["id"]: r["body"] for r in requests}
+    for name in SCENARIOS:
+        through, straight = bodies[f"chat-{package}-{name}"], bodies[f"chat-{package}-{name}-d"]
+        assert {**through, "id": straight["id"]} == straight
+
+    # The log holds AG-UI events, read by every other client family.
+    types = [e["type"] for e in events]
+    assert types[:2] == ["CUSTOM", "RUN_STARTED"] and types[-1] == "RUN_FINISHED"
+    assert {"TEXT_MESSAGE_CONTENT", "REASONING_MESSAGE_CONTENT", "TOOL_CALL_ARGS",
+            "TOOL_CALL_RESULT", "STEP_STARTED"} <= set(types)  # fmt: skip
