@@ -132,6 +132,10 @@ class UIChunkMapper:
         # The tool calls started, and the input text streamed for each.
         self._args: dict[str, str] = {}
 
+    def calls(self) -> set[Any]:
+        """The tool calls started so far."""
+        return set(self._args)
+
     def observe(self, event: Event) -> None:
         """An AG-UI event already in the run's log (seeding a mapper made for an append)."""
         kind = event.get("type")
@@ -353,3 +357,23 @@ _HANDLERS: dict[str, Any] = {
     "tool-output-error": UIChunkMapper._output_error,
     "tool-approval-request": UIChunkMapper._approval,
 }
+
+
+# The chunks whose mapping depends on the call's earlier chunks (whether its input streamed).
+_HISTORY_TYPES = frozenset({"tool-input-delta", "tool-input-available", "tool-input-error"})
+
+
+def needs_history(chunks: list[Any], mapper: UIChunkMapper) -> bool:
+    """Whether mapping `chunks` (one append's) needs the run's earlier tool calls: a tool
+    chunk names a call they do not start and `mapper` does not know. Seed `mapper` with
+    them (`observe`) first. Most appends (text, a whole tool call) do not need them."""
+    started = mapper.calls()
+    for chunk in chunks:
+        if not isinstance(chunk, dict):
+            continue
+        call, kind = chunk.get("toolCallId"), chunk.get("type")
+        if kind == "tool-input-start":
+            started.add(call)
+        elif kind in _HISTORY_TYPES and call not in started:
+            return True
+    return False
