@@ -18,6 +18,11 @@ SDK's `DefaultChatTransport` validates and `readUIMessageStream` folds
     RUN_FINISHED.usage              message-metadata {usage}
     RUN_FINISHED                    finish (held until the log ends: an agent loop emits several)
     RUN_ERROR                       error; code "cancelled": abort
+    CUSTOM ai-sdk.chunk             the chunk it holds (an AI SDK producer's, whole)
+    rawEvent {source: ai-sdk}       its chunk's fields laid over the chunk made for the event
+
+The last two give an AI SDK producer's chunks back as it sent them: its
+stream is mapped into the log by `agent_replay.ingest.ui_chunks`.
 
 The client rejects content for a part it never saw start, forgets open text
 and reasoning parts at `finish-step`, and appends a delta to its part
