@@ -81,6 +81,11 @@ async def test_ai_sdk_upstream_hosted_when_read_by_use_chat_then_same_as_upstrea
             async with httpx.AsyncClient(base_url=service.base_url, timeout=30) as http:
                 run_id = result["full"]["served"]["messages"][-1]["id"]
                 events = (await http.get(f"/v1/runs/{run_id}/events")).json()["events"]
+                # What a page reloaded after the answers starts useChat({ messages }) from.
+                reloaded = {
+                    name: (await http.get(f"/v1/ai-sdk/ai-{name}/chat-{package}-{name}/messages"))
+                    .json() for name in SCENARIOS
+                }  # fmt: skip
             async with httpx.AsyncClient(base_url=upstream, timeout=30) as http:
                 requests = (await http.get("/requests")).json()
 
@@ -115,6 +120,10 @@ async def test_ai_sdk_upstream_hosted_when_read_by_use_chat_then_same_as_upstrea
     resumed = as_direct(gated["resumed"], f"chat-{package}-gated-d")
     assert resumed == anonymous(gated["direct"])
     assert len(resumed["messages"][-1]["parts"][-1]["text"].split()) == 40
+
+    # A reloaded page starts from the messages useChat held at the end.
+    assert reloaded["full"] == result["full"]["served"]["messages"]
+    assert reloaded["gated"] == result["gated"]["resumed"]["messages"]
 
     # The service posted the chat request as useChat posts it to the upstream.
     bodies = {r["body"]["id"]: r["body"] for r in requests}
