@@ -104,6 +104,11 @@ def test_every_chunk_type_comes_back_from_the_encoder_as_the_producer_sent_it() 
     assert encoded(mapped(EVERY_TYPE)) == as_served(EVERY_TYPE)
 
 
+def test_an_approval_request_when_encoded_without_approvals_then_still_as_sent() -> None:
+    # `?approvals=true` opts AG-UI producers' approvals in; an AI SDK producer's are its own.
+    assert encoded(mapped(EVERY_TYPE), approvals=False) == as_served(EVERY_TYPE)
+
+
 def test_every_mapped_event_has_the_fields_ag_ui_requires_of_its_type() -> None:
     for event in mapped(EVERY_TYPE):
         required = BY_NAME[event["type"]].required

@@ -338,8 +338,11 @@ class UIChunkMapper:
         call = _string(chunk, "toolCallId", index)
         ident = _string(chunk, "approvalId", index)
         value = {"toolCallId": call, "approval": {"id": ident}}
-        return [self._mapped({"type": "CUSTOM", "name": "approval-requested", "value": value},
-                             chunk)]  # fmt: skip
+        event = self._mapped({"type": "CUSTOM", "name": "approval-requested", "value": value},
+                             chunk)  # fmt: skip
+        # Marked: the encoder sends the request to any client (its producer's majors take it).
+        _raw_fields(event, "tool-approval-request")
+        return [event]
 
 
 _HANDLERS: dict[str, Any] = {

@@ -386,7 +386,9 @@ class UIMessageStreamEncoder:
             if isinstance(value, dict) and _str(value.get("type")) is not None:
                 out.append(dict(value))
             return
-        if name == APPROVAL and self.approvals and isinstance(value, dict):
+        # An AI SDK producer's request (it marks it) goes as it sent it: its client takes it.
+        approvals = self.approvals or _raw_chunk(event) is not None
+        if name == APPROVAL and approvals and isinstance(value, dict):
             call = _str(value.get("toolCallId"))
             approval = value.get("approval")
             ident = _str(approval.get("id")) if isinstance(approval, dict) else None
