@@ -25,7 +25,8 @@ def node_harness() -> Path:
     Playwright) installed. `ops/test` runs `npm ci` there before the suite, so a missing
     Node or registry is one message up front rather than a failure inside a test."""
     return _installed(
-        NODE_HARNESS, ("@tanstack/ai-client", "playwright-core", "ai", "ai5", "@ag-ui/client")
+        NODE_HARNESS,
+        ("@tanstack/ai-client", "playwright-core", "ai", "ai5", "ai6", "@ag-ui/client"),
     )
 
 

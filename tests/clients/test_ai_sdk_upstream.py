@@ -3,7 +3,7 @@ stream (`"protocol": "ai-sdk"`), and the AI SDK's own client sees through the se
 sees talking to the upstream directly.
 
 The upstream is the real `ai` package (`streamText` with its mock model from `ai/test`,
-`createUIMessageStreamResponse`), 5 and 7, in tests/node/ai_sdk_upstream.mjs: text,
+`createUIMessageStreamResponse`), 5, 6 and 7, in tests/node/ai_sdk_upstream.mjs: text,
 reasoning, tool calls with streamed input, tool results, a tool error, sources, files, data
 parts, message metadata, a model error. The client is the stock `DefaultChatTransport`.
 """
@@ -63,7 +63,7 @@ def anonymous(shown: dict[str, Any]) -> dict[str, Any]:
     return {**shown, "messages": [*earlier, {**answer, "id": "ANSWER"}]}
 
 
-@pytest.mark.parametrize("package", ["ai5", "ai"])
+@pytest.mark.parametrize("package", ["ai5", "ai6", "ai"])
 async def test_ai_sdk_upstream_hosted_when_read_by_use_chat_then_same_as_upstream_directly(
     node_harness: Path, database_url: str, package: str
 ) -> None:

@@ -1,5 +1,5 @@
 // What useChat shows, with the AI SDK's own Chat class (AbstractChat, the base of useChat)
-// and its stock DefaultChatTransport, for one major (argv: package `ai5` or `ai`): talking
+// and its stock DefaultChatTransport, for one major (argv: package `ai5`, `ai6` or `ai`): talking
 // to an AI SDK backend (tests/node/ai_sdk_upstream.mjs) directly, and to the service hosting
 // it (agents `ai-<scenario>`, "protocol": "ai-sdk"). argv: package, the upstream's base URL,
 // the service's base URL, a chat id prefix.

@@ -1,5 +1,5 @@
 // An AI SDK chat backend as a Next.js route handler would be one, for one major
-// (argv: package `ai5` or `ai`): `streamText` with the package's own mock model (`ai/test`),
+// (argv: package `ai5`, `ai6` or `ai`): `streamText` with the package's own mock model (`ai/test`),
 // answered by `createUIMessageStreamResponse`, over plain node:http.
 //
 //   POST /api/chat/<scenario>   the chat request useChat posts; answers the UI message stream
@@ -20,8 +20,11 @@ const [pkg] = process.argv.slice(2);
 const ai = await import(pkg);
 const mocks = await import(`${pkg}/test`);
 const { z } = await import("zod");
-const v5 = pkg === "ai5";
-const Model = v5 ? mocks.MockLanguageModelV2 : mocks.MockLanguageModelV4;
+// Each major's own mock: LanguageModelV2 (5), V3 (6), V4 (7).
+const major = { ai5: 5, ai6: 6 }[pkg] ?? 7;
+const v5 = major === 5;
+const Model = { 5: mocks.MockLanguageModelV2, 6: mocks.MockLanguageModelV3 }[major]
+  ?? mocks.MockLanguageModelV4;
 
 const usage = v5
   ? { inputTokens: 3, outputTokens: 10, totalTokens: 13 }
@@ -77,7 +80,8 @@ function scripted(scenario, chatId) {
       { type: "tool-call", toolCallId: "call-2", toolName: "broken", input: '{"why":"test"}' },
       { type: "source", sourceType: "url", id: "src-1", url: "https://example.com/paris",
         title: "Paris weather" },
-      { type: "file", mediaType: "text/plain", data: v5 ? "aGk=" : { type: "data", data: "aGk=" } },
+      { type: "file", mediaType: "text/plain",
+        data: major < 7 ? "aGk=" : { type: "data", data: "aGk=" } },
       finish("tool-calls"),
     ];
     const second = [
