@@ -78,6 +78,13 @@ async def test_ui_chunks_appended_in_pieces_when_streamed_then_the_chunks_pushed
     types = [e["type"] for e in events]
     assert types[0] == "RUN_STARTED" and types[-1] == "RUN_FINISHED"
     assert types.count("TOOL_CALL_START") == 4  # each call started once
+    # Every other reader reads the run as an AG-UI one.
+    projected = json.dumps((await client.get(f"/v1/runs/{run_id}/messages")).json())
+    assert all(text in projected for text in ("Hello world", "Think", '"c1"', "it failed"))
+    transcript = await client.get(f"/v1/runs/{run_id}/transcript")
+    assert transcript.status_code == 200 and "Hello world" in transcript.text
+    export = await client.get(f"/v1/runs/{run_id}/export")
+    assert export.status_code == 200 and export.text.count("\n") > len(EVERY_TYPE)
 
 
 async def test_ui_chunks_in_a_json_body_when_appended_then_mapped_as_ndjson_ones(
