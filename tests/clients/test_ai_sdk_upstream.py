@@ -22,7 +22,7 @@ import pytest
 
 from tests.clients.conftest import run_node
 from tests.conftest import settings_for
-from tests.support.servers import serve_in_process
+from tests.support.servers import Running, serve_in_process
 
 SCENARIOS = ("full", "error", "gated")
 
@@ -45,15 +45,17 @@ async def ai_sdk_backend(harness: Path, package: str) -> AsyncIterator[str]:
         await proc.wait()
 
 
-def as_direct(shown: dict[str, Any], chat: str) -> dict[str, Any]:
-    """What a chat through the service shows, as the upstream's direct chat `chat` would:
-    the answer's id is the run's and its metadata holds the run's and thread's ids besides
-    the upstream's (which echo the chat id it was asked about)."""
+def as_direct(shown: dict[str, Any], chat: str | None = None) -> dict[str, Any]:
+    """What a chat through the service shows, as a direct chat would: the answer's id is
+    the run's (made ANSWER here, as `anonymous` makes the upstream's), and its metadata holds
+    the run's and thread's ids besides the producer's (`chat`: the chat id the upstream's
+    metadata echoes, made the direct chat's)."""
     *earlier, answer = shown["messages"]
     metadata = dict(answer["metadata"])
     assert metadata.pop("runId") == answer["id"]
     assert isinstance(metadata.pop("threadId"), str)
-    metadata["chat"] = chat
+    if chat is not None:
+        metadata["chat"] = chat
     answer = {**answer, "id": "ANSWER", "metadata": metadata}
     return {**shown, "messages": [*earlier, answer]}
 
@@ -136,3 +138,23 @@ async def test_ai_sdk_upstream_hosted_when_read_by_use_chat_then_same_as_upstrea
     assert types[:2] == ["CUSTOM", "RUN_STARTED"] and types[-1] == "RUN_FINISHED"
     assert {"TEXT_MESSAGE_CONTENT", "REASONING_MESSAGE_CONTENT", "TOOL_CALL_ARGS",
             "TOOL_CALL_RESULT", "STEP_STARTED"} <= set(types)  # fmt: skip
+
+
+@pytest.mark.parametrize("package", ["ai5", "ai6", "ai"])
+async def test_every_chunk_type_when_pushed_then_use_chat_shows_what_it_shows_directly(
+    node_harness: Path, service: Running, package: str
+) -> None:
+    # tests/node/ai_sdk_pushed.mjs: every chunk type the major knows, pushed with
+    # ?format=ai-sdk and resumed through the service, against the same chunks served directly.
+    result = await run_node(
+        node_harness, "ai_sdk_pushed.mjs", package, service.base_url, f"push-{package}"
+    )
+    direct, served = result["direct"], result["served"]
+    assert (direct["status"], direct["error"]) == ("ready", None)
+    answer = direct["messages"][-1]
+    assert {"reasoning", "text", "tool-weather", "dynamic-tool", "tool-fails", "source-url",
+            "source-document", "file", "data-weather", "data-state"} <= {
+        p["type"] for p in answer["parts"]
+    }  # fmt: skip
+    assert answer["metadata"] == {"model": "m", "usage": {"inputTokens": 3}, "done": True}
+    assert as_direct(served) == anonymous(direct)
