@@ -7,7 +7,8 @@ chunks an `ai` 5, 6 or 7 server writes (`toUIMessageStreamResponse`) through
 The service's AI SDK encoder (`agent_replay.projector.ai_sdk`) turns them back
 into the chunks the producer sent; docs/guides/ai-sdk.md has the table.
 
-    start                       RUN_STARTED (messageMetadata: CUSTOM ai-sdk.chunk after it)
+    start                       RUN_STARTED (before the first chunk, whichever it is);
+                                its messageMetadata: CUSTOM ai-sdk.chunk
     start-step / finish-step    STEP_STARTED / STEP_FINISHED (stepName "step")
     text-start/-delta/-end      TEXT_MESSAGE_START / _CONTENT / _END (messageId = the part id)
     reasoning-start/-delta/-end REASONING_MESSAGE_START / _CONTENT / _END
@@ -16,10 +17,11 @@ into the chunks the producer sent; docs/guides/ai-sdk.md has the table.
     tool-input-error            TOOL_CALL_END, its rawEvent chunk {type: tool-input-error, ...}
     tool-output-available       TOOL_CALL_RESULT (content: the output as JSON text)
     tool-output-error           TOOL_CALL_RESULT (content: the error text), rawEvent names it
-    tool-approval-request       CUSTOM approval-requested {toolCallId, approval: {id}}
+    tool-approval-request       CUSTOM approval-requested {toolCallId, approval: {id}}, marked
     data-<name>                 CUSTOM <name> (value: data)
     finish                      RUN_FINISHED {finishReason}
-    error / abort               RUN_ERROR {message} / RUN_ERROR {message, code: cancelled}
+    error / abort               RUN_ERROR {message} / RUN_ERROR {message, code: cancelled},
+                                marked (the encoder leaves the producer's open parts open)
     anything else               CUSTOM ai-sdk.chunk (value: the chunk whole)
 
 A chunk's fields its AG-UI event has no place for go into the event's
