@@ -153,7 +153,7 @@ async def _ui_events(state: AppState, run_id: str, chunks: UIBatch) -> Batch:
     mapper = UIChunkMapper(run_id, thread)
     mapper.started = run is not None and run.last_seq > 0
     if run is not None and run.last_seq > 0 and needs_history(chunks.chunks, mapper):
-        calls = EventFilter(("TOOL_CALL_START", "TOOL_CALL_ARGS", "RUN_FINISHED", "RUN_ERROR"))
+        calls = EventFilter(("TOOL_CALL_START", "TOOL_CALL_ARGS"))
         after = 0
         while page := await state.log.read_filtered(run_id, calls, after, 1000):
             for event in page:

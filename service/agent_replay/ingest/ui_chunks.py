@@ -36,7 +36,9 @@ it is: `createUIMessageStream` writes data parts before `start`), which tool
 calls started and the input text streamed for each (a
 `tool-input-available` either follows its streamed input or stands alone).
 `observe` seeds it from AG-UI events already in the log. After a terminal
-chunk (`finish`, `error`, `abort`) nothing more is mapped: the run has ended.
+chunk (`finish`, `error`, `abort`) this mapper maps nothing more: a hosted
+run has ended there. (A run's end is its close: a later append to a pushed
+run starts a new mapper, which maps on, as an AG-UI agent loop goes on.)
 Pure: standard library only, ids and times come from the producer.
 """
 
@@ -149,8 +151,6 @@ class UIChunkMapper:
             self._args[call] += delta if isinstance(delta, str) else ""
         elif kind == "RUN_STARTED":
             self.started = True
-        elif kind in ("RUN_FINISHED", "RUN_ERROR"):
-            self.ended = True
 
     def feed(self, chunk: Any, index: int = 0) -> list[Event]:
         """The AG-UI events `chunk` becomes (InvalidEvent when it is no UI chunk)."""
