@@ -80,6 +80,8 @@ async def test_ai_sdk_upstream_hosted_when_read_by_use_chat_then_same_as_upstrea
                 node_harness, "ai_sdk_durable.mjs", package, upstream, service.base_url,
                 f"chat-{package}",
             )  # fmt: skip
+            # The same backend's answer read by AG-UI's own client, through the service.
+            ag_ui = await run_node(node_harness, "ag_ui_of_ai_sdk.mjs", service.base_url, "ai-full")
             async with httpx.AsyncClient(base_url=service.base_url, timeout=30) as http:
                 run_id = result["full"]["served"]["messages"][-1]["id"]
                 events = (await http.get(f"/v1/runs/{run_id}/events")).json()["events"]
@@ -132,6 +134,17 @@ async def test_ai_sdk_upstream_hosted_when_read_by_use_chat_then_same_as_upstrea
     for name in SCENARIOS:
         through, straight = bodies[f"chat-{package}-{name}"], bodies[f"chat-{package}-{name}-d"]
         assert {**through, "id": straight["id"]} == straight
+
+    # AG-UI's client read the run without an error: the text, the calls and their results.
+    assert ag_ui["error"] is None, ag_ui
+    assert ag_ui["types"][0] == "RUN_STARTED" and ag_ui["types"][-1] == "RUN_FINISHED"
+    said = [m.get("content") for m in ag_ui["messages"] if m["role"] == "assistant"]
+    assert "Let me look that up." in said and "It is 21 degrees in Paris." in said
+    calls = [c["function"] for m in ag_ui["messages"] for c in m.get("toolCalls") or []]
+    assert calls == [{"name": "weather", "arguments": '{"city": "Paris"}'},
+                     {"name": "broken", "arguments": '{"why":"test"}'}]  # fmt: skip
+    results = {m["toolCallId"]: m["content"] for m in ag_ui["messages"] if m["role"] == "tool"}
+    assert json.loads(results["call-1"]) == {"city": "Paris", "temperature": 21}
 
     # The log holds AG-UI events, read by every other client family.
     types = [e["type"] for e in events]
