@@ -54,12 +54,22 @@ def scripted(name: str) -> Any:
     return answer
 
 
+async def data_stream(request: Request) -> Response:
+    """What an AI SDK 4 route answered: `toDataStreamResponse()`."""
+    body = 'f:{"messageId":"m"}\n0:"Hello"\ne:{"finishReason":"stop"}\n'
+    headers = {"x-vercel-ai-data-stream": "v1"}
+    return Response(body, media_type="text/plain; charset=utf-8", headers=headers)
+
+
 @pytest.fixture(scope="module")
 async def ai_sdk_hosted(database_url: str) -> AsyncIterator[tuple[Running, Starlette]]:
-    app = Starlette(routes=[Route(f"/{n}", scripted(n), methods=["POST"]) for n in SCRIPTS])
+    routes = [Route(f"/{n}", scripted(n), methods=["POST"]) for n in SCRIPTS]
+    app = Starlette(routes=[*routes, Route("/data-stream", data_stream, methods=["POST"])])
     app.state.bodies = []
     async with serve_asgi(app) as base:
-        agents = {n: {"url": f"{base}/{n}", "protocol": "ai-sdk"} for n in SCRIPTS}
+        agents = {
+            n: {"url": f"{base}/{n}", "protocol": "ai-sdk"} for n in [*SCRIPTS, "data-stream"]
+        }
         settings = settings_for(database_url, agents=json.dumps(agents), heartbeat_seconds=0.5)
         async with serve_in_process(settings) as running:
             yield running, app
@@ -97,6 +107,16 @@ async def test_ai_sdk_upstream_when_it_fails_then_run_error_says_why_and_earlier
         "CUSTOM", "RUN_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT",
     ]  # fmt: skip
     assert events[1] == {"type": "RUN_STARTED", "threadId": f"t-{agent}", "runId": run_id}
+
+
+async def test_ai_sdk_4_data_stream_upstream_when_hosted_then_run_error_names_the_protocol(
+    ai_sdk_hosted: tuple[Running, Starlette],
+) -> None:
+    service, _ = ai_sdk_hosted
+    _, events = await run_of(service, "data-stream")
+    assert [e["type"] for e in events] == ["CUSTOM", "RUN_ERROR"]
+    assert "the AI SDK 4 data stream protocol" in events[-1]["message"]
+    assert "toUIMessageStreamResponse" in events[-1]["message"]
 
 
 async def test_ai_sdk_upstream_when_it_goes_on_after_finish_then_the_run_ends_at_finish(

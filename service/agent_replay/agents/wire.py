@@ -169,6 +169,7 @@ class HttpUpstream(asyncio.Protocol):
         self._number = 0
         # An AI SDK upstream's chunks are mapped into AG-UI events on their way in.
         self._ui = UIStream(run_input, limits) if agent.protocol == "ai-sdk" else None
+        self._data_stream = False  # an AI SDK 4 data stream's header was seen
         self._last_read = 0.0
         self._paused = False
         self._idle: asyncio.TimerHandle | None = None
@@ -271,9 +272,18 @@ class HttpUpstream(asyncio.Protocol):
             self._media = value.lower()
         elif name in (b"content-length", b"transfer-encoding"):
             self._framed = True
+        elif name == b"x-vercel-ai-data-stream":
+            self._data_stream = True
 
     def on_headers_complete(self) -> None:
         self._status = self._http.get_status_code()
+        if 200 <= self._status < 300 and self._ui is not None and self._data_stream:
+            # AI SDK 4's `toDataStreamResponse()`: lines like `0:"text"`, no chunk in them.
+            self._finish(UpstreamError(
+                "upstream answered the AI SDK 4 data stream protocol; an ai-sdk agent answers "
+                "the UI message stream (ai 5 and later: toUIMessageStreamResponse)"
+            ))  # fmt: skip
+            return
         if 200 <= self._status < 300:
             media = self._media.split(b";")[0].strip()
             ndjson = b"ndjson" in media or b"jsonl" in media
