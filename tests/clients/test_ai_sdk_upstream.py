@@ -134,6 +134,7 @@ async def test_ai_sdk_upstream_hosted_when_read_by_use_chat_then_same_as_upstrea
     for name in SCENARIOS:
         through, straight = bodies[f"chat-{package}-{name}"], bodies[f"chat-{package}-{name}-d"]
         assert {**through, "id": straight["id"]} == straight
+        assert straight["model"] == "fast"  # the transport's body fields too
 
     # AG-UI's client read the run without an error: the text, the calls and their results.
     assert ag_ui["error"] is None, ag_ui

@@ -30,7 +30,8 @@ const chat = (api, id, messages) => {
   let n = 0;
   return new Chat({
     id, messages, generateId: () => `m${++n}`,
-    transport: new DefaultChatTransport({ api }),
+    // A field of the transport's `body` option, as an app passes its model choice.
+    transport: new DefaultChatTransport({ api, body: { model: "fast" } }),
   });
 };
 
