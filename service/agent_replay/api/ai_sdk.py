@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.responses import Response
 
 from agent_replay.agents.ai_sdk import REQUEST_KEY
+from agent_replay.agents.catalog import HttpAgent
 from agent_replay.api.agents import OnDisconnectHeader
 from agent_replay.api.auth import AI_SDK_READ, AI_SDK_START, reads_hosted_runs_only, requires
 from agent_replay.api.bodies import GuardedRoute
@@ -161,7 +162,8 @@ async def send_messages(
             run_input[key] = extra[key]
     if on_disconnect is not None:
         run_input["onDisconnect"] = on_disconnect
-    if getattr(state.drivers.catalog.get(agent), "protocol", None) == "ai-sdk":
+    hosted = state.drivers.catalog.get(agent)
+    if isinstance(hosted, HttpAgent) and hosted.protocol == "ai-sdk":
         # An AI SDK upstream is posted this very body (agent_replay.agents.ai_sdk).
         request = body.model_dump(exclude_unset=True)  # the fields as the client sent them
         request.pop("onDisconnect", None)  # the service's, not the agent's
