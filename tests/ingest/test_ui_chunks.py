@@ -140,6 +140,18 @@ def test_a_stream_that_fails_mid_part_leaves_the_part_open_as_the_producer_did()
     assert encoded(mapped(chunks)) == as_served(chunks)
 
 
+def test_a_part_id_a_later_step_uses_again_when_mapped_then_a_message_of_its_own() -> None:
+    step = [{"type": "start-step"}, {"type": "text-start", "id": "0"},
+            {"type": "text-delta", "id": "0", "delta": "x"}, {"type": "text-end", "id": "0"},
+            {"type": "finish-step"}]  # fmt: skip
+    events = mapped([{"type": "start"}, *step, *step, {"type": "finish"}])
+    ids = [e["messageId"] for e in events if e["type"].startswith("TEXT_MESSAGE")]
+    assert ids == ["0", "0", "0", "0:2", "0:2", "0:2"]
+    # What the encoder made of the same id before: the client never shows it.
+    renamed = [{**c, "id": "0:2"} if "id" in c else c for c in step]
+    assert encoded(events) == as_served([{"type": "start"}, *step, *renamed, {"type": "finish"}])
+
+
 def test_an_input_that_never_streamed_gives_a_started_call_with_that_input() -> None:
     chunks = [{"type": "start"},
               {"type": "tool-input-available", "toolCallId": "c", "toolName": "t",

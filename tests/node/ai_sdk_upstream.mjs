@@ -86,7 +86,8 @@ function scripted(scenario, chatId) {
     ];
     const second = [
       { type: "stream-start", warnings: [] },
-      ...text("t2", "It is ", "21 degrees ", "in Paris."),
+      // The id the first step used, as a provider numbering each step's parts from 0 does.
+      ...text("t1", "It is ", "21 degrees ", "in Paris."),
       finish("stop"),
     ];
     return [first, second];

@@ -135,6 +135,9 @@ class UIChunkMapper:
         self.ended = False
         # The tool calls started, and the input text streamed for each.
         self._args: dict[str, str] = {}
+        # Text and reasoning parts by (kind, the producer's id): its starts, its current name.
+        self._uses: dict[tuple[str, str], int] = {}
+        self._names: dict[tuple[str, str], str] = {}
 
     def calls(self) -> set[Any]:
         """The tool calls started so far."""
@@ -190,11 +193,13 @@ class UIChunkMapper:
 
     def _part(self, part: str, chunk: Event, index: int) -> list[Event]:
         start, content, end = _PART_EVENTS[part]
-        ident = _string(chunk, "id", index)
+        given = _string(chunk, "id", index)
         kind = chunk["type"]
         if kind.endswith("-start"):
+            ident = self._named(part, given)
             role = "assistant" if part == "text" else "reasoning"
             return [self._mapped({"type": start, "messageId": ident, "role": role}, chunk)]
+        ident = self._names.get((part, given), given)
         if kind.endswith("-end"):
             return [self._mapped({"type": end, "messageId": ident}, chunk)]
         delta = chunk.get("delta")
@@ -203,6 +208,16 @@ class UIChunkMapper:
         if not delta:
             return []  # an empty delta adds nothing; AG-UI refuses it
         return [self._mapped({"type": content, "messageId": ident, "delta": delta}, chunk)]
+
+    def _named(self, part: str, given: str) -> str:
+        """The AG-UI message id of a part starting as `given`. Providers number a step's
+        parts from 0 (Anthropic's "0", "1"), so a later step starts "0" again: an AG-UI
+        message is one per id, so the second becomes "0:2" (the AI SDK client never shows
+        a text or reasoning part's id, and the encoder names such a part so anyway)."""
+        uses = self._uses[part, given] = self._uses.get((part, given), 0) + 1
+        ident = given if uses == 1 else f"{given}:{uses}"
+        self._names[part, given] = ident
+        return ident
 
     def _metadata(self, chunk: Event) -> list[Event]:
         if "messageMetadata" not in chunk or chunk["messageMetadata"] is None:
