@@ -103,6 +103,21 @@ async def test_ui_chunks_in_a_json_body_when_appended_then_mapped_as_ndjson_ones
     ]
 
 
+async def test_part_id_started_again_in_a_later_append_when_mapped_then_a_message_of_its_own(
+    client: httpx.AsyncClient,
+) -> None:
+    step = [{"type": "text-start", "id": "0"}, {"type": "text-delta", "id": "0", "delta": "x"},
+            {"type": "text-end", "id": "0"}]  # fmt: skip
+    for chunks in ([{"type": "start"}, *step], step, step):
+        answer = await client.post(
+            "/v1/runs/ui-steps/events?format=ai-sdk", json={"events": chunks}
+        )
+        assert answer.status_code == 200, answer.text
+    events = (await client.get("/v1/runs/ui-steps/events")).json()["events"]
+    starts = [e["chunk"]["messageId"] for e in events if e["type"] == "TEXT_MESSAGE_START"]
+    assert starts == ["0", "0:2", "0:3"]
+
+
 async def test_append_with_unknown_format_when_posted_then_422_and_no_run(
     client: httpx.AsyncClient,
 ) -> None:

@@ -42,6 +42,7 @@ from agent_replay.errors import (
     UnsupportedMediaType,
 )
 from agent_replay.ingest import (
+    HISTORY_EVENTS,
     Batch,
     UIBatch,
     UIChunkMapper,
@@ -146,16 +147,16 @@ def _ai_sdk_format(text: str | None) -> bool:
 
 async def _ui_events(state: AppState, run_id: str, chunks: UIBatch) -> Batch:
     """An append of UI chunks as the AG-UI events they become on `run_id`: the mapper is
-    told what it needs of the run (whether it started; its earlier tool calls, when a
-    chunk names one the append does not start)."""
+    told what it needs of the run (whether it started; the parts and tool calls it
+    started, when a chunk's mapping depends on them)."""
     run = await state.log.find_run(run_id)
     thread = run.thread_id if run is not None and run.thread_id else run_id
     mapper = UIChunkMapper(run_id, thread)
     mapper.started = run is not None and run.last_seq > 0
     if run is not None and run.last_seq > 0 and needs_history(chunks.chunks, mapper):
-        calls = EventFilter(("TOOL_CALL_START", "TOOL_CALL_ARGS"))
+        earlier = EventFilter(HISTORY_EVENTS)
         after = 0
-        while page := await state.log.read_filtered(run_id, calls, after, 1000):
+        while page := await state.log.read_filtered(run_id, earlier, after, 1000):
             for event in page:
                 mapper.observe(loads(event.chunk))
             after = page[-1].seq

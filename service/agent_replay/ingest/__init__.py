@@ -14,9 +14,10 @@ from agent_replay.ingest.batch import (
 )
 from agent_replay.ingest.events import chunk_from_text, chunk_from_value
 from agent_replay.ingest.ui_batch import UIBatch, map_ui_batch, read_ui_batch
-from agent_replay.ingest.ui_chunks import UIChunkMapper, needs_history
+from agent_replay.ingest.ui_chunks import HISTORY_EVENTS, UIChunkMapper, needs_history
 
 __all__ = [
+    "HISTORY_EVENTS",
     "Batch",
     "Limits",
     "UIBatch",

@@ -85,6 +85,7 @@ _CARRIED: dict[str, frozenset[str]] = {
     "error": frozenset({"errorText"}),
     "abort": frozenset({"reason"}),
 }
+_STARTS = {"TEXT_MESSAGE_START": "text", "REASONING_MESSAGE_START": "reasoning"}
 _PART_EVENTS = {
     "text": ("TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END"),
     "reasoning": ("REASONING_MESSAGE_START", "REASONING_MESSAGE_CONTENT", "REASONING_MESSAGE_END"),
@@ -135,8 +136,9 @@ class UIChunkMapper:
         self.ended = False
         # The tool calls started, and the input text streamed for each.
         self._args: dict[str, str] = {}
-        # Text and reasoning parts by (kind, the producer's id): its starts, its current name.
-        self._uses: dict[tuple[str, str], int] = {}
+        # Text and reasoning parts: the (kind, message id)s started, and the current
+        # message id of each (kind, the producer's id).
+        self._seen: set[tuple[str, str]] = set()
         self._names: dict[tuple[str, str], str] = {}
 
     def calls(self) -> set[Any]:
@@ -154,6 +156,8 @@ class UIChunkMapper:
             self._args[call] += delta if isinstance(delta, str) else ""
         elif kind == "RUN_STARTED":
             self.started = True
+        elif kind in _STARTS and isinstance(event.get("messageId"), str):
+            self._seen.add((_STARTS[kind], event["messageId"]))
 
     def feed(self, chunk: Any, index: int = 0) -> list[Event]:
         """The AG-UI events `chunk` becomes (InvalidEvent when it is no UI chunk)."""
@@ -214,8 +218,11 @@ class UIChunkMapper:
         parts from 0 (Anthropic's "0", "1"), so a later step starts "0" again: an AG-UI
         message is one per id, so the second becomes "0:2" (the AI SDK client never shows
         a text or reasoning part's id, and the encoder names such a part so anyway)."""
-        uses = self._uses[part, given] = self._uses.get((part, given), 0) + 1
-        ident = given if uses == 1 else f"{given}:{uses}"
+        ident, uses = given, 1
+        while (part, ident) in self._seen:
+            uses += 1
+            ident = f"{given}:{uses}"
+        self._seen.add((part, ident))
         self._names[part, given] = ident
         return ident
 
@@ -379,14 +386,20 @@ _HANDLERS: dict[str, Any] = {
 }
 
 
+# The AG-UI events of a run's log a mapper made for an append observes, when it needs them.
+HISTORY_EVENTS = ("TEXT_MESSAGE_START", "REASONING_MESSAGE_START", "TOOL_CALL_START",
+                  "TOOL_CALL_ARGS")  # fmt: skip
 # The chunks whose mapping depends on the call's earlier chunks (whether its input streamed).
 _HISTORY_TYPES = frozenset({"tool-input-delta", "tool-input-available", "tool-input-error"})
+# The chunks whose mapping depends on the part ids started before (one message per id).
+_PART_STARTS = frozenset({"text-start", "reasoning-start"})
 
 
 def needs_history(chunks: list[Any], mapper: UIChunkMapper) -> bool:
-    """Whether mapping `chunks` (one append's) needs the run's earlier tool calls: a tool
-    chunk names a call they do not start and `mapper` does not know. Seed `mapper` with
-    them (`observe`) first. Most appends (text, a whole tool call) do not need them."""
+    """Whether mapping `chunks` (one append's) needs the run's earlier parts and tool
+    calls (its events of `HISTORY_EVENTS`, for `observe`): a part starts (its id may
+    have been used), or a tool chunk names a call they do not start. Most appends
+    (deltas) need none."""
     started = mapper.calls()
     for chunk in chunks:
         if not isinstance(chunk, dict):
@@ -394,6 +407,6 @@ def needs_history(chunks: list[Any], mapper: UIChunkMapper) -> bool:
         call, kind = chunk.get("toolCallId"), chunk.get("type")
         if kind == "tool-input-start":
             started.add(call)
-        elif kind in _HISTORY_TYPES and call not in started:
+        elif kind in _PART_STARTS or (kind in _HISTORY_TYPES and call not in started):
             return True
     return False
