@@ -22,6 +22,7 @@ import pytest
 
 from tests.clients.conftest import run_node
 from tests.conftest import settings_for
+from tests.support.proxies import CuttingProxy
 from tests.support.servers import Running, serve_in_process
 
 SCENARIOS = ("full", "error", "gated")
@@ -76,10 +77,14 @@ async def test_ai_sdk_upstream_hosted_when_read_by_use_chat_then_same_as_upstrea
         }
         settings = settings_for(database_url, heartbeat_seconds=1.0, agents=json.dumps(agents))
         async with serve_in_process(settings) as service:
-            result = await run_node(
-                node_harness, "ai_sdk_durable.mjs", package, upstream, service.base_url,
-                f"chat-{package}",
-            )  # fmt: skip
+            # The first connection through it (a POST of the `cut` chat) is cut mid-answer.
+            proxy = CuttingProxy(int(service.base_url.rsplit(":", 1)[1]), [1500])
+            async with proxy as proxy_port:
+                result = await run_node(
+                    node_harness, "ai_sdk_durable.mjs", package, upstream, service.base_url,
+                    f"chat-{package}", f"http://127.0.0.1:{proxy_port}",
+                )  # fmt: skip
+            assert proxy.cuts == 1
             # The same backend's answer read by AG-UI's own client, through the service.
             ag_ui = await run_node(node_harness, "ag_ui_of_ai_sdk.mjs", service.base_url, "ai-full")
             async with httpx.AsyncClient(base_url=service.base_url, timeout=30) as http:
@@ -124,6 +129,10 @@ async def test_ai_sdk_upstream_hosted_when_read_by_use_chat_then_same_as_upstrea
     resumed = as_direct(gated["resumed"], f"chat-{package}-gated-d")
     assert resumed == anonymous(gated["direct"])
     assert len(resumed["messages"][-1]["parts"][-1]["text"].split()) == 40
+
+    cut = result["cut"]
+    assert cut["cut"]["status"] == "error", cut["cut"]
+    assert as_direct(cut["resumed"], f"chat-{package}-gated-d") == anonymous(gated["direct"])
 
     # A reloaded page starts from the messages useChat held at the end.
     assert reloaded["full"] == result["full"]["served"]["messages"]

@@ -9,8 +9,10 @@
 //                closes mid-answer (stop()), a new tab starts from GET .../messages and
 //                calls resumeStream() (useChat({ resume: true }) on mount), and only once
 //                it streams is the upstream let past its middle
+//   cut          the same, the first tab's connection cut mid-answer by a proxy (argv 5:
+//                the service's base URL through it) instead of stopped
 // Prints one JSON document.
-const [pkg, upstream, service, prefix] = process.argv.slice(2);
+const [pkg, upstream, service, prefix, cutting] = process.argv.slice(2);
 const { AbstractChat, DefaultChatTransport } = await import(pkg);
 
 class State {
@@ -78,4 +80,19 @@ await fetch(`${upstream}/release/${id}`, { method: "POST" });
 await resuming;
 await until(() => tab2.status === "ready" || tab2.status === "error", "the resumed answer");
 out.gated = { direct: shown(direct), closed, hydrated, resumed: shown(tab2) };
+
+// The same, the first tab's connection cut by a proxy mid-answer instead.
+const cutId = `${prefix}-cut`;
+const tab3 = chat(`${cutting}/v1/ai-sdk/ai-gated`, cutId);
+await tab3.sendMessage(question).catch(() => {});
+await until(() => tab3.status === "error" || tab3.status === "ready", "the cut");
+const cutShown = shown(tab3);
+const tab4 = chat(api, cutId,
+  await (await fetch(`${service}/v1/ai-sdk/ai-gated/${cutId}/messages`)).json());
+const rejoining = tab4.resumeStream();
+await until(() => tab4.messages.at(-1)?.role === "assistant", "the rejoined answer to start");
+await fetch(`${upstream}/release/${cutId}`, { method: "POST" });
+await rejoining;
+await until(() => tab4.status === "ready" || tab4.status === "error", "the rejoined answer");
+out.cut = { cut: cutShown, resumed: shown(tab4) };
 console.log(JSON.stringify(out));
