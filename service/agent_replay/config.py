@@ -245,9 +245,10 @@ class Settings(BaseSettings):
     # Hosted runs (agent_replay.agents).
     agents: str | None = Field(
         default=None,
-        description='JSON {name: url | {"url", "headers", "on_disconnect", "budget"} | '
+        description='JSON {name: url | {"url", "headers", "protocol", "on_disconnect", "budget"} | '
         '"python:module:function"}: the agents hosted runs can drive, besides '
-        "the built-in `demo`.",
+        'the built-in `demo`. `"protocol": "ai-sdk"` names an AI SDK chat endpoint '
+        "(its UI message stream is mapped into the log); the default is `ag-ui`.",
     )
     # A stable name for this process (pod, unit): on restart it closes the runs
     # its earlier life was driving at once, instead of waiting for their leases.

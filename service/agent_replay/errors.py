@@ -180,6 +180,12 @@ class UnsupportedMediaType(InvalidInput):
     code = "unsupported_media_type"
 
 
+class UnknownFormat(InvalidInput):
+    """An append's `?format=` names no format the route reads (`ag-ui`, `ai-sdk`)."""
+
+    code = "unknown_format"
+
+
 class RequestTimeout(InvalidInput):
     """The client stopped sending a request's body (agent_replay.api.connections)."""
 

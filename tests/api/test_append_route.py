@@ -30,6 +30,7 @@ async def test_openapi_when_read_then_append_operation_names_its_parameters_and_
         "run_id": "path",
         "expected_seq": "query",
         "close": "query",
+        "format": "query",
     }
     schemas = doc["components"]["schemas"]
     body = operation["requestBody"]["content"]["application/json"]["schema"]["$ref"]

@@ -5,8 +5,10 @@ AG-UI HTTP agent, `{"url": ..., "headers": {...}}`, or `"python:module:function"
 for an in-process async generator `function(run_input) -> AsyncIterator[dict]`.
 The object form may give the agent's disconnect policy (`agent_replay.agents.policy`):
 `{"url": ..., "on_disconnect": {"policy": "cancel_after", "grace_seconds": 30}}`
-(`url` may be a `python:` one there too), and its budget
-(`agent_replay.agents.budget`): `{"url": ..., "budget": {"max_seconds": 600}}`.
+(`url` may be a `python:` one there too), its budget (`agent_replay.agents.budget`):
+`{"url": ..., "budget": {"max_seconds": 600}}`, and the protocol its URL speaks:
+`"protocol": "ag-ui"` (the default) or `"ai-sdk"`, an AI SDK chat endpoint
+(`agent_replay.agents.ai_sdk`).
 """
 
 from __future__ import annotations
@@ -31,6 +33,11 @@ class AgentNotFound(NotFound):
     code = "agent_not_found"
 
 
+# What an HTTP agent's URL speaks: AG-UI's RunAgentInput in, its events out; or the
+# AI SDK's chat request in (what `useChat` posts), its UI message stream out.
+PROTOCOLS = ("ag-ui", "ai-sdk")
+
+
 @dataclass(frozen=True)
 class HttpAgent:
     name: str
@@ -38,10 +45,11 @@ class HttpAgent:
     headers: Mapping[str, str] = field(default_factory=dict)
     on_disconnect: OnDisconnect = DEFAULT
     budget: Budget = NO_BUDGET
+    protocol: str = "ag-ui"
 
     @property
     def kind(self) -> str:
-        return "ag-ui-http"
+        return f"{self.protocol}-http"
 
 
 @dataclass(frozen=True)
@@ -103,10 +111,15 @@ def _agent(name: str, value: Any) -> Agent:
             isinstance(k, str) and isinstance(v, str) for k, v in headers.items()
         ):
             raise InvalidRequest(f"agent {name!r}: headers must map strings to strings")
-        return HttpAgent(name, value["url"], dict(headers))
+        protocol = value.get("protocol", "ag-ui")
+        if protocol not in PROTOCOLS:
+            raise InvalidRequest(
+                f"agent {name!r}: protocol {protocol!r} is not one of {', '.join(PROTOCOLS)}"
+            )
+        return HttpAgent(name, value["url"], dict(headers), protocol=protocol)
     raise InvalidRequest(
         f'agent {name!r}: expected a http(s) URL, {{"url": ..., "headers": ..., '
-        '"on_disconnect": ..., "budget": ...}} '
+        '"protocol": ..., "on_disconnect": ..., "budget": ...}} '
         'or "python:module:function"'
     )
 

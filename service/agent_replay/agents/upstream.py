@@ -29,9 +29,10 @@ class UpstreamError(Exception):
 
 
 def refused(
-    exc: InvalidInput, number: int, limits: Limits, source: str = "upstream"
+    exc: InvalidInput, number: int, limits: Limits, source: str = "upstream", ui: bool = False
 ) -> UpstreamError:
-    """Ingest's refusal of event `number`, worded for the run's RUN_ERROR."""
+    """Ingest's refusal of event `number` (`ui`: a UI message stream chunk), worded for
+    the run's RUN_ERROR."""
     event = f"{source} event {number}"
     if isinstance(exc, InvalidJson):
         return UpstreamError(f"{event} is not valid JSON: {exc.message}")
@@ -39,6 +40,8 @@ def refused(
         return UpstreamError(f"{event} is over {limits.max_chunk_bytes} bytes")
     if isinstance(exc, NestedTooDeep):
         return UpstreamError(f"{event} was refused: {exc.message}")
+    if isinstance(exc, InvalidEvent) and ui:
+        return UpstreamError(f"{event} is not a UI message stream chunk: {exc.message}")
     if isinstance(exc, InvalidEvent):
         return UpstreamError(f"{event} is not an AG-UI event (no string 'type')")
     return UpstreamError(f"{event} was refused: {exc.message}")

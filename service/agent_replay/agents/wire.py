@@ -8,6 +8,10 @@ tens of milliseconds for minutes, many runs at once, so that per-read path is
 most of what reading upstreams costs, and through aiohttp's reader it cost
 markedly more CPU per event (ops/bench/capacity.py measures the whole).
 
+An agent of `"protocol": "ai-sdk"` is posted the AI SDK's chat request
+instead of AG-UI's `RunAgentInput`, and its UI message stream chunks are
+mapped into AG-UI events as they are read (`agent_replay.agents.ai_sdk`).
+
 One request per connection (`Connection: close`): a run's stream holds its
 connection for its life. No redirects, proxies or compression: an agent's
 endpoint is configured, not discovered, so a 3xx is an error like a 4xx.
@@ -33,6 +37,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
 import httptools
 
+from agent_replay.agents.ai_sdk import UIStream, chat_request
 from agent_replay.agents.catalog import HttpAgent, RunInput
 from agent_replay.agents.sse import NdjsonParser, Parser, SseParser
 from agent_replay.agents.upstream import UpstreamError, refused
@@ -108,7 +113,8 @@ def _request(agent: HttpAgent, run_input: RunInput) -> tuple[str, int, bool, byt
         port = url.port or (443 if tls else 80)
     except ValueError:
         raise UpstreamError(f"cannot connect to upstream {where}: not a port number") from None
-    body = dumps(run_input).encode()
+    ai_sdk = agent.protocol == "ai-sdk"
+    body = dumps(chat_request(run_input) if ai_sdk else run_input).encode()
     host = url.netloc.rpartition("@")[2]  # as written, an IPv6 literal's brackets kept
     # By lowercased name: an agent's "accept" replaces our "Accept" (names are
     # case-insensitive), and nobody's header is sent twice.
@@ -161,6 +167,9 @@ class HttpUpstream(asyncio.Protocol):
         self._events: Parser | None = None  # once a 2xx answer's headers are in
         self._error_body = b""
         self._number = 0
+        # An AI SDK upstream's chunks are mapped into AG-UI events on their way in.
+        self._ui = UIStream(run_input, limits) if agent.protocol == "ai-sdk" else None
+        self._data_stream = False  # an AI SDK 4 data stream's header was seen
         self._last_read = 0.0
         self._paused = False
         self._idle: asyncio.TimerHandle | None = None
@@ -263,9 +272,18 @@ class HttpUpstream(asyncio.Protocol):
             self._media = value.lower()
         elif name in (b"content-length", b"transfer-encoding"):
             self._framed = True
+        elif name == b"x-vercel-ai-data-stream":
+            self._data_stream = True
 
     def on_headers_complete(self) -> None:
         self._status = self._http.get_status_code()
+        if 200 <= self._status < 300 and self._ui is not None and self._data_stream:
+            # AI SDK 4's `toDataStreamResponse()`: lines like `0:"text"`, no chunk in them.
+            self._finish(UpstreamError(
+                "upstream answered the AI SDK 4 data stream protocol; an ai-sdk agent answers "
+                "the UI message stream (ai 5 and later: toUIMessageStreamResponse)"
+            ))  # fmt: skip
+            return
         if 200 <= self._status < 300:
             media = self._media.split(b";")[0].strip()
             ndjson = b"ndjson" in media or b"jsonl" in media
@@ -301,12 +319,18 @@ class HttpUpstream(asyncio.Protocol):
         for text in texts:
             self._number += 1
             try:
-                batch.append(chunk_from_text(text, self._number - 1, self._limits))
+                if self._ui is None:
+                    batch.append(chunk_from_text(text, self._number - 1, self._limits))
+                else:
+                    batch += self._ui.chunks(text, self._number - 1)
             except InvalidInput as exc:
                 if batch:
                     self._deliver(batch)
-                self._finish(refused(exc, self._number, self._limits))
+                ui = self._ui is not None
+                self._finish(refused(exc, self._number, self._limits, ui=ui))
                 return
+        if not batch:
+            return
         if not self._deliver(batch) and not self._paused:
             self._paused = True
             self._transport.pause_reading()

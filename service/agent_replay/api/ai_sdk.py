@@ -31,6 +31,8 @@ from fastapi import APIRouter, Body, Header, Path, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.responses import Response
 
+from agent_replay.agents.ai_sdk import REQUEST_KEY
+from agent_replay.agents.catalog import HttpAgent
 from agent_replay.api.agents import BudgetHeader, OnDisconnectHeader
 from agent_replay.api.auth import AI_SDK_READ, AI_SDK_START, reads_hosted_runs_only, requires
 from agent_replay.api.bodies import GuardedRoute
@@ -187,6 +189,13 @@ async def send_messages(
         run_input["onDisconnect"] = on_disconnect
     if run_budget is not None:
         run_input["budget"] = run_budget
+    hosted = state.drivers.catalog.get(agent)
+    if isinstance(hosted, HttpAgent) and hosted.protocol == "ai-sdk":
+        # An AI SDK upstream is posted this very body (agent_replay.agents.ai_sdk).
+        request = body.model_dump(exclude_unset=True)  # the fields as the client sent them
+        for own in ("onDisconnect", "budget"):  # the service's, not the agent's
+            request.pop(own, None)
+        run_input[REQUEST_KEY] = request
     run, _ = await state.drivers.start(
         agent, run_input, on_disconnect=x_on_disconnect, budget_header=x_budget
     )

@@ -38,15 +38,23 @@ from agent_replay.errors import (
     RunConflict,
     RunNotFound,
     StreamConflict,
+    UnknownFormat,
     UnsupportedMediaType,
 )
 from agent_replay.ingest import (
+    HISTORY_EVENTS,
+    Batch,
+    UIBatch,
+    UIChunkMapper,
     expected_from_query,
+    map_ui_batch,
+    needs_history,
     parse_json_batch,
     parse_ndjson_batch,
+    read_ui_batch,
 )
 from agent_replay.log import MAX_SEQ, check_run_id
-from agent_replay.log.chunks import dumps
+from agent_replay.log.chunks import dumps, loads
 from agent_replay.log.filters import EventFilter
 from agent_replay.log.store import RUN_ID
 from agent_replay.log.typefilter import TypeFilter
@@ -80,7 +88,8 @@ async def append_events(request: Request) -> Response:
     """Append a batch durably; answers after commit. Creates the run if missing.
 
     The body is `{"events": [...], "expected_seq"?: N, "close"?: bool}`, or
-    NDJSON (one chunk per line) with `?expected_seq=&close=`.
+    NDJSON (one chunk per line) with `?expected_seq=&close=`. With `?format=ai-sdk`
+    the chunks are AI SDK UI message stream chunks, mapped into AG-UI events.
     """
     # A plain Starlette endpoint, the only handler of this route: FastAPI's
     # dependency solving and validation cost more CPU than the append itself,
@@ -89,7 +98,7 @@ async def append_events(request: Request) -> Response:
     with _Counted():
         state = state_of(request)
         await authorize(request, APPEND)
-        expected_seq, close = None, False
+        expected_seq, close, ai_sdk = None, False, False
         if request.scope.get("query_string"):  # most appends have none: skip parsing it
             query = request.query_params
             expected_seq = expected_from_query(query.get("expected_seq"))
@@ -97,7 +106,9 @@ async def append_events(request: Request) -> Response:
             if close_text not in _BOOLEANS:
                 raise InvalidRequest("close must be true or false")
             close = _BOOLEANS[close_text]
-        return await _append(request, state, request.path_params["run_id"], expected_seq, close)
+            ai_sdk = _ai_sdk_format(query.get("format"))
+        run_id = request.path_params["run_id"]
+        return await _append(request, state, run_id, expected_seq, close, ai_sdk)
 
 
 _APPENDS_OK = metrics.APPEND_REQUESTS.labels("ok")
@@ -125,8 +136,40 @@ class _Counted:
 _BOOLEANS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 
 
+def _ai_sdk_format(text: str | None) -> bool:
+    """`?format=`: whether the chunks are AI SDK UI message stream chunks."""
+    if text is None or text == "ag-ui":
+        return False
+    if text == "ai-sdk":
+        return True
+    raise UnknownFormat(f"format={text!r}: expected ag-ui (the default) or ai-sdk")
+
+
+async def _ui_events(state: AppState, run_id: str, chunks: UIBatch) -> Batch:
+    """An append of UI chunks as the AG-UI events they become on `run_id`: the mapper is
+    told what it needs of the run (whether it started; the parts and tool calls it
+    started, when a chunk's mapping depends on them)."""
+    run = await state.log.find_run(run_id)
+    thread = run.thread_id if run is not None and run.thread_id else run_id
+    mapper = UIChunkMapper(run_id, thread)
+    mapper.started = run is not None and run.last_seq > 0
+    if run is not None and run.last_seq > 0 and needs_history(chunks.chunks, mapper):
+        earlier = EventFilter(HISTORY_EVENTS)
+        after = 0
+        while page := await state.log.read_filtered(run_id, earlier, after, 1000):
+            for event in page:
+                mapper.observe(loads(event.chunk))
+            after = page[-1].seq
+    return map_ui_batch(chunks, mapper, state.limits)
+
+
 async def _append(
-    request: Request, state: AppState, run_id: str, expected_seq: int | None, close: bool
+    request: Request,
+    state: AppState,
+    run_id: str,
+    expected_seq: int | None,
+    close: bool,
+    ai_sdk: bool = False,
 ) -> Response:
     check_run_id(run_id)
     media = media_type(request)
@@ -139,7 +182,10 @@ async def _append(
         raise InvalidRequest("with a JSON body, put expected_seq and close in the body")
     limits = state.limits
     body = await read_bounded(request, limits.max_batch_bytes, "the batch")
-    if ndjson:
+    if ai_sdk:
+        chunks = read_ui_batch(body, limits, ndjson=ndjson, expected_seq=expected_seq, close=close)
+        batch = await _ui_events(state, run_id, chunks)
+    elif ndjson:
         batch = parse_ndjson_batch(
             body,
             limits,
@@ -203,6 +249,10 @@ def document_append(schema: dict[str, Any]) -> None:
             {"name": "close", "in": "query", "required": False,
              "schema": {"type": "boolean", "default": False},
              "description": "NDJSON bodies only"},
+            {"name": "format", "in": "query", "required": False,
+             "schema": {"type": "string", "enum": ["ag-ui", "ai-sdk"], "default": "ag-ui"},
+             "description": "ai-sdk: the chunks are AI SDK UI message stream chunks, "
+                            "mapped into AG-UI events"},
         ],
         "requestBody": {
             "required": True,

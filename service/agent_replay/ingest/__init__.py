@@ -13,14 +13,22 @@ from agent_replay.ingest.batch import (
     whole_number,
 )
 from agent_replay.ingest.events import chunk_from_text, chunk_from_value
+from agent_replay.ingest.ui_batch import UIBatch, map_ui_batch, read_ui_batch
+from agent_replay.ingest.ui_chunks import HISTORY_EVENTS, UIChunkMapper, needs_history
 
 __all__ = [
+    "HISTORY_EVENTS",
     "Batch",
     "Limits",
+    "UIBatch",
+    "UIChunkMapper",
     "chunk_from_text",
     "chunk_from_value",
     "expected_from_query",
+    "map_ui_batch",
+    "needs_history",
     "parse_json_batch",
     "parse_ndjson_batch",
+    "read_ui_batch",
     "whole_number",
 ]

@@ -18,6 +18,11 @@ SDK's `DefaultChatTransport` validates and `readUIMessageStream` folds
     RUN_FINISHED.usage              message-metadata {usage}
     RUN_FINISHED                    finish (held until the log ends: an agent loop emits several)
     RUN_ERROR                       error; code "cancelled": abort
+    CUSTOM ai-sdk.chunk             the chunk it holds (an AI SDK producer's, whole)
+    rawEvent {source: ai-sdk}       its chunk's fields laid over the chunk made for the event
+
+The last two give an AI SDK producer's chunks back as it sent them: its
+stream is mapped into the log by `agent_replay.ingest.ui_chunks`.
 
 The client rejects content for a part it never saw start, forgets open text
 and reasoning parts at `finish-step`, and appends a delta to its part
@@ -72,6 +77,33 @@ def tool_output(content: Any) -> Any:
     return content
 
 
+# An event mapped from an AI SDK chunk (agent_replay.ingest.ui_chunks) carries the
+# chunk's fields it has no place for as rawEvent {"source": "ai-sdk", "chunk": {...}}.
+RAW_SOURCE = "ai-sdk"
+# The CUSTOM event a chunk with no AG-UI counterpart travels in, whole.
+CHUNK_EVENT = "ai-sdk.chunk"
+
+
+def _raw_chunk(event: Chunk) -> Chunk | None:
+    raw = event.get("rawEvent")
+    if not isinstance(raw, dict) or raw.get("source") != RAW_SOURCE:
+        return None
+    chunk = raw.get("chunk")
+    return chunk if isinstance(chunk, dict) and isinstance(chunk.get("type"), str) else None
+
+
+def _lay_over(out: list[Chunk], raw: Chunk) -> None:
+    """The producer's own fields over the last chunk of its type the event gave."""
+    for chunk in reversed(out):
+        if chunk.get("type") == raw["type"]:
+            for key, value in raw.items():
+                if key == "reason" and value is None:
+                    chunk.pop(key, None)  # an abort that gave no reason
+                elif key != "type":
+                    chunk[key] = value
+            return
+
+
 @dataclass
 class _Part:
     """An open text or reasoning part: which segment of the agent's message it is."""
@@ -122,6 +154,9 @@ class UIMessageStreamEncoder:
                 return []
             out.extend(self._start({}))
         handler(self, event, out)
+        raw = _raw_chunk(event)
+        if raw is not None:
+            _lay_over(out, raw)
         return out
 
     def end(self) -> list[Chunk]:
@@ -199,12 +234,17 @@ class UIMessageStreamEncoder:
         reason = finish_reason(event.get("finishReason"))
         if reason is not None:
             finish["finishReason"] = reason
+        raw = _raw_chunk(event)
+        if raw is not None:
+            _lay_over([finish], raw)
         self._finish = finish
 
     def _run_error(self, event: Chunk, out: list[Chunk]) -> None:
         if not self.started:
             out.extend(self._start(event))
-        self._close_parts(out)
+        if _raw_chunk(event) is None:
+            # An AI SDK producer's error or abort leaves its parts as it left them.
+            self._close_parts(out)
         message = _str(event.get("message")) or "the run failed"
         if event.get("code") == "cancelled":
             out.append({"type": "abort", "reason": message})
@@ -273,10 +313,17 @@ class UIMessageStreamEncoder:
         tool.args += delta
         out.append({"type": "tool-input-delta", "toolCallId": call, "inputTextDelta": delta})
 
-    def _input_available(self, call: str, tool: _Tool, out: list[Chunk]) -> None:
+    def _input_available(
+        self, call: str, tool: _Tool, out: list[Chunk], raw: Chunk | None = None
+    ) -> None:
         if tool.input_done:
             return
         tool.input_done = True
+        if raw is not None and raw["type"] == "tool-input-available" and "input" in raw:
+            # The producer's input, where its streamed text does not read as it.
+            out.append({"type": "tool-input-available", "toolCallId": call,
+                        "toolName": tool.name, "input": raw["input"]})  # fmt: skip
+            return
         try:
             value = _json_value(tool.args) if tool.args.strip() else {}
         except ValueError as exc:
@@ -296,17 +343,30 @@ class UIMessageStreamEncoder:
         tool = self._tools.get(call) if call is not None else None
         if call is None or tool is None:
             return
-        self._input_available(call, tool, out)
+        raw = _raw_chunk(event)
+        if raw is not None and raw["type"] == "tool-input-error" and not tool.input_done:
+            # The producer's own verdict on the input; its fields are laid over.
+            tool.input_done = tool.output_done = True
+            out.append({"type": "tool-input-error", "toolCallId": call, "toolName": tool.name})
+            return
+        self._input_available(call, tool, out, raw)
         if "result" in event:
             self._output(call, tool, event["result"], out)
 
-    def _output(self, call: str, tool: _Tool, content: Any, out: list[Chunk]) -> None:
+    def _output(
+        self, call: str, tool: _Tool, content: Any, out: list[Chunk], raw: Chunk | None = None
+    ) -> None:
         if tool.output_done:
             return
         self._input_available(call, tool, out)
         if tool.output_done:  # the input was an error: that is the call's outcome
             return
-        tool.output_done = True
+        # A preliminary output (AI SDK producers) is followed by the call's final one.
+        tool.output_done = raw is None or raw.get("preliminary") is not True
+        if raw is not None and raw["type"] == "tool-output-error":
+            text = content if isinstance(content, str) else ""
+            out.append({"type": "tool-output-error", "toolCallId": call, "errorText": text})
+            return
         out.append(
             {"type": "tool-output-available", "toolCallId": call, "output": tool_output(content)}
         )
@@ -315,14 +375,20 @@ class UIMessageStreamEncoder:
         call = _str(event.get("toolCallId"))
         tool = self._tools.get(call) if call is not None else None
         if call is not None and tool is not None:
-            self._output(call, tool, event.get("content"), out)
+            self._output(call, tool, event.get("content"), out, _raw_chunk(event))
 
     def _custom(self, event: Chunk, out: list[Chunk]) -> None:
         name = _str(event.get("name"))
         if name is None or name == ACCEPTED:
             return
         value = event.get("value")
-        if name == APPROVAL and self.approvals and isinstance(value, dict):
+        if name == CHUNK_EVENT:
+            if isinstance(value, dict) and _str(value.get("type")) is not None:
+                out.append(dict(value))
+            return
+        # An AI SDK producer's request (it marks it) goes as it sent it: its client takes it.
+        approvals = self.approvals or _raw_chunk(event) is not None
+        if name == APPROVAL and approvals and isinstance(value, dict):
             call = _str(value.get("toolCallId"))
             approval = value.get("approval")
             ident = _str(approval.get("id")) if isinstance(approval, dict) else None

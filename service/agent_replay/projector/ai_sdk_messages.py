@@ -14,6 +14,14 @@ from typing import Any
 from agent_replay.projector.ai_sdk import Chunk
 from agent_replay.projector.partial_json import parse_partial
 
+# The chunks that add a part of their own, and the fields the client copies into it.
+_PART_FIELDS = {
+    "source-url": ("sourceId", "url", "title", "providerMetadata"),
+    "source-document": ("sourceId", "mediaType", "title", "filename", "providerMetadata"),
+    "file": ("mediaType", "url", "providerMetadata"),
+    "reasoning-file": ("mediaType", "url", "providerMetadata"),
+}
+
 
 def _merge(base: Any, overrides: Any) -> Any:
     """The AI SDK's `mergeObjects`: objects merge key by key, anything else replaces."""
@@ -100,6 +108,10 @@ class UIMessageBuilder:
         elif kind == "tool-approval-request":
             part = self._tools[chunk["toolCallId"]]
             part["state"], part["approval"] = "approval-requested", {"id": chunk["approvalId"]}
+        elif kind in _PART_FIELDS:
+            # Sources and files (an AI SDK producer's): a part each, as the client makes it.
+            fields = _PART_FIELDS[kind]
+            self.parts.append({"type": kind, **{k: chunk[k] for k in fields if k in chunk}})
         elif isinstance(kind, str) and kind.startswith("data-") and not chunk.get("transient"):
             self._data(chunk)
 
