@@ -29,6 +29,8 @@ exc`), and never leak past the log.
     │   ├── SeqConflict            409 seq_conflict      (+ last_seq)
     │   ├── OffsetOutOfRange       409 offset_out_of_range (+ last_seq)
     │   └── CursorNotInThread      409 cursor_not_in_thread (a thread cursor's run is not its)
+    ├── Erased                     410 erased            (the run or thread was erased; a
+    │                                                    tombstone is what remains)
     ├── Unauthorized               401 unauthorized      (+ WWW-Authenticate)
     │   ├── InvalidCredential      401 unauthorized      (a credential was sent)
     │   ├── TokenExpired           401 token_expired
@@ -211,6 +213,15 @@ class CursorNotInThread(Conflict):
     """A thread stream's cursor names a run that is not (or no longer) one of the thread's."""
 
     code = "cursor_not_in_thread"
+
+
+class Erased(ReplayError):
+    """The run, or every run of the thread, was erased (`DELETE /v1/threads/{id}`): only
+    its tombstone remains, and nothing may be read of it, appended to it or made under
+    its id or on its thread again."""
+
+    status = 410
+    code = "erased"
 
 
 class Unauthorized(ReplayError):
