@@ -167,6 +167,8 @@ class RunNotFound(NotFound):
 
     def __init__(self, run_id: str) -> None:
         super().__init__(f"no run with id {run_id!r}")
+        # What the HTTP edge looks up among the tombstones: an erased run is `Erased`.
+        self.run_id = run_id
 
 
 class ThreadNotFound(NotFound):
@@ -174,6 +176,7 @@ class ThreadNotFound(NotFound):
 
     def __init__(self, thread_id: str) -> None:
         super().__init__(f"no run belongs to thread {thread_id!r}")
+        self.thread_id = thread_id
 
 
 class Conflict(ReplayError):
@@ -348,6 +351,8 @@ class StreamNotFound(NotFound):
 
     def __init__(self, name: str) -> None:
         super().__init__(f"no stream {name!r}")
+        # A stream named by its run's id (the default) is that run: erased, it is `Erased`.
+        self.run_id = name
 
 
 class ForkSourceNotFound(NotFound):

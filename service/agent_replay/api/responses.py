@@ -13,7 +13,15 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Match
 
 from agent_replay.api.auth import authenticate
-from agent_replay.errors import InvalidJson, ReplayError, Unauthorized
+from agent_replay.errors import (
+    Erased,
+    InvalidJson,
+    ReplayError,
+    RunNotFound,
+    StreamNotFound,
+    ThreadNotFound,
+    Unauthorized,
+)
 from agent_replay.log.chunks import dumps
 
 
@@ -60,10 +68,36 @@ _HTTP_CODES = {
 
 async def on_replay_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ReplayError)
+    if isinstance(exc, (RunNotFound, ThreadNotFound, StreamNotFound)):
+        exc = await erased_or(request, exc)
     headers = _headers_for(exc.status)
     if isinstance(exc, Unauthorized):
         headers = {"WWW-Authenticate": exc.challenge}
     return JSON(exc.body(), status_code=exc.status, headers=headers)
+
+
+async def erased_or(
+    request: Request, exc: RunNotFound | ThreadNotFound | StreamNotFound
+) -> ReplayError:
+    """`Erased` in place of a run, stream or thread not found that was erased: every read
+    of an erased run answers 410 wherever it looks the run up (one look at the
+    tombstones, on the not-found path only); `exc` otherwise, or when the look fails."""
+    log = getattr(getattr(request.app.state, "replay", None), "log", None)
+    if log is None:
+        return exc
+    try:
+        if isinstance(exc, ThreadNotFound):
+            found = await log.tombstones(thread_id=exc.thread_id)
+            what = f"thread {exc.thread_id[:160]!r}"
+        else:
+            found = await log.tombstones(run_ids=[exc.run_id])
+            what = f"run {exc.run_id[:160]!r}"
+    except ReplayError:
+        return exc
+    if not found:
+        return exc
+    at = max(t.erased_at for t in found).isoformat()
+    return Erased(f"{what} was erased at {at}; only its tombstone remains")
 
 
 async def on_http_error(request: Request, exc: Exception) -> Response:
