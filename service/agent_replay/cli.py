@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import contextlib
 import functools
+import json
 import logging
 import os
 import sys
@@ -348,6 +349,29 @@ def _prune(args: argparse.Namespace) -> int:
     return 0
 
 
+def _erase(args: argparse.Namespace) -> int:
+    import getpass
+
+    from agent_replay.archive.commands import erase_thread
+
+    with _database(args) as url:
+        tombstones = asyncio.run(
+            erase_thread(
+                url, args.thread_id, erased_by=f"cli:{getpass.getuser()}", reason=args.reason
+            )
+        )
+    # The tombstones as the API answers them: a line each.
+    for tombstone in tombstones:
+        print(json.dumps(tombstone.to_json(), ensure_ascii=False))
+    events = sum(t.events for t in tombstones)
+    print(
+        f"agent-replay erase: thread {args.thread_id!r}: {_plural(len(tombstones), 'run')} "
+        f"erased ({_plural(events, 'event')}), a tombstone each",
+        file=sys.stderr,
+    )
+    return 0
+
+
 _DATABASE_URL = "PostgreSQL URL (default: REPLAY_DATABASE_URL, else the embedded database)"
 _DATA_DIR = (
     "the embedded database's home, used without a URL (default: REPLAY_DATA_DIR, else .replay)"
@@ -443,6 +467,21 @@ def _add_offline(sub: _Subparsers, common: argparse.ArgumentParser) -> None:
     )
     _add_database(prune)
     prune.set_defaults(run=_failing(_prune))
+
+
+    erase = _command(
+        sub,
+        common,
+        "erase",
+        "erase every run of a thread in one transaction, leaving a tombstone each"
+        " (exit 0: erased or already erased; 1: no such thread, or the database refused;"
+        " 2: bad input)",
+    )
+    erase.add_argument("--thread", dest="thread_id", metavar="ID", required=True,
+                       help="the thread to erase")  # fmt: skip
+    erase.add_argument("--reason", metavar="TEXT", help="why, kept in each tombstone")
+    _add_database(erase)
+    erase.set_defaults(run=_failing(_erase))
 
 
 def _tail(args: argparse.Namespace) -> int:

@@ -1,4 +1,5 @@
-"""The offline commands' work (`agent-replay export|import|transcript|prune`), given a database URL.
+"""The offline commands' work (`agent-replay export|import|transcript|prune|erase`), given a
+database URL.
 
 agent_replay.cli parses arguments and picks the database; this module does the
 rest, so tests can drive the same functions the command line runs.
@@ -18,7 +19,7 @@ from agent_replay.archive.reader import Archive, read_archive
 from agent_replay.log import EventLog, LogStore
 from agent_replay.log.expiry import SweepReport
 from agent_replay.log.streams import StreamStore
-from agent_replay.log.values import LoadReport, PruneReport
+from agent_replay.log.values import LoadReport, PruneReport, Tombstone
 
 
 @asynccontextmanager
@@ -87,6 +88,14 @@ async def prune_closed(
         return await log.prune(
             closed_before, batch_events=batch_events, max_rate=max_rate, whole_months=whole_months
         )
+
+
+async def erase_thread(
+    url: str, thread_id: str, *, erased_by: str, reason: str | None
+) -> list[Tombstone]:
+    """Every run of the thread erased, its tombstones answered (`LogStore.erase_thread`)."""
+    async with log_for(url) as log:
+        return await log.erase_thread(thread_id, erased_by=erased_by, reason=reason)
 
 
 async def sweep_expired_streams(
