@@ -32,6 +32,7 @@ examples:
   agent-replay project chunks.jsonl                   # UIMessage[] from a file; no database
   curl -s localhost:8000/v1/runs/run-1/events | jq -c '.events[].chunk' | agent-replay project -
   agent-replay prune --closed-before 30d --dry-run    # what retention would delete
+  agent-replay erase --thread t-1 --reason "request 42"   # tombstones left; exit 1: unknown
   REPLAY_DATABASE_URL=postgresql://me@db/replay agent-replay migrate
 
 Commands that read a run or thread use --database-url (or REPLAY_DATABASE_URL), else the
@@ -479,7 +480,9 @@ def _add_offline(sub: _Subparsers, common: argparse.ArgumentParser) -> None:
     )
     erase.add_argument("--thread", dest="thread_id", metavar="ID", required=True,
                        help="the thread to erase")  # fmt: skip
-    erase.add_argument("--reason", metavar="TEXT", help="why, kept in each tombstone")
+    erase.add_argument(
+        "--reason", metavar="TEXT", help="why, kept in each tombstone (default: none)"
+    )
     _add_database(erase)
     erase.set_defaults(run=_failing(_erase))
 

@@ -231,6 +231,9 @@ async def test_erase_when_followed_on_two_replicas_and_raced_then_only_exact_tom
                 f"{base}/v1/runs/{gone[2]}/events", json={"events": [_chunk(gone[2], 0)]}
             )
             assert (r.status_code, r.json()["error"]["code"]) == (410, "erased"), r.text
+        # Listed by thread: no run, the tombstones as erased.
+        r = await http.get(f"{b}/v1/runs", params={"thread_id": thread})
+        assert (r.json()["runs"], r.json()["erased"]) == ([], body["runs"]), r.text
         # Nothing came back by any of those.
         assert await _rows(db, tables, [*gone, f"{thread}:new"]) == after_gone
 
