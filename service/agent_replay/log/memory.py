@@ -679,7 +679,8 @@ class MemoryStore:
         self, made: Sequence[tuple[str, int, str]], normalize: bool, version: str
     ) -> None:
         for run_id, last_seq, messages in made:
-            self.log.projections[run_id, normalize] = (last_seq, version, messages)
+            if run_id not in self.log.tombstones:  # erased since its events were read
+                self.log.projections[run_id, normalize] = (last_seq, version, messages)
 
     # -- administration ---------------------------------------------------------
 

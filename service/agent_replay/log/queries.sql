@@ -1134,9 +1134,11 @@ WHERE run_id = ANY($1::text[]) AND normalize = $2 AND projector_version = $3;
 
 -- name: store_projection
 -- A closed run's projection: run $1, normalization $2, at last_seq $3, by projector
--- version $4, the messages $5 (replacing one made before).
+-- version $4, the messages $5 (replacing one made before). Not for a run erased
+-- since its events were read (agent_replay.log.erasure).
 INSERT INTO run_projections (run_id, normalize, last_seq, projector_version, messages)
-VALUES ($1, $2, $3, $4, $5)
+SELECT $1::text, $2::boolean, $3::bigint, $4::text, $5::text
+WHERE NOT EXISTS (SELECT 1 FROM run_tombstones WHERE run_id = $1)
 ON CONFLICT (run_id, normalize) DO UPDATE
 SET last_seq = excluded.last_seq, projector_version = excluded.projector_version,
     messages = excluded.messages, created_at = excluded.created_at;
