@@ -29,6 +29,10 @@ KEY = "erasure-admin-key-0123456789"
 AUTH = {"Authorization": f"Bearer {KEY}"}
 JSON_TYPE = {"Content-Type": "application/json"}
 DEADLINE = 60.0
+AGUI = {
+    "messages": [{"id": "u-1", "role": "user", "content": "hi"}],
+    "tools": [], "context": [], "state": {}, "forwardedProps": {},
+}  # fmt: skip
 
 
 @dataclass
@@ -220,7 +224,8 @@ async def test_erase_when_followed_on_two_replicas_and_raced_then_only_exact_tom
                 f"/v1/runs/{gone[0]}/messages", f"/v1/runs/{gone[0]}/transcript",
                 f"/v1/runs/{gone[0]}/export", f"/v1/threads/{thread}/messages",
                 f"/v1/threads/{thread}/transcript", f"/v1/threads/{thread}/stream",
-                f"/v1/stream/{gone[3]}?offset=-1",
+                f"/v1/stream/{gone[3]}?offset=-1", f"/v1/chat/demo?runId={gone[1]}&offset=-1",
+                f"/v1/ai-sdk/demo/{thread}/stream", f"/v1/ai-sdk/demo/{thread}/messages",
             ):  # fmt: skip
                 r = await http.get(base + path)
                 assert (r.status_code, r.json()["error"]["code"]) == (410, "erased"), (path, r.text)
@@ -231,6 +236,14 @@ async def test_erase_when_followed_on_two_replicas_and_raced_then_only_exact_tom
                 f"{base}/v1/runs/{gone[2]}/events", json={"events": [_chunk(gone[2], 0)]}
             )
             assert (r.status_code, r.json()["error"]["code"]) == (410, "erased"), r.text
+            # AG-UI: a reconnect to an erased run, and a new run on the erased thread.
+            for run, headers in ((gone[1], {"Last-Event-ID": "1"}), (f"{thread}:agui", {})):
+                r = await http.post(
+                    f"{base}/v1/agents/demo/ag-ui",
+                    json={"threadId": thread, "runId": run, **AGUI},
+                    headers=headers,
+                )
+                assert (r.status_code, r.json()["error"]["code"]) == (410, "erased"), r.text
         # Listed by thread: no run, the tombstones as erased.
         r = await http.get(f"{b}/v1/runs", params={"thread_id": thread})
         assert (r.json()["runs"], r.json()["erased"]) == ([], body["runs"]), r.text

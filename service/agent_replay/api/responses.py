@@ -22,6 +22,7 @@ from agent_replay.errors import (
     ThreadNotFound,
     Unauthorized,
 )
+from agent_replay.log import Erasure
 from agent_replay.log.chunks import dumps
 
 
@@ -87,17 +88,30 @@ async def erased_or(
         return exc
     try:
         if isinstance(exc, ThreadNotFound):
-            found = await log.tombstones(thread_id=exc.thread_id)
-            what = f"thread {exc.thread_id[:160]!r}"
+            await refuse_erased(log, thread_id=exc.thread_id)
         else:
-            found = await log.tombstones(run_ids=[exc.run_id])
-            what = f"run {exc.run_id[:160]!r}"
+            await refuse_erased(log, run_id=exc.run_id)
+    except Erased as erased:
+        return erased
     except ReplayError:
-        return exc
-    if not found:
-        return exc
-    at = max(t.erased_at for t in found).isoformat()
-    return Erased(f"{what} was erased at {at}; only its tombstone remains")
+        pass
+    return exc
+
+
+async def refuse_erased(
+    log: Erasure, *, run_id: str | None = None, thread_id: str | None = None
+) -> None:
+    """`Erased` if the run (or the thread) was erased: for a route that answers a run or
+    thread it does not find otherwise than 404 (an empty chat, a stream not resumable)."""
+    if thread_id is not None:
+        found = await log.tombstones(thread_id=thread_id)
+        what = f"thread {thread_id[:160]!r}"
+    else:
+        found = await log.tombstones(run_ids=[run_id] if run_id is not None else [])
+        what = f"run {(run_id or '')[:160]!r}"
+    if found:
+        at = max(t.erased_at for t in found).isoformat()
+        raise Erased(f"{what} was erased at {at}; only its tombstone remains")
 
 
 async def on_http_error(request: Request, exc: Exception) -> Response:
