@@ -1079,6 +1079,14 @@ class LogStoreContract:
             await second_store.create_run(new_run("c-er-new"), thread_id=thread)
         with pytest.raises(Erased):
             await store.append(new_run("c-er-new"), [chunk("RUN_STARTED", threadId=thread)])
+        # An import brings neither an erased run back nor a run onto the erased thread.
+        at = datetime.now(UTC) - timedelta(hours=1)
+        for loaded in (
+            _loaded(first, at, at, ["A"], thread_id=None),
+            _loaded(new_run("c-er-imp"), at, at, ["A"], thread_id=thread),
+        ):
+            with pytest.raises(Erased):
+                await second_store.load_runs([loaded])
         # Again: the same tombstones; what they say is found by run and by thread.
         assert await second_store.erase_thread(thread, erased_by="key:other") == tombstones
         assert await store.tombstones(thread_id=thread) == tombstones
