@@ -96,13 +96,29 @@ async def _per_run_tables(db: asyncpg.Connection) -> list[str]:
     return sorted(r[0] for r in rows)
 
 
-async def _follow(http: httpx.AsyncClient, url: str, started: asyncio.Event) -> list[str]:
-    """A follower: the lines it was sent until its stream ended."""
+async def _follow(
+    http: httpx.AsyncClient, url: str, started: asyncio.Event, *, sse: bool = False
+) -> list[str]:
+    """A follower: what it was sent until its stream ended (NDJSON lines, or SSE frames'
+    `data:` joined with their `id:` as the NDJSON line would hold them)."""
     lines: list[str] = []
-    async with http.stream("GET", url, headers={"Accept": "application/x-ndjson"}) as r:
+    accept = "text/event-stream" if sse else "application/x-ndjson"
+    async with http.stream("GET", url, headers={"Accept": accept}) as r:
         assert r.status_code == 200
+        frame: dict[str, str] = {}
         async for line in r.aiter_lines():
-            if line.strip():
+            if sse:
+                field, _, value = line.partition(": ")
+                if field in ("id", "data"):
+                    frame[field] = value
+                elif not line and "data" in frame:
+                    data = json.loads(frame["data"])
+                    key = "run" if "run_id" in data and len(data) == 1 else "chunk"
+                    lines.append(json.dumps({"id": frame.get("id", ""), key: data}))
+                    started.set()
+                if not line:
+                    frame = {}
+            elif line.strip():
                 lines.append(line)
                 started.set()
     return lines
@@ -168,8 +184,12 @@ async def test_erase_when_followed_on_two_replicas_and_raced_then_only_exact_tom
         live = [asyncio.Event() for _ in range(4)]
         followers = [
             asyncio.create_task(_follow(http, f"{a}/v1/runs/{gone[1]}/stream", live[0])),
-            asyncio.create_task(_follow(http, f"{b}/v1/runs/{gone[1]}/stream", live[1])),
-            asyncio.create_task(_follow(http, f"{a}/v1/threads/{thread}/stream", live[2])),
+            asyncio.create_task(
+                _follow(http, f"{b}/v1/runs/{gone[1]}/stream", live[1], sse=True)
+            ),
+            asyncio.create_task(
+                _follow(http, f"{a}/v1/threads/{thread}/stream", live[2], sse=True)
+            ),
             asyncio.create_task(_follow(http, f"{b}/v1/threads/{thread}/stream", live[3])),
         ]
         async with asyncio.timeout(DEADLINE):
