@@ -264,6 +264,14 @@ async def test_erase_when_followed_on_two_replicas_and_raced_then_only_exact_tom
                     headers=headers,
                 )
                 assert (r.status_code, r.json()["error"]["code"]) == (410, "erased"), r.text
+        # A Durable Stream cannot join the erased thread either (and nothing of it is kept).
+        r = await http.put(f"{a}/v1/stream/{thread}:ds-new", headers=JSON_TYPE)
+        assert r.status_code == 201, r.text
+        joining = {"type": "RUN_STARTED", "threadId": thread, "runId": f"{thread}:ds-new"}
+        r = await http.post(f"{b}/v1/stream/{thread}:ds-new", json=[joining], headers=JSON_TYPE)
+        assert (r.status_code, r.json()["error"]["code"]) == (410, "erased"), r.text
+        r = await http.get(f"{a}/v1/stream/{thread}:ds-new?offset=-1")
+        assert r.status_code == 200 and r.json() == [], r.text
         # Listed by thread: no run, the tombstones as erased.
         r = await http.get(f"{b}/v1/runs", params={"thread_id": thread})
         assert (r.json()["runs"], r.json()["erased"]) == ([], body["runs"]), r.text
