@@ -35,6 +35,7 @@ examples:
   curl -s localhost:8000/v1/runs/run-1/events | jq -c '.events[].chunk' | agent-replay project -
   agent-replay prune --closed-before 30d --dry-run    # what retention would delete
   agent-replay verify --thread t-1                    # exit 1 naming the first altered seq
+  agent-replay erase --thread t-1 --reason "request 42"   # tombstones left; exit 1: unknown
   REPLAY_DATABASE_URL=postgresql://me@db/replay agent-replay migrate
 
 Commands that read a run or thread use --database-url (or REPLAY_DATABASE_URL), else the
@@ -253,9 +254,10 @@ def _export(args: argparse.Namespace) -> int:
 
 def _verify_stored(args: argparse.Namespace) -> int:
     """Exit 0 when every run is intact, 1 when one is altered, 3 when there is no such
-    run or thread (a refusal of the input: 2)."""
+    run or thread, 4 when runs were erased (and the others are intact); a refusal of the
+    input: 2."""
     from agent_replay.archive.commands import verify_in
-    from agent_replay.audit.integrity import thread_json
+    from agent_replay.audit.integrity import ERASED, thread_json
     from agent_replay.errors import NotFound
 
     try:
@@ -270,12 +272,17 @@ def _verify_stored(args: argparse.Namespace) -> int:
     for v in verdicts:
         if v.ok:
             line = f"run {v.run_id}: intact, {_plural(v.events, 'event')}, head {v.head}"
+        elif v.reason == ERASED:
+            line = f"run {v.run_id}: erased, {_plural(v.events, 'event')}, head {v.head} then"
         elif v.first_bad_seq is None:
             line = f"run {v.run_id}: not verified ({v.reason})"
         else:
             line = f"run {v.run_id}: altered at seq {v.first_bad_seq} ({v.reason})"
         print(line, file=sys.stderr if args.json else sys.stdout)
-    return 0 if all(v.ok for v in verdicts) else 1
+    if all(v.ok for v in verdicts):
+        return 0
+    # Erased is no alteration: 4 when every run that is not intact was erased.
+    return 4 if all(v.ok or v.reason == ERASED for v in verdicts) else 1
 
 
 def _import(args: argparse.Namespace) -> int:
@@ -439,6 +446,29 @@ def _prune(args: argparse.Namespace) -> int:
     return 0
 
 
+def _erase(args: argparse.Namespace) -> int:
+    import getpass
+
+    from agent_replay.archive.commands import erase_thread
+
+    with _database(args) as url:
+        tombstones = asyncio.run(
+            erase_thread(
+                url, args.thread_id, erased_by=f"cli:{getpass.getuser()}", reason=args.reason
+            )
+        )
+    # The tombstones as the API answers them: a line each.
+    for tombstone in tombstones:
+        print(json.dumps(tombstone.to_json(), ensure_ascii=False))
+    events = sum(t.events for t in tombstones)
+    print(
+        f"agent-replay erase: thread {args.thread_id!r}: {_plural(len(tombstones), 'run')} "
+        f"erased ({_plural(events, 'event')}), a tombstone each",
+        file=sys.stderr,
+    )
+    return 0
+
+
 _DATABASE_URL = "PostgreSQL URL (default: REPLAY_DATABASE_URL, else the embedded database)"
 _DATA_DIR = (
     "the embedded database's home, used without a URL (default: REPLAY_DATA_DIR, else .replay)"
@@ -472,7 +502,8 @@ def _add_offline(sub: _Subparsers, common: argparse.ArgumentParser) -> None:
         "verify",
         "check a stored run (or a thread's runs) or an export file against its hash chain:"
         " exit 0 intact, 1 altered (the first altered seq or line and why), 2 bad arguments or"
-        " key, 3 no such run or thread, or a file that is unreadable or not an export",
+        " key, 3 no such run or thread, or a file that is unreadable or not an export, 4 erased"
+        " runs (the others intact)",
     )
     # Exactly one of these.
     target = verify.add_mutually_exclusive_group(required=True)
@@ -577,6 +608,22 @@ def _add_offline(sub: _Subparsers, common: argparse.ArgumentParser) -> None:
     )
     _add_database(prune)
     prune.set_defaults(run=_failing(_prune))
+
+    erase = _command(
+        sub,
+        common,
+        "erase",
+        "erase every run of a thread in one transaction, leaving a tombstone each"
+        " (exit 0: erased or already erased; 1: no such thread, or the database refused;"
+        " 2: bad input)",
+    )
+    erase.add_argument("--thread", dest="thread_id", metavar="ID", required=True,
+                       help="the thread to erase")  # fmt: skip
+    erase.add_argument(
+        "--reason", metavar="TEXT", help="why, kept in each tombstone (default: none)"
+    )
+    _add_database(erase)
+    erase.set_defaults(run=_failing(_erase))
 
 
 def _tail(args: argparse.Namespace) -> int:

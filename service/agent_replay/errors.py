@@ -34,6 +34,8 @@ exc`), and never leak past the log.
     │   ├── RunAltered             409 run_altered       (events no longer hash to the stored head)
     │   ├── OffsetOutOfRange       409 offset_out_of_range (+ last_seq)
     │   └── CursorNotInThread      409 cursor_not_in_thread (a thread cursor's run is not its)
+    ├── Erased                     410 erased            (the run or thread was erased; a
+    │                                                    tombstone is what remains)
     ├── Unauthorized               401 unauthorized      (+ WWW-Authenticate)
     │   ├── InvalidCredential      401 unauthorized      (a credential was sent)
     │   ├── TokenExpired           401 token_expired
@@ -203,6 +205,8 @@ class RunNotFound(NotFound):
 
     def __init__(self, run_id: str) -> None:
         super().__init__(f"no run with id {run_id!r}")
+        # What the HTTP edge looks up among the tombstones: an erased run is `Erased`.
+        self.run_id = run_id
 
 
 class ThreadNotFound(NotFound):
@@ -210,6 +214,7 @@ class ThreadNotFound(NotFound):
 
     def __init__(self, thread_id: str) -> None:
         super().__init__(f"no run belongs to thread {thread_id!r}")
+        self.thread_id = thread_id
 
 
 class Conflict(ReplayError):
@@ -263,6 +268,15 @@ class CursorNotInThread(Conflict):
     """A thread stream's cursor names a run that is not (or no longer) one of the thread's."""
 
     code = "cursor_not_in_thread"
+
+
+class Erased(ReplayError):
+    """The run, or every run of the thread, was erased (`DELETE /v1/threads/{id}`): only
+    its tombstone remains, and nothing may be read of it, appended to it or made under
+    its id or on its thread again."""
+
+    status = 410
+    code = "erased"
 
 
 class Unauthorized(ReplayError):
@@ -389,6 +403,8 @@ class StreamNotFound(NotFound):
 
     def __init__(self, name: str) -> None:
         super().__init__(f"no stream {name!r}")
+        # A stream named by its run's id (the default) is that run: erased, it is `Erased`.
+        self.run_id = name
 
 
 class ForkSourceNotFound(NotFound):

@@ -106,6 +106,9 @@ ROWS: list[tuple[str, str, str, dict[str, Any], str]] = [
      "401 200 200 403 403 200 200 403 401 401"),
     ("GET", "/v1/threads/{thread_id}/verify", "/v1/threads/th-a/verify", {},
      "401 200 200 403 403 200 403 403 401 401"),
+    # Erasure is an admin key's; a thread nobody has (a 404 changes nothing the others read).
+    ("DELETE", "/v1/threads/{thread_id}", "/v1/threads/th-none-{cred}?reason=asked", {},
+     "401 404 403 403 403 403 403 403 401 401"),
     ("PUT", "/v1/stream/{name}", "/v1/stream/ds-{cred}", {"headers": JSON_TYPE},
      "401 201 403 201 403 403 403 403 401 401"),
     ("POST", "/v1/stream/{name}", "/v1/stream/ds-shared",

@@ -7,6 +7,7 @@ import json
 
 import asyncpg
 
+from agent_replay.chain import fold
 from agent_replay.config import asyncpg_dsn
 from agent_replay.log import EventLog
 from tests.cli.test_replay_command import _replay
@@ -59,5 +60,25 @@ async def test_verify_when_intact_altered_or_unknown_then_exit_0_1_or_3(
             unknown = _replay("verify", *which, "--database-url", url)
             assert unknown.returncode == 3 and unknown.stdout == b""
             assert unknown.stderr.decode().startswith("agent-replay verify: no run")
+    finally:
+        await databases.drop(url)
+
+
+async def test_verify_when_a_thread_was_erased_then_exit_4_naming_each_run_erased_with_its_head(
+    databases: Databases,
+) -> None:
+    url = await databases.clone()
+    try:
+        async with EventLog.connect(url, pool_size=2) as log:
+            await log.append("ve-1", [{"type": "RUN_STARTED", "threadId": "th-ve"}])
+            await log.append("ve-1", [{"type": "M", "n": n} for n in range(4)])
+            events = await log.read_events("ve-1", 0, 100)
+        head = fold((e.seq, e.chunk) for e in events).hex()
+        erased = _replay("erase", "--thread", "th-ve", "--database-url", url)
+        assert erased.returncode == 0, erased.stderr
+        for which in (("--run", "ve-1"), ("--thread", "th-ve")):
+            answer = _replay("verify", *which, "--database-url", url)
+            assert answer.returncode == 4, answer.stderr
+            assert answer.stdout.decode() == f"run ve-1: erased, 5 events, head {head} then\n"
     finally:
         await databases.drop(url)

@@ -41,14 +41,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from agent_replay import chain
 from agent_replay.chain import fold
 from agent_replay.errors import (
+    Erased,
     InvalidRunId,
     ReplayError,
     RunClosed,
     RunConflict,
     RunNotFound,
     SeqConflict,
+    ThreadNotFound,
 )
 from agent_replay.ingest import Limits, chunk_from_text
 from agent_replay.log import MAX_SEQ, LogStore, Notice
@@ -1041,6 +1044,83 @@ class LogStoreContract:
         await store.store_projections([(a, 4, "[3]")], False, "v2")
         assert await store.cached_projections({a: 4}, False, "v2") == {a: "[3]"}
         assert await store.cached_projections({a: 3}, False, "v1") == {}
+
+    # -- erasure ------------------------------------------------------------
+
+    async def test_erase_thread_when_erased_then_tombstones_exact_and_runs_refused_after(
+        self, store: LogStore, second_store: LogStore
+    ) -> None:
+        thread, other = new_run("c-erase"), new_run("c-erase-keep")
+        first, second, kept = new_run("c-er-a"), new_run("c-er-b"), new_run("c-er-k")
+        await store.create_run(first, thread_id=thread, metadata={"who": "alice"})
+        await store.append(first, [chunk("A", n=i) for i in range(7)], close=True)
+        await store.append(second, [chunk("RUN_STARTED", threadId=thread, runId=second)])
+        await store.append(second, [chunk("B", n=i) for i in range(300)])
+        await store.create_run(kept, thread_id=other)
+        await store.append(kept, [chunk("K")])
+        before = {run: await store.read_events(run, 0, 10_000) for run in (first, second)}
+        kept_before = (await store.get_run(kept), await store.read_events(kept, 0, 100))
+        heard: list[Notice] = []
+        ended = asyncio.Event()
+
+        def on_notices(notices: list[Notice]) -> None:
+            heard.extend(n for n in notices if n.run_id == second and n.closed)
+            if heard:
+                ended.set()
+
+        listening = await second_store.listen(on_notices, lambda: None)
+        try:
+            tombstones = await store.erase_thread(thread, erased_by="key:test", reason="asked")
+            async with asyncio.timeout(DEADLINE):
+                await ended.wait()
+        finally:
+            await listening.stop()
+        want = {
+            run: (len(events), chain.fold((e.seq, e.chunk) for e in events).hex())
+            for run, events in before.items()
+        }
+        assert {t.run_id: (t.events, t.head) for t in tombstones} == want
+        assert [t.run_id for t in tombstones] == sorted(want)
+        assert {(t.thread_id, t.erased_by, t.reason) for t in tombstones} == {
+            (thread, "key:test", "asked")
+        }
+        assert len({t.erased_at for t in tombstones}) == 1
+        # Nothing of the runs is left to read, on either handle.
+        for handle in (store, second_store):
+            for run in (first, second):
+                assert await handle.find_run(run) is None
+                assert await handle.read_page(run, 0, 10) is None
+                assert await handle.run_record(run) is None
+            assert await handle.thread_runs(thread) == []
+            assert await handle.thread_records(thread) == []
+        # Appends, re-creations and new runs on the thread are refused, on either handle.
+        with pytest.raises(Erased):
+            await second_store.append(second, [chunk()])
+        with pytest.raises(Erased):
+            await store.append(first, [chunk()], create=False)
+        with pytest.raises(Erased):
+            await store.create_run(first)
+        with pytest.raises(Erased):
+            await second_store.create_run(new_run("c-er-new"), thread_id=thread)
+        with pytest.raises(Erased):
+            await store.append(new_run("c-er-new"), [chunk("RUN_STARTED", threadId=thread)])
+        # An import brings neither an erased run back nor a run onto the erased thread.
+        at = datetime.now(UTC) - timedelta(hours=1)
+        for loaded in (
+            _loaded(first, at, at, ["A"], thread_id=None),
+            _loaded(new_run("c-er-imp"), at, at, ["A"], thread_id=thread),
+        ):
+            with pytest.raises(Erased):
+                await second_store.load_runs([loaded])
+        # Again: the same tombstones; what they say is found by run and by thread.
+        assert await second_store.erase_thread(thread, erased_by="key:other") == tombstones
+        assert await store.tombstones(thread_id=thread) == tombstones
+        assert await store.tombstones(run_ids=[second, kept, first]) == tombstones
+        assert await store.tombstones(run_ids=[kept]) == []
+        # Another thread is untouched; an unknown one is not found.
+        assert (await store.get_run(kept), await store.read_events(kept, 0, 100)) == kept_before
+        with pytest.raises(ThreadNotFound):
+            await store.erase_thread(new_run("c-erase-none"), erased_by="key:test")
 
     # -- errors -------------------------------------------------------------
 

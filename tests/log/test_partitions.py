@@ -105,6 +105,8 @@ _PLANNED = [
     ("stream_read", ("$RUN", 0, 100, 100)),
     ("stream_read_own_json", ("$RUN", 0, 100, 100, 1_000_000)),
     ("delete_event_range", ("$RUN", 0)),
+    # Last: it erases the run (its id is refused from then on).
+    ("erase_run", ("$RUN", 0, "00", "test", "plan")),
 ]
 
 

@@ -53,6 +53,12 @@ class KeyRing:
     def open(self) -> bool:
         return not self._keys
 
+    @staticmethod
+    def key_id(secret: str) -> str:
+        """What names a key where a record must say which one acted (an erasure's
+        tombstones): a prefix of its digest, never the secret."""
+        return "key:" + _digest(secret).hex()[:16]
+
     def scopes(self, secret: str) -> frozenset[Scope] | None:
         """The key's scopes, or None for an unknown secret."""
         digest = _digest(secret)

@@ -34,7 +34,7 @@ from agent_replay.agents.catalog import Agent, HttpAgent, RunInput
 from agent_replay.agents.endings import EndReason, close_run
 from agent_replay.agents.policy import DEFAULT, FIRST_READER_SECONDS, OnDisconnect
 from agent_replay.agents.wire import HttpUpstream
-from agent_replay.errors import ReplayError, RunClosed, SeqConflict, Unavailable
+from agent_replay.errors import Erased, ReplayError, RunClosed, SeqConflict, Unavailable
 from agent_replay.event_types import TERMINAL
 from agent_replay.ingest import Limits
 from agent_replay.log import AppendResult, Appends, ReaderPresence, StoredChunk
@@ -203,9 +203,10 @@ class Driver:
             await self._close(reason, end.detail)
             if reason is EndReason.BUDGET_EXHAUSTED and self._meter is not None:
                 metrics.BUDGETS_EXHAUSTED.labels(self._meter.exhausted_by or "").inc()
-        except (RunClosed, SeqConflict):
+        except (RunClosed, SeqConflict, Erased):
             # Closed elsewhere (a cancel on another process, a reaper that took the
-            # lease after an outage longer than it), or written by another: stop.
+            # lease after an outage longer than it), written by another, or its thread
+            # erased (nothing to close, nothing for a reaper): stop.
             log.info("run %s was closed or taken over while driven; stopping", self.run_id)
         except ReplayError as exc:
             # Refused for good (not an outage: those are retried): the lease expires and

@@ -33,6 +33,7 @@ from agent_replay.api.bodies import GuardedRoute
 from agent_replay.api.deps import AppState, StateDep
 from agent_replay.api.models import ERRORS
 from agent_replay.api.reencoded import events_after, events_upto, sse_frames, sse_response
+from agent_replay.api.responses import refuse_erased
 from agent_replay.audit.cache import thread_runs
 from agent_replay.errors import InvalidRequest, RunConflict
 from agent_replay.log.chunks import loads
@@ -116,6 +117,8 @@ async def ag_ui(
     known = await state.log.find_run(body.runId) if body.runId else None
     if known is None:
         if last_event_id is not None:
+            if body.runId:
+                await refuse_erased(state.log, run_id=body.runId)  # 410, not a wrong request
             raise InvalidRequest("Last-Event-ID resumes a run: send the runId it belongs to")
         run, started = await state.drivers.start(
             agent,

@@ -39,7 +39,7 @@ from agent_replay.api.bodies import GuardedRoute
 from agent_replay.api.deps import AppState, StateDep
 from agent_replay.api.models import ERRORS
 from agent_replay.api.reencoded import events_after, events_upto, sse_frames, sse_response
-from agent_replay.api.responses import JSON
+from agent_replay.api.responses import JSON, refuse_erased
 from agent_replay.audit.cache import StoredRun, thread_runs
 from agent_replay.audit.threads import user_turns
 from agent_replay.errors import InvalidRequest
@@ -154,6 +154,8 @@ async def _compact_stream(
 
 async def _active_run(state: AppState, chat_id: str, hosted_only: bool) -> StoredRun | None:
     stored = await thread_runs(state.log, chat_id, hosted_only=hosted_only)
+    if not stored:
+        await refuse_erased(state.log, thread_id=chat_id)
     return next((run for run in reversed(stored) if not run.closed), None)
 
 
@@ -303,6 +305,8 @@ async def chat_messages(
     messages: list[dict[str, Any]] = []
     # A `run` key reads the chat's hosted runs only.
     stored = await thread_runs(state.log, chat_id, hosted_only=reads_hosted_runs_only(request))
+    if not stored:
+        await refuse_erased(state.log, thread_id=chat_id)
     for run in stored:
         sent = _sent_ids(run.input)
         if sent is not None:

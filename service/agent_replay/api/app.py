@@ -32,6 +32,7 @@ from agent_replay.api import (
     demo_page,
     docs,
     durable,
+    erasure,
     health,
     inspect_page,
     runs,
@@ -247,6 +248,7 @@ def create_app(
     app.include_router(runs.router)
     app.include_router(stream.router)
     app.include_router(threads.router)
+    app.include_router(erasure.router)
     app.include_router(agents.router)
     app.include_router(chat.router)
     app.include_router(ai_sdk.router)

@@ -66,7 +66,8 @@ async def get_runs(
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: Annotated[str | None, Query(description="next_cursor of the previous page")] = None,
 ) -> Response:
-    """Run summaries, newest first (created_at, run_id), one page at a time."""
+    """Run summaries, newest first (created_at, run_id), one page at a time. With
+    `thread_id`, `erased` lists the tombstones of the thread's erased runs (every page)."""
     run_filter = RunFilter(
         thread_id=thread_id,
         statuses=tuple(status or ()),
@@ -78,7 +79,11 @@ async def get_runs(
         error_codes=tuple(error_code or ()),
     )
     page = await list_runs(log, run_filter, limit=limit, cursor=cursor)
-    return JSON({"runs": page.runs, "next_cursor": page.next_cursor})
+    body: dict[str, object] = {"runs": page.runs, "next_cursor": page.next_cursor}
+    if thread_id is not None:
+        # The thread's erased runs: gone from `runs`, listed by their tombstones.
+        body["erased"] = [t.to_json() for t in await log.tombstones(thread_id=thread_id)]
+    return JSON(body)
 
 
 @router.get("/v1/runs/{run_id}/messages", dependencies=[requires(READ_RUN)])

@@ -165,6 +165,17 @@ async def principal_of(request: Request, gate: Gate) -> Principal:
     return await gate.principal(bearer(request))
 
 
+def caller_id(request: Request) -> str:
+    """Who a request acts as, for a record that keeps it (an erasure's tombstones): the
+    key's id (`KeyRing.key_id`), or `open` when the service has no keys. Never the
+    secret itself."""
+    gate: Gate = request.app.state.replay.gate
+    credential = bearer(request)
+    if gate.keys.open or not credential:
+        return "open"
+    return gate.keys.key_id(credential)
+
+
 def reads_hosted_runs_only(request: Request) -> bool:
     """Whether the request's credential reads hosted runs only (a `run` key): a route that
     reads a whole thread then leaves the thread's other runs out."""

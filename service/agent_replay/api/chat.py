@@ -33,6 +33,7 @@ from agent_replay.api.bodies import GuardedRoute
 from agent_replay.api.deps import StateDep
 from agent_replay.api.hydration import hydrate
 from agent_replay.api.models import ERRORS
+from agent_replay.api.responses import refuse_erased
 from agent_replay.api.sse import STREAM_HEADERS
 from agent_replay.api.stream import stream_response
 from agent_replay.errors import InvalidRequest, OffsetOutOfRange, RunNotFound
@@ -66,6 +67,7 @@ async def _stream(request: Request, state: Any, run_id: str, offset: str | None 
     try:
         response = await stream_response(request, state, run_id, offset=offset)
     except RunNotFound:
+        await refuse_erased(state.log, run_id=run_id)  # an erased run is 410, not resumable
         return _unresumable(request, f"no run with id {run_id!r}")
     except OffsetOutOfRange as exc:
         return _unresumable(request, exc.message)

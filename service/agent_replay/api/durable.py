@@ -18,13 +18,14 @@ from starlette.responses import Response, StreamingResponse
 
 from agent_replay.api.auth import READ, WRITE, authorize
 from agent_replay.api.deps import state_of
-from agent_replay.api.responses import JSON, RETRY_AFTER_SECONDS
+from agent_replay.api.responses import JSON, RETRY_AFTER_SECONDS, erased_or
 from agent_replay.durable.protocol import Live, Reply, Streams, error_headers
 from agent_replay.errors import (
     InvalidOffset,
     InvalidParameter,
     PayloadTooLarge,
     ReplayError,
+    StreamNotFound,
     Unauthorized,
 )
 
@@ -130,6 +131,8 @@ async def stream_endpoint(request: Request) -> Response:
         streams = state_of(request).durable
         result = await _handle(request, streams, name)
     except ReplayError as exc:
+        if isinstance(exc, StreamNotFound):
+            exc = await erased_or(request, exc)
         return _error(exc, head)
     except ClientDisconnect:
         return Response(status_code=400)

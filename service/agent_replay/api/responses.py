@@ -13,7 +13,16 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Match
 
 from agent_replay.api.auth import authenticate
-from agent_replay.errors import InvalidJson, ReplayError, Unauthorized
+from agent_replay.errors import (
+    Erased,
+    InvalidJson,
+    ReplayError,
+    RunNotFound,
+    StreamNotFound,
+    ThreadNotFound,
+    Unauthorized,
+)
+from agent_replay.log import Erasure
 from agent_replay.log.chunks import dumps
 
 
@@ -60,10 +69,49 @@ _HTTP_CODES = {
 
 async def on_replay_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ReplayError)
+    if isinstance(exc, (RunNotFound, ThreadNotFound, StreamNotFound)):
+        exc = await erased_or(request, exc)
     headers = _headers_for(exc.status)
     if isinstance(exc, Unauthorized):
         headers = {"WWW-Authenticate": exc.challenge}
     return JSON(exc.body(), status_code=exc.status, headers=headers)
+
+
+async def erased_or(
+    request: Request, exc: RunNotFound | ThreadNotFound | StreamNotFound
+) -> ReplayError:
+    """`Erased` in place of a run, stream or thread not found that was erased: every read
+    of an erased run answers 410 wherever it looks the run up (one look at the
+    tombstones, on the not-found path only); `exc` otherwise, or when the look fails."""
+    log = getattr(getattr(request.app.state, "replay", None), "log", None)
+    if log is None:
+        return exc
+    try:
+        if isinstance(exc, ThreadNotFound):
+            await refuse_erased(log, thread_id=exc.thread_id)
+        else:
+            await refuse_erased(log, run_id=exc.run_id)
+    except Erased as erased:
+        return erased
+    except ReplayError:
+        pass
+    return exc
+
+
+async def refuse_erased(
+    log: Erasure, *, run_id: str | None = None, thread_id: str | None = None
+) -> None:
+    """`Erased` if the run (or the thread) was erased: for a route that answers a run or
+    thread it does not find otherwise than 404 (an empty chat, a stream not resumable)."""
+    if thread_id is not None:
+        found = await log.tombstones(thread_id=thread_id)
+        what = f"thread {thread_id[:160]!r}"
+    else:
+        found = await log.tombstones(run_ids=[run_id] if run_id is not None else [])
+        what = f"run {(run_id or '')[:160]!r}"
+    if found:
+        at = max(t.erased_at for t in found).isoformat()
+        raise Erased(f"{what} was erased at {at}; only its tombstone remains")
 
 
 async def on_http_error(request: Request, exc: Exception) -> Response:

@@ -1,5 +1,5 @@
-"""The offline commands' work (`agent-replay export|import|transcript|prune|verify`), given a
-database URL (or, for `verify FILE`, a file).
+"""The offline commands' work (`agent-replay export|import|transcript|prune|verify|erase`),
+given a database URL (or, for `verify FILE`, a file).
 
 agent_replay.cli parses arguments and picks the database; this module does the
 rest, so tests can drive the same functions the command line runs.
@@ -25,7 +25,7 @@ from agent_replay.errors import ExportNotSigned
 from agent_replay.log import EventLog, LogStore
 from agent_replay.log.expiry import SweepReport
 from agent_replay.log.streams import StreamStore
-from agent_replay.log.values import LoadReport, PruneReport, Verdict
+from agent_replay.log.values import LoadReport, PruneReport, Tombstone, Verdict
 
 
 @asynccontextmanager
@@ -141,6 +141,14 @@ async def prune_closed(
         return await log.prune(
             closed_before, batch_events=batch_events, max_rate=max_rate, whole_months=whole_months
         )
+
+
+async def erase_thread(
+    url: str, thread_id: str, *, erased_by: str, reason: str | None
+) -> list[Tombstone]:
+    """Every run of the thread erased, its tombstones answered (`LogStore.erase_thread`)."""
+    async with log_for(url) as log:
+        return await log.erase_thread(thread_id, erased_by=erased_by, reason=reason)
 
 
 async def sweep_expired_streams(

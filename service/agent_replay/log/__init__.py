@@ -13,6 +13,7 @@ from agent_replay.log.store import (
     Administration,
     Appends,
     AuditReads,
+    Erasure,
     Leases,
     Listening,
     LogStore,
@@ -33,6 +34,7 @@ from agent_replay.log.values import (
     RunState,
     StoredChunk,
     ThreadRun,
+    Tombstone,
 )
 
 __all__ = [
@@ -42,6 +44,7 @@ __all__ = [
     "Appends",
     "AuditReads",
     "CommitHook",
+    "Erasure",
     "Event",
     "EventLog",
     "Leases",
@@ -58,5 +61,6 @@ __all__ = [
     "RunStates",
     "StoredChunk",
     "ThreadRun",
+    "Tombstone",
     "check_run_id",
 ]

@@ -24,7 +24,16 @@ import asyncpg
 
 from agent_replay.config import asyncpg_dsn
 from agent_replay.errors import InvalidRequest, RunConflict, RunNotFound, Unavailable
-from agent_replay.log import bulk, leases, lookups, partitions, readers, reading, retention
+from agent_replay.log import (
+    bulk,
+    erasure,
+    leases,
+    lookups,
+    partitions,
+    readers,
+    reading,
+    retention,
+)
 from agent_replay.log import rows as log_rows
 from agent_replay.log.chunks import (
     Chunks,
@@ -58,6 +67,7 @@ from agent_replay.log.values import (
     RunState,
     StoredChunk,
     ThreadRun,
+    Tombstone,
     Verdict,
 )
 from agent_replay.log.writer import COMMIT_SETTINGS, GroupCommitter
@@ -538,6 +548,18 @@ class EventLog:
             async with acquire(self.pool) as conn:
                 records = await conn.fetch(_RUN_STATES, list(run_ids))
         return {r[0]: RunState(r[1], r[2], r[3]) for r in records}
+
+    async def erase_thread(
+        self, thread_id: str, *, erased_by: str, reason: str | None = None
+    ) -> list[Tombstone]:
+        # Looked up as a run's thread is stored (`create_run`).
+        return await erasure.erase_thread(self.pool, storable(thread_id), erased_by, reason)
+
+    async def tombstones(
+        self, *, run_ids: Sequence[str] = (), thread_id: str | None = None
+    ) -> list[Tombstone]:
+        thread = None if thread_id is None else storable(thread_id)
+        return await erasure.tombstones(self.pool, run_ids=list(run_ids), thread_id=thread)
 
     async def thread_runs(
         self, thread_id: str, after: tuple[datetime, str] | None = None, limit: int = 100

@@ -9,6 +9,7 @@ own text for a failure that is not theirs (it goes to the log instead).
     asyncpg / OS failure                          service error
     ─────────────────────────────────────────     ──────────────────────────────
     DataError (a value PostgreSQL refuses)        Unstorable   422 invalid_request
+    SQLSTATE RE410 (a run on an erased thread)    Erased       410 erased
     TransactionRollbackError (deadlock, ...)      Contended    503 unavailable
     DiskFullError (no space for the data)         Unavailable  503 unavailable ("no space")
     connection refused / lost, timeout,           Unavailable  503 unavailable
@@ -37,9 +38,13 @@ from types import TracebackType
 import asyncpg
 import sqlalchemy.exc
 
-from agent_replay.errors import Contended, ReplayError, Unavailable, Unstorable
+from agent_replay.errors import Contended, Erased, ReplayError, Unavailable, Unstorable
 
 log = logging.getLogger("replay.log")
+
+# What `runs`' trigger raises for a run made under an erased run's id or on an
+# erased thread (revision 0012_erasure).
+ERASED_SQLSTATE = "RE410"
 
 # What "the database cannot be reached right now" looks like from the driver.
 UNREACHABLE: tuple[type[BaseException], ...] = (
@@ -77,6 +82,8 @@ def translate(action: str, exc: BaseException, *, refused: str | None = None) ->
     ):
         log.warning("%s: %s: %s", action, type(exc).__name__, exc)
         return Unavailable(f"{action}: the database is unreachable")
+    if isinstance(exc, asyncpg.PostgresError) and exc.sqlstate == ERASED_SQLSTATE:
+        return Erased(f"{action}: {exc.args[0] if exc.args else 'erased'}")
     if isinstance(exc, asyncpg.DataError):
         # The caller's data: its own text is what they need to fix it.
         return Unstorable(f"{refused or action}: {exc}")

@@ -30,13 +30,16 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from agent_replay import chain
 from agent_replay.chain import fold
 from agent_replay.errors import (
+    Erased,
     InvalidRequest,
     RunClosed,
     RunConflict,
     RunNotFound,
     SeqConflict,
+    ThreadNotFound,
     Unstorable,
 )
 from agent_replay.log.chunks import check_nesting, dumps, loads, storable, stored
@@ -62,6 +65,7 @@ from agent_replay.log.values import (
     RunState,
     StoredChunk,
     ThreadRun,
+    Tombstone,
     Verdict,
 )
 
@@ -209,6 +213,15 @@ class MemoryLog:
         self.projections: dict[tuple[str, bool], tuple[int, str, str]] = {}
         self.subscriptions: list[_Subscription] = []
         self._last_created: datetime | None = None
+        self.tombstones: dict[str, Tombstone] = {}
+
+    def refuse_erased(self, run_id: str, thread_id: str | None) -> None:
+        """`Erased` for a run made under an erased run's id or on an erased thread."""
+        if run_id in self.tombstones or (
+            thread_id is not None
+            and any(t.thread_id == thread_id for t in self.tombstones.values())
+        ):
+            raise Erased(f"run {run_id!r} or its thread was erased")
 
     def created_now(self) -> datetime:
         """A new run's `created_at`: later than every earlier run's, so a thread's order
@@ -314,10 +327,14 @@ class MemoryStore:
         check_nesting(to_store)
         run = self.log.runs.get(run_id)
         if run is None:
+            if run_id in self.log.tombstones:
+                raise Erased(f"run {run_id!r} was erased")
             if not create:
                 raise RunNotFound(run_id)
+            thread = _thread_of(to_store)
+            self.log.refuse_erased(run_id, thread)
             now = self.log.created_now()
-            run = _Run(run_id, now, now, thread_id=_thread_of(to_store))
+            run = _Run(run_id, now, now, thread_id=thread)
             self.log.runs[run_id] = run
             self.log.notify_thread(run.thread_id)
         count, last, closed = len(to_store), run.last_seq, run.closed_at is not None
@@ -453,6 +470,7 @@ class MemoryStore:
                     f"run {run_id!r} exists with another thread, agent, metadata or input"
                 )
             return run.run(), False
+        self.log.refuse_erased(run_id, thread_id)
         now = self.log.created_now()
         run = _Run(
             run_id,
@@ -671,7 +689,8 @@ class MemoryStore:
         self, made: Sequence[tuple[str, int, str]], normalize: bool, version: str
     ) -> None:
         for run_id, last_seq, messages in made:
-            self.log.projections[run_id, normalize] = (last_seq, version, messages)
+            if run_id not in self.log.tombstones:  # erased since its events were read
+                self.log.projections[run_id, normalize] = (last_seq, version, messages)
 
     # -- administration ---------------------------------------------------------
 
@@ -684,6 +703,7 @@ class MemoryStore:
                 _check_same(held, by_id[run_id])
                 report.unchanged.append(run_id)
             else:
+                self.log.refuse_erased(run_id, by_id[run_id].record.thread_id)
                 report.created.append(run_id)
         for run_id in report.created:
             self.log.runs[run_id] = _loaded(by_id[run_id])
@@ -716,6 +736,42 @@ class MemoryStore:
         report = _report(gone)
         report.batches = 1 if gone else 0
         return report
+
+    # -- erasure ----------------------------------------------------------------
+
+    async def erase_thread(
+        self, thread_id: str, *, erased_by: str, reason: str | None = None
+    ) -> list[Tombstone]:
+        thread_id = storable(thread_id)
+        now = _now()
+        for run in sorted(
+            (r for r in self.log.runs.values() if r.thread_id == thread_id),
+            key=lambda r: r.run_id,
+        ):
+            head = chain.fold((seq, c.text) for seq, (c, _) in enumerate(run.events, start=1))
+            self.log.tombstones[run.run_id] = Tombstone(
+                run.run_id, thread_id, run.last_seq, head.hex(), now, erased_by, reason
+            )
+            del self.log.runs[run.run_id]
+            for normalize in (False, True):
+                self.log.projections.pop((run.run_id, normalize), None)
+            self.log.notify(self, Notice(run.run_id, run.last_seq, True))
+            self.log.notify_thread(thread_id)
+        found = await self.tombstones(thread_id=thread_id)
+        if not found:
+            raise ThreadNotFound(thread_id)
+        return found
+
+    async def tombstones(
+        self, *, run_ids: Sequence[str] = (), thread_id: str | None = None
+    ) -> list[Tombstone]:
+        held = self.log.tombstones
+        if thread_id is not None:
+            thread = storable(thread_id)
+            return sorted(
+                (t for t in held.values() if t.thread_id == thread), key=lambda t: t.run_id
+            )
+        return [held[run_id] for run_id in sorted(set(run_ids)) if run_id in held]
 
     async def schema_version(self) -> str | None:
         return SCHEMA_VERSION

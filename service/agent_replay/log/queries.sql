@@ -1192,9 +1192,11 @@ WHERE run_id = ANY($1::text[]) AND normalize = $2 AND projector_version = $3;
 
 -- name: store_projection
 -- A closed run's projection: run $1, normalization $2, at last_seq $3, by projector
--- version $4, the messages $5 (replacing one made before).
+-- version $4, the messages $5 (replacing one made before). Not for a run erased
+-- since its events were read (agent_replay.log.erasure).
 INSERT INTO run_projections (run_id, normalize, last_seq, projector_version, messages)
-VALUES ($1, $2, $3, $4, $5)
+SELECT $1::text, $2::boolean, $3::bigint, $4::text, $5::text
+WHERE NOT EXISTS (SELECT 1 FROM run_tombstones WHERE run_id = $1)
 ON CONFLICT (run_id, normalize) DO UPDATE
 SET last_seq = excluded.last_seq, projector_version = excluded.projector_version,
     messages = excluded.messages, created_at = excluded.created_at;
@@ -1259,3 +1261,70 @@ UPDATE events SET hashes = h.hashes
 FROM unnest($2::bigint[], $3::bytea[]) AS h(seq, hashes)
 WHERE events.run_id = $1 AND events.seq = h.seq
   AND events.run_month = (SELECT run_month FROM runs WHERE run_id = $1);
+
+
+-- Erasure (agent_replay.log.erasure): a thread's runs deleted in one
+-- transaction, a tombstone left for each (revision 0012_erasure).
+
+-- name: erase_lock_thread
+-- The thread's advisory lock, as the statements that put a run on a thread take it
+-- (`create_run`): held to commit, so no run joins the thread while it is erased.
+SELECT pg_advisory_xact_lock(hashtextextended($1, 7340));
+
+-- name: erase_pick
+-- The runs of thread $1 and the forks reading from them (a fork's prefix is its
+-- source's events), each run row locked in run id order: an append holding one
+-- commits first (and is erased), one after waits and then finds no run.
+WITH RECURSIVE erased(run_id) AS (
+    SELECT run_id FROM runs WHERE thread_id = $1
+  UNION
+    SELECT f.run_id FROM run_forks f JOIN erased e ON f.source_run_id = e.run_id
+)
+SELECT r.run_id, r.thread_id, r.last_seq FROM runs r
+WHERE r.run_id IN (SELECT run_id FROM erased)
+ORDER BY r.run_id
+FOR UPDATE OF r;
+
+-- name: erase_run
+-- Run $1 and everything of it (events in its month's partition, projections,
+-- Durable Streams rows, producers, fork link, readers) deleted; its tombstone
+-- ($2 events, $3 chain head, by $4, reason $5) written; its followers on every
+-- process told it is closed (they read, find no run and end) and its thread's that
+-- the thread changed. Both notifications are queued to commit.
+WITH gone AS (
+    DELETE FROM runs WHERE run_id = $1 RETURNING run_id, thread_id, last_seq, run_month
+), evs AS (
+    DELETE FROM events
+    WHERE run_id = $1 AND run_month = (SELECT run_month FROM runs WHERE run_id = $1)
+    RETURNING n
+), projections AS (
+    DELETE FROM run_projections WHERE run_id = $1
+), stream_rows AS (
+    DELETE FROM streams WHERE run_id = $1
+), producer_rows AS (
+    DELETE FROM stream_producers WHERE run_id = $1
+), fork_rows AS (
+    DELETE FROM run_forks WHERE run_id = $1
+), reader_rows AS (
+    DELETE FROM run_readers WHERE run_id = $1
+), tomb AS (
+    INSERT INTO run_tombstones (run_id, thread_id, events, head, erased_by, reason)
+    SELECT run_id, thread_id, $2, $3, $4, $5 FROM gone
+    RETURNING run_id
+), note AS (
+    SELECT pg_notify(:'events_channel', run_id || ' ' || last_seq || ' c') FROM gone
+), thread_note AS (
+    SELECT pg_notify(:'threads_channel', md5(thread_id)) FROM gone WHERE thread_id IS NOT NULL
+)
+SELECT (SELECT count(*) FROM tomb) AS runs, (SELECT coalesce(sum(n), 0) FROM evs)::bigint AS events,
+       (SELECT count(*) FROM note) + (SELECT count(*) FROM thread_note) AS notes;
+
+-- name: tombstones_of_thread
+-- The tombstones of thread $1's erased runs, in run id order.
+SELECT run_id, thread_id, events, head, erased_at, erased_by, reason
+FROM run_tombstones WHERE thread_id = $1 ORDER BY run_id;
+
+-- name: tombstones_of_runs
+-- The tombstones of runs $1 (those erased), in run id order.
+SELECT run_id, thread_id, events, head, erased_at, erased_by, reason
+FROM run_tombstones WHERE run_id = ANY($1::text[]) ORDER BY run_id;

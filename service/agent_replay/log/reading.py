@@ -188,6 +188,15 @@ async def chunks(
     return chunks_of(rows, after, upto, limit)
 
 
+async def chunks_on(
+    conn: asyncpg.pool.PoolConnectionProxy, run_id: str, after: int, upto: int, limit: int
+) -> list[Row]:
+    """`chunks` of a run that may be a fork, on a connection the caller holds (inside
+    its transaction: erasure folds a run's chain in the transaction that erases it)."""
+    rows = await conn.fetch(_READ_STITCHED, run_id, after, upto, limit)
+    return chunks_of(rows, after, upto, limit)
+
+
 async def json_messages(
     pool: asyncpg.Pool,
     run_id: str,

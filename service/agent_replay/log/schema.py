@@ -269,3 +269,22 @@ log_listeners = Table(
     # By process first: the append statements ask for a key other than their own.
     PrimaryKeyConstraint("process", "pid", "backend_start", name="log_listeners_pkey"),
 )
+
+# What remains of an erased run (revision 0012_erasure, agent_replay.log.erasure):
+# its id, thread, event count and chain head (hex, agent_replay.chain) when it was
+# erased, when, by which key (or the CLI's user), and why. Nothing else of the run
+# is kept. A trigger on `runs` (in the revision) refuses a run under an erased id or
+# on an erased thread.
+run_tombstones = Table(
+    "run_tombstones",
+    metadata,
+    Column("run_id", Text, nullable=False),
+    Column("thread_id", Text, nullable=True),
+    Column("events", BigInteger, nullable=False),
+    Column("head", Text, nullable=False),
+    Column("erased_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    Column("erased_by", Text, nullable=False),
+    Column("reason", Text, nullable=True),
+    PrimaryKeyConstraint("run_id", name="run_tombstones_pkey"),
+    Index("run_tombstones_thread_idx", "thread_id", "run_id"),
+)

@@ -4,8 +4,8 @@ The stream, the hosted-run drivers, the HTTP edge and the offline commands
 are handed a `LogStore`, never a pool or a connection: what they may ask of
 the log is this list, and nothing here says PostgreSQL. It is the union of
 one small Protocol per role (`Appends`, `Reads`, `RunStates`, `Leases`,
-`ReaderPresence`, `AuditReads`, `Administration`), and a consumer is typed on the roles it
-uses. What it takes and answers is in `agent_replay.log.values`; this module
+`ReaderPresence`, `AuditReads`, `Administration`, `Erasure`), and a consumer is typed
+on the roles it uses. What it takes and answers is in `agent_replay.log.values`; this module
 imports no implementation. `EventLog` (PostgreSQL) and `MemoryStore` (plain
 Python, `agent_replay.log.memory`) implement it, and both run the contract
 suite (`tests/log/contract.py`), as any other store would.
@@ -58,6 +58,7 @@ from agent_replay.log.values import (
     RunState,
     StoredChunk,
     ThreadRun,
+    Tombstone,
     Verdict,
 )
 
@@ -315,8 +316,38 @@ class Administration(Protocol):
         ...
 
 
+class Erasure(Protocol):
+    """Erasing a thread's runs, and what remains of them (`agent_replay.log.erasure`)."""
+
+    async def erase_thread(
+        self, thread_id: str, *, erased_by: str, reason: str | None = None
+    ) -> list[Tombstone]:
+        """Delete every run of the thread (and the forks reading from them) with all
+        that is stored of them, in one transaction, leaving a tombstone each; the
+        thread's tombstones in run id order (the same ones again for a thread already
+        erased). Each run's followers, on every process, are told it closed. Afterwards
+        no run can be made on the thread or under an erased run's id (`Erased`).
+        `ThreadNotFound` when the thread has neither runs nor tombstones."""
+        ...
+
+    async def tombstones(
+        self, *, run_ids: Sequence[str] = (), thread_id: str | None = None
+    ) -> list[Tombstone]:
+        """The tombstones of `run_ids` (those erased), or of the thread's erased runs,
+        in run id order: from the primary."""
+        ...
+
+
 class LogStore(
-    Appends, Reads, RunStates, Leases, ReaderPresence, AuditReads, Administration, Protocol
+    Appends,
+    Reads,
+    RunStates,
+    Leases,
+    ReaderPresence,
+    AuditReads,
+    Administration,
+    Erasure,
+    Protocol,
 ):
     """Everything the service may ask of the log: what its composition root holds and
     hands on, each consumer typed on the roles it uses."""

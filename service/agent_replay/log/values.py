@@ -249,3 +249,31 @@ class Verdict:
             "first_bad_seq": self.first_bad_seq,
             "reason": self.reason,
         }
+
+
+@dataclass(frozen=True, slots=True)
+class Tombstone:
+    """What remains of an erased run (`LogStore.erase_thread`): no event, input or
+    metadata, only how many events it held and their chain head (hex,
+    `agent_replay.chain`) when it was erased, when, by whom and why."""
+
+    run_id: str
+    thread_id: str | None
+    events: int
+    head: str
+    erased_at: datetime
+    # The API key's id (`key:<digest prefix>`), `open` (no keys configured) or the
+    # CLI's `cli:<user>`: never a secret.
+    erased_by: str
+    reason: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "thread_id": self.thread_id,
+            "events": self.events,
+            "head": self.head,
+            "erased_at": self.erased_at.isoformat(),
+            "erased_by": self.erased_by,
+            "reason": self.reason,
+        }

@@ -59,11 +59,11 @@ from typing import Any
 import asyncpg
 
 from agent_replay import metrics
-from agent_replay.errors import Unavailable
+from agent_replay.errors import Erased, RunNotFound, Unavailable
 from agent_replay.log import partitions, sql
 from agent_replay.log import rows as log_rows
 from agent_replay.log.chunks import loads, text_at, texts_of
-from agent_replay.log.faults import translate
+from agent_replay.log.faults import ERASED_SQLSTATE, translate
 from agent_replay.log.request import Group, Outcomes, Pending, explain, settle, take
 from agent_replay.log.values import (
     AppendResult,
@@ -84,6 +84,7 @@ Connection = asyncpg.pool.PoolConnectionProxy
 _RUN_STATES = sql.QUERIES["run_states"]
 _CREATE_RUN_IF_MISSING = sql.QUERIES["create_run_if_missing"]
 _STORED_RANGE = sql.QUERIES["stored_range"]
+_TOMBSTONES = sql.QUERIES["tombstones_of_runs"]
 
 # An append statement's answer row: (run_id, base, ...), read in C.
 _RUN_BASE = itemgetter(0, 1)
@@ -519,14 +520,44 @@ class GroupCommitter:
             and await _already_stored(conn, items[0])
         ]
         outcomes = explain(refused, states, stored)
+        # Runs that are not there: erased ones answer so (and are never made again).
+        missing = [run for run in refused if run not in states]
+        erased = {r[0] for r in await conn.fetch(_TOMBSTONES, missing)} if missing else set()
         for run, thread in outcomes.create.items():
-            await conn.execute(_CREATE_RUN_IF_MISSING, run, thread)
+            if run in erased:
+                continue
+            try:
+                await conn.execute(_CREATE_RUN_IF_MISSING, run, thread)
+            except asyncpg.PostgresError as exc:
+                # Its thread was erased (`runs`' trigger): this run's appends alone fail.
+                if exc.sqlstate != ERASED_SQLSTATE:
+                    raise
+                erased.add(run)
+        if erased:
+            _refuse_erased(outcomes, erased)
         # A retry found stored already: its first try committed, perhaps unheard (its
         # answer lost). The run's state as read is the hint.
         for run in stored:
             state = states[run]
             self._tell_rows(run, None, state.last_seq, state.closed)
         self._apply(outcomes)
+
+
+def _refuse_erased(outcomes: Outcomes, erased: set[str]) -> None:
+    """The appends to erased runs (or runs an erased thread refused) answer `Erased`,
+    not `RunNotFound`, nor are they tried again."""
+    outcomes.errors = [
+        (item, Erased(f"run {item.run_id!r} was erased"))
+        if item.run_id in erased and isinstance(error, RunNotFound)
+        else (item, error)
+        for item, error in outcomes.errors
+    ]
+    outcomes.errors += [
+        (item, Erased(f"run {item.run_id!r} or its thread was erased"))
+        for item in outcomes.retry
+        if item.run_id in erased
+    ]
+    outcomes.retry = [item for item in outcomes.retry if item.run_id not in erased]
 
 
 async def _already_stored(conn: Connection, item: Pending) -> bool:

@@ -246,7 +246,13 @@ class Channel:
         while self.head is not None and not self.complete:
             page = await self._store.read_page(self.run_id, self.head, page_size)
             self.reads += 1
-            if page is None or not self._take(page) or len(page.rows) < page_size:
+            if page is None:
+                # The run is gone (erased, pruned): nothing more will ever come. Its
+                # followers look again, find no run and end as a closed run's do.
+                self.complete = True
+                self._advance()
+                return
+            if not self._take(page) or len(page.rows) < page_size:
                 return
 
     def _take(self, page: Page) -> bool:

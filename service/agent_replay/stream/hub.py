@@ -32,7 +32,7 @@ from typing import Protocol
 from agent_replay.errors import Draining, Unavailable
 from agent_replay.log.chunks import storable
 from agent_replay.log.notifications import thread_key
-from agent_replay.log.store import Listening, ReaderPresence, Reads, RunStates
+from agent_replay.log.store import Erasure, Listening, ReaderPresence, Reads, RunStates
 from agent_replay.log.values import Notice, Row
 from agent_replay.stream.channel import Channel, Limits
 from agent_replay.stream.presence import Presence
@@ -108,9 +108,9 @@ class ThreadWatch:
         self.close()
 
 
-class FollowedLog(Reads, RunStates, ReaderPresence, Protocol):
-    """What following runs asks of the log: their events and commits, their states, and
-    the presence of their readers."""
+class FollowedLog(Reads, RunStates, ReaderPresence, Erasure, Protocol):
+    """What following runs asks of the log: their events and commits, their states, the
+    presence of their readers, and whether a thread was erased."""
 
 
 class Hub:

@@ -166,6 +166,12 @@ async def tail(
                 page = await _read_page(hub, run_id, cursor, page_size)
                 hub.follower_reads += 1
                 if page is None:
+                    if read_yet:
+                        # Gone while followed (erased, or pruned): it ends as a closed
+                        # run's stream does, after the last event sent.
+                        if preamble:
+                            yield preamble
+                        return
                     raise RunNotFound(run_id)
                 read_yet = True
                 channel.anchor(page.state)

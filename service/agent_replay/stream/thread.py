@@ -33,7 +33,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Final, Literal
 
-from agent_replay.errors import CursorNotInThread, InvalidOffset, OffsetOutOfRange, RunNotFound
+from agent_replay.errors import (
+    CursorNotInThread,
+    Erased,
+    InvalidOffset,
+    OffsetOutOfRange,
+    RunNotFound,
+)
 from agent_replay.log.chunks import storable
 from agent_replay.log.store import RUN_ID
 from agent_replay.stream import sse
@@ -105,6 +111,7 @@ async def plan_thread(hub: Hub, thread_id: str, offset: ThreadOffset) -> ThreadP
     not the thread's is 409 cursor_not_in_thread, one past its run's last event 409
     offset_out_of_range. A thread with no run yet is no error: its stream waits."""
     hub.refuse_if_draining()
+    await refuse_erased(hub, thread_id)
     if offset == NOW:
         return await _now(hub, thread_id)
     if offset.run_id is None:
@@ -120,6 +127,15 @@ async def plan_thread(hub: Hub, thread_id: str, offset: ThreadOffset) -> ThreadP
             last_seq=run.last_seq,
         )
     return ThreadPlan(thread_id, offset, (run.created_at, run.run_id))
+
+
+async def refuse_erased(hub: Hub, thread_id: str) -> None:
+    """`Erased` for an erased thread: nothing of it is read, and no run is made on it
+    again, so its stream has nothing to wait for."""
+    found = await hub.store.tombstones(thread_id=thread_id)
+    if found:
+        at = max(t.erased_at for t in found).isoformat()
+        raise Erased(f"thread {thread_id[:160]!r} was erased at {at}; only its tombstones remain")
 
 
 async def _now(hub: Hub, thread_id: str) -> ThreadPlan:
@@ -186,6 +202,9 @@ async def follow_thread(
                 runs = await hub.store.thread_runs(thread_id, position, 1)
                 if runs:
                     break
+                if await hub.store.tombstones(thread_id=thread_id):
+                    # Erased while followed: no run follows, ever (new ones are refused).
+                    return
                 if hub.draining:
                     # Ends cleanly: the client resumes from its cursor on another replica.
                     return
