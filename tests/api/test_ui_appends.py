@@ -40,9 +40,10 @@ def served_for(chunks: list[Chunk], run_id: str, thread: str) -> list[Chunk]:
 
 
 async def ui_stream(client: httpx.AsyncClient, chat: str, opened: asyncio.Event) -> list[Chunk]:
-    """The chat's active run as the AI SDK endpoint streams it, to its `[DONE]`."""
+    """The chat's active run as the AI SDK endpoint streams it, to its `[DONE]`: every chunk
+    as stored (`resume=replay`; the default compacts what was stored before the request)."""
     chunks: list[Chunk] = []
-    url = f"/v1/ai-sdk/demo/{chat}/stream?approvals=true"
+    url = f"/v1/ai-sdk/demo/{chat}/stream?approvals=true&resume=replay"
     async with client.stream("GET", url) as response:
         assert response.status_code == 200
         opened.set()
