@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 import string
 from typing import Any
@@ -25,7 +26,9 @@ def _luhn_complete(digits: str) -> str:
 
 @st.composite
 def card(draw: st.DrawFn) -> str:
-    digits = _luhn_complete(draw(st.sampled_from("345")) + draw(st.text("0123456789", min_size=14, max_size=14)))
+    digits = _luhn_complete(
+        draw(st.sampled_from("345")) + draw(st.text("0123456789", min_size=14, max_size=14))
+    )
     sep = draw(st.sampled_from(["", " ", "-"]))
     return sep.join(digits[i : i + 4] for i in range(0, 16, 4))
 
@@ -101,7 +104,7 @@ def splits(text: str, data: st.DataObject, most: int = 50) -> list[str]:
         st.sets(st.integers(1, len(text) - 1), max_size=min(most - 1, len(text) - 1)).map(sorted)
     )
     bounds = [0, *cuts, len(text)]
-    return [text[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+    return [text[a:b] for a, b in itertools.pairwise(bounds)]
 
 
 def escaped_json(value: Any, data: st.DataObject) -> str:

@@ -172,7 +172,9 @@ def test_a_raw_event_of_a_redacted_delta_is_not_stored() -> None:
 
 
 def test_a_card_number_failing_luhn_is_kept() -> None:
-    events = [{"type": "CUSTOM", "name": "n", "value": "order 4111 1111 1111 1112 and 4111111111111111"}]
+    events = [
+        {"type": "CUSTOM", "name": "n", "value": "order 4111 1111 1111 1112 and 4111111111111111"}
+    ]
     (out,) = Redactor(RULES).chunks(_chunks(events))
     assert json.loads(out.text)["value"] == "order 4111 1111 1111 1112 and [REDACTED:card]"
 
