@@ -31,7 +31,7 @@ from agent_replay.agents.policy import DEFAULT, FIRST_READER_SECONDS, OnDisconne
 from agent_replay.agents.wire import HttpUpstream
 from agent_replay.errors import ReplayError, RunClosed, SeqConflict, Unavailable
 from agent_replay.event_types import TERMINAL
-from agent_replay.ingest import Limits
+from agent_replay.ingest import Limits, Redactor, record
 from agent_replay.log import AppendResult, Appends, ReaderPresence, StoredChunk
 from agent_replay.tasks import wait_set
 
@@ -89,8 +89,15 @@ class Driver:
         next_seq: int,
         on_disconnect: OnDisconnect = DEFAULT,
         first_reader_seconds: float = FIRST_READER_SECONDS,
+        redactor: Redactor | None = None,
     ) -> None:
         self.log = log
+        # The run's redaction, fed every read in order. What it holds back (the possible
+        # start of a secret, at most the rules' window per open message) lives here only:
+        # the upstream was promised nothing for it, and if this process dies the upstream
+        # connection dies with it and a reaper closes the run, exactly as for the reads
+        # waiting in `_pending`.
+        self._redactor = redactor
         self.on_disconnect = on_disconnect
         self._first_reader_seconds = first_reader_seconds
         # Set when a notification says the run's last reader left (any process).
@@ -148,6 +155,13 @@ class Driver:
         watcher = asyncio.create_task(self._watch()) if self.on_disconnect.watched else None
         try:
             end = await self._reader
+            if self._redactor is not None:
+                # What is still held (a message the upstream left open) goes before the
+                # close, redacted as complete text.
+                held = self._redactor.finish()
+                record(self._redactor.take_counts())
+                if held:
+                    self._deliver(held)
             await self._settled()
             reason = end.reason
             if reason is EndReason.FINISHED and self._last_type not in TERMINAL:
@@ -186,6 +200,13 @@ class Driver:
 
     def _deliver(self, chunks: list[StoredChunk]) -> bool:
         """`_feed` without the wait: whether there is room for more reads."""
+        redactor = self._redactor
+        if redactor is not None:
+            chunks = list(redactor.chunks(chunks))
+            if redactor.counts:
+                record(redactor.take_counts())
+            if not chunks:  # all held back: nothing to append yet
+                return self._pending_reads < _PENDING_READS
         self._pending.extend(chunks)
         self._pending_reads += 1
         if self._inflight is None and self._failure is None:

@@ -38,6 +38,13 @@ class RunAgentInput(BaseModel):
         description='continue, cancel or cancel_after: {"policy": "cancel_after", '
         '"grace_seconds": 30} or "cancel_after=30"; default: the agent\'s',
     )
+    # Not sent to the agent either: redaction rules the run adds to its agent's and the
+    # service's (agent_replay.ingest.rules).
+    redact: Any = Field(
+        default=None,
+        description='redaction rules this run adds: detector names, "default" or '
+        '"name=regex" (422 invalid_redaction if one is malformed; nothing starts)',
+    )
 
 
 # Every route that starts a hosted run takes it; the body's `onDisconnect` is the same.

@@ -147,6 +147,7 @@ async def send_messages(
     """Start a hosted run on the chat's thread; answer with its UI message stream."""
     extra = dict(body.model_extra or {})
     on_disconnect = extra.pop("onDisconnect", None)
+    redact = extra.pop("redact", None)
     run_input: dict[str, Any] = {
         "threadId": body.id,
         "runId": f"run-{uuid.uuid4().hex}",
@@ -160,6 +161,8 @@ async def send_messages(
             run_input[key] = extra[key]
     if on_disconnect is not None:
         run_input["onDisconnect"] = on_disconnect
+    if redact is not None:
+        run_input["redact"] = redact
     run, _ = await state.drivers.start(agent, run_input, on_disconnect=x_on_disconnect)
     outlet = Outlet()
     return sse_response(

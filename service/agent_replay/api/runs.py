@@ -44,6 +44,8 @@ from agent_replay.ingest import (
     expected_from_query,
     parse_json_batch,
     parse_ndjson_batch,
+    record,
+    redact_request,
 )
 from agent_replay.log import MAX_SEQ, check_run_id
 from agent_replay.log.chunks import dumps
@@ -153,9 +155,12 @@ async def _append(
     if not batch.chunks:
         # Nothing to store: an empty append names an existing run, it never creates one.
         await state.log.get_run(run_id)
+    chunks, redacted = redact_request(state.redact, batch.chunks)
     result = await state.log.append(
-        run_id, batch.chunks, expected_seq=batch.expected_seq, close=batch.close
+        run_id, chunks, expected_seq=batch.expected_seq, close=batch.close
     )
+    if redacted:
+        record(redacted)
     return JSON({"run_id": run_id, "first_seq": result.first_seq, "last_seq": result.last_seq})
 
 

@@ -30,6 +30,7 @@ from agent_replay.event_types import TERMINAL
 from agent_replay.ingest.rules import Rule, RuleSet
 from agent_replay.log.chunks import loads, stored
 from agent_replay.log.values import StoredChunk
+from agent_replay.metrics import REDACTIONS
 
 Span = tuple[int, int, Rule]
 
@@ -256,6 +257,15 @@ class Redactor:
         self._last: dict[str, str | None] = {}  # kind -> the id of its last CHUNK event
         self.counts: Counter[str] = Counter()
 
+    def take_counts(self) -> Counter[str]:
+        """The matches counted since the last call."""
+        counts, self.counts = self.counts, Counter()
+        return counts
+
+    def value(self, value: Any) -> Any:
+        """A JSON value with every string redacted whole (a run's stored input)."""
+        return self._value(value)[0]
+
     @property
     def holding(self) -> bool:
         return any(s.held if isinstance(s, _Text) else s.text or s.escape
@@ -383,3 +393,22 @@ class Redactor:
         else:
             value["delta"] = out
         return [stored(value, index)]
+
+
+def redact_request(
+    rules: Rules | None, chunks: Sequence[StoredChunk]
+) -> tuple[Sequence[StoredChunk], Counter[str]]:
+    """One append's chunks redacted as a whole: what it holds back of a message still open
+    at its end is released at its end (a request keeps nothing in memory after it)."""
+    if rules is None:
+        return chunks, Counter()
+    redactor = Redactor(rules)
+    out = redactor.chunks(chunks)
+    tail = redactor.finish()
+    return ([*out, *tail] if tail else out), redactor.counts
+
+
+def record(counts: Counter[str]) -> None:
+    """Count matches stored (`replay_redactions_total{rule}`), once their append committed."""
+    for rule, n in counts.items():
+        REDACTIONS.labels(rule).inc(n)
