@@ -15,3 +15,9 @@ async def oversized(run_input: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
     yield {"type": "RUN_STARTED", "threadId": run_input["threadId"], "runId": run_input["runId"]}
     yield {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "x" * (1 << 20)}
     yield {"type": "RUN_FINISHED", "threadId": run_input["threadId"], "runId": run_input["runId"]}
+
+
+async def scripted(run_input: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
+    """The events its input's `forwardedProps.events` lists, one read each."""
+    for event in run_input["forwardedProps"]["events"]:
+        yield event
