@@ -212,3 +212,31 @@ def test_rules_are_detectors_defaults_and_custom_patterns_with_commas() -> None:
 
 def test_every_detector_has_a_secret_strategy() -> None:
     assert set(SECRETS) == set(BUILTIN)
+
+
+def test_a_request_of_one_delta_per_message_is_stored_as_sent_unless_it_holds_a_match() -> None:
+    events = [
+        {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "hello wor", "timestamp": 5},
+        {"type": "TOOL_CALL_ARGS", "toolCallId": "t", "delta": '{"q": "bob@exa'},
+    ]
+    chunks = _chunks(events)
+    assert Redactor(RULES).request(chunks) is chunks
+    said = [{"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "mail bob@example.com"}]
+    (out,) = Redactor(RULES).request(_chunks(said))
+    assert json.loads(out.text)["delta"] == "mail [REDACTED:email]"
+
+
+@settings(max_examples=200, deadline=None)
+@given(secret(), FILLER, st.data())
+def test_one_request_holding_a_whole_split_secret_stores_none_of_it(
+    found: tuple[str, str], before: str, data: st.DataObject
+) -> None:
+    rule, value = found
+    events = [
+        {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": d}
+        for d in splits(f"{before} {value} {before}", data)
+    ]
+    out = Redactor(RULES).request(_chunks(events))
+    assert all(value not in c.text for c in out)
+    text = "".join(json.loads(c.text)["delta"] for c in out)
+    assert text == f"{before} [REDACTED:{rule}] {before}"

@@ -248,13 +248,15 @@ _Stream = _Text | _Json
 class Redactor:
     """Redacts one run's chunks, fed in order; `counts` says how many matches per rule."""
 
-    __slots__ = ("_last", "_rules", "_streams", "counts")
+    __slots__ = ("_final", "_last", "_rules", "_streams", "counts")
 
     def __init__(self, rules: RuleSet | Rules) -> None:
         self._rules = rules if isinstance(rules, Rules) else Rules(rules)
         # (kind, id) -> its stream and the type and id field of the events it came in.
         self._streams: dict[tuple[str, str | None], tuple[_Stream, str, str]] = {}
         self._last: dict[str, str | None] = {}  # kind -> the id of its last CHUNK event
+        # Indexes of the chunks being fed whose stream releases everything it holds.
+        self._final: set[int] = set()
         self.counts: Counter[str] = Counter()
 
     def take_counts(self) -> Counter[str]:
@@ -270,6 +272,31 @@ class Redactor:
     def holding(self) -> bool:
         return any(s.held if isinstance(s, _Text) else s.text or s.escape
                    for s, _, _ in self._streams.values())  # fmt: skip
+
+    def request(self, chunks: Sequence[StoredChunk]) -> Sequence[StoredChunk]:
+        """One request's chunks, all of it released by its end: each stream's last delta
+        in it takes what the stream still holds (so a request of one delta is kept as
+        sent unless that delta holds a match, and no event is made up)."""
+        last: dict[tuple[str, str | None], int] = {}
+        ids: dict[str, str | None] = {}
+        for index, chunk in enumerate(chunks):
+            streamed = _TEXT_STREAMS.get(chunk.type)
+            if streamed is None:
+                continue
+            name, field = streamed
+            ident = None
+            if field:
+                ident = chunk.message_id if field == "messageId" else chunk.tool_call_id
+                if chunk.type.endswith("_CHUNK"):
+                    ident = ids[name] = ident if ident is not None else ids.get(name)
+            last[(name, ident)] = index
+        self._final = set(last.values())
+        try:
+            out = self.chunks(chunks)
+        finally:
+            self._final = set()
+        tail = self.finish()
+        return [*out, *tail] if tail else out
 
     def chunks(self, chunks: Sequence[StoredChunk]) -> Sequence[StoredChunk]:
         """`chunks` as they may be stored: the same object when nothing changed."""
@@ -376,7 +403,10 @@ class Redactor:
         if entry is None:
             entry = (_Json() if name == "args" else _Text(), chunk.type, field)
             self._streams[key] = entry
-        out = entry[0].feed(self._rules, delta, self.counts)
+        final = index in self._final
+        out = entry[0].feed(self._rules, delta, self.counts, final)
+        if final:
+            del self._streams[key]
         extra = {k: v for k, v in value.items() if k not in _STREAM_FIELDS}
         if out == delta and not extra:
             return [chunk]
@@ -403,9 +433,7 @@ def redact_request(
     if rules is None:
         return chunks, Counter()
     redactor = Redactor(rules)
-    out = redactor.chunks(chunks)
-    tail = redactor.finish()
-    return ([*out, *tail] if tail else out), redactor.counts
+    return redactor.request(chunks), redactor.counts
 
 
 def record(counts: Counter[str]) -> None:
