@@ -181,6 +181,16 @@ async def test_a_split_secret_reaches_no_row_stream_export_or_transcript(
     args = "".join(e["delta"] for e in streamed if e["type"] == "TOOL_CALL_ARGS")
     assert json.loads(args) == {"query": f"find [REDACTED:{rule}] now", "n": 1}
     assert all(e.get("delta") != "" for e in streamed)
+    # Counted per rule on the run (m1, the arguments, the result, the state; a hosted run's
+    # input too: the user's message and the script it carries), listed as redacted.
+    record = (await http.get(f"/v1/runs/{run_id}")).json()
+    if path == "hosted":  # the script's deltas are strings of the input: matched each alone
+        assert record["redactions"][rule] >= 5
+    else:
+        assert record["redactions"] == {rule: 4}
+    listed = await http.get("/v1/runs", params={"thread_id": f"th-{run_id}", "redacted": "true"})
+    assert [r["run_id"] for r in listed.json()["runs"]] == [run_id]
+    assert listed.json()["runs"][0]["redactions"] == record["redactions"]
 
 
 async def test_a_run_adds_rules_to_its_agents_and_the_services(http: httpx.AsyncClient) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -98,6 +99,7 @@ class Driver:
         # connection dies with it and a reaper closes the run, exactly as for the reads
         # waiting in `_pending`.
         self._redactor = redactor
+        self._redacted: Counter[str] = Counter()  # the run's matches, stored at its end
         self.on_disconnect = on_disconnect
         self._first_reader_seconds = first_reader_seconds
         # Set when a notification says the run's last reader left (any process).
@@ -159,10 +161,16 @@ class Driver:
                 # What is still held (a message the upstream left open) goes before the
                 # close, redacted as complete text.
                 held = self._redactor.finish()
+                self._redacted.update(self._redactor.counts)
                 record(self._redactor.take_counts())
                 if held:
                     self._deliver(held)
             await self._settled()
+            if self._redacted:
+                try:
+                    await self.log.add_redactions(self.run_id, self._redacted)
+                except Unavailable:
+                    log.warning("run %s: redaction counts not stored", self.run_id)
             reason = end.reason
             if reason is EndReason.FINISHED and self._last_type not in TERMINAL:
                 reason = EndReason.INCOMPLETE
@@ -204,6 +212,7 @@ class Driver:
         if redactor is not None:
             chunks = list(redactor.chunks(chunks))
             if redactor.counts:
+                self._redacted.update(redactor.counts)
                 record(redactor.take_counts())
             if not chunks:  # all held back: nothing to append yet
                 return self._pending_reads < _PENDING_READS

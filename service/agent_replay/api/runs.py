@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import time
+from collections import Counter
 from datetime import datetime
 from types import TracebackType
 from typing import Annotated, Any
@@ -52,6 +54,8 @@ from agent_replay.log.chunks import dumps
 from agent_replay.log.filters import EventFilter
 from agent_replay.log.store import RUN_ID
 from agent_replay.log.typefilter import TypeFilter
+
+log = logging.getLogger("replay.api")
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"], responses=ERRORS, route_class=GuardedRoute)
 
@@ -161,7 +165,17 @@ async def _append(
     )
     if redacted:
         record(redacted)
+        await _count_redactions(state, run_id, redacted)
     return JSON({"run_id": run_id, "first_seq": result.first_seq, "last_seq": result.last_seq})
+
+
+async def _count_redactions(state: AppState, run_id: str, counts: Counter[str]) -> None:
+    """The run's counts, after its append committed: a failure here is logged, not
+    answered (the append is stored; a retry would store it twice)."""
+    try:
+        await state.log.add_redactions(run_id, counts)
+    except ReplayError as exc:
+        log.warning("run %s: redaction counts not stored (%s)", run_id, exc.message)
 
 
 # The append route's OpenAPI entry. The route itself is a plain Starlette

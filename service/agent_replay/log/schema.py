@@ -71,6 +71,8 @@ runs = Table(
     # `interrupted`, a producer's own), kept by every append like
     # error_message (revision 0005_error_code).
     Column("error_code", Text, nullable=True),
+    # Matches replaced per redaction rule, {rule: count}; NULL: none (revision 0013_redaction).
+    Column("redactions", JSONB, nullable=True),
     # The UTC month the run row was created in (an import's: its created_at's),
     # its events' partition (revision 0006_partitioned_events,
     # agent_replay.log.partitions). Set once, never updated: not generated from
@@ -103,6 +105,12 @@ runs = Table(
         "error_code",
         "created_at",
         postgresql_where=text("error_code IS NOT NULL"),
+    ),
+    # `?redacted=true` (revision 0013_redaction).
+    Index(
+        "runs_redacted_created_idx",
+        "created_at",
+        postgresql_where=text("redactions IS NOT NULL"),
     ),
     Index(
         "runs_open_lease_idx",
