@@ -240,3 +240,10 @@ def test_one_request_holding_a_whole_split_secret_stores_none_of_it(
     assert all(value not in c.text for c in out)
     text = "".join(json.loads(c.text)["delta"] for c in out)
     assert text == f"{before} [REDACTED:{rule}] {before}"
+
+
+def test_rules_naming_the_same_group_still_redact() -> None:
+    rules = parse_rules(["a=(?P<n>A-[0-9]{3})", "b=(?P<n>B-[0-9]{3})"], "run")
+    said = [{"type": "CUSTOM", "name": "n", "value": "A-123 and B-456 and C-789"}]
+    (out,) = Redactor(rules).request(_chunks(said))
+    assert json.loads(out.text)["value"] == "[REDACTED:a] and [REDACTED:b] and C-789"

@@ -65,11 +65,17 @@ class Rules:
     def __init__(self, rules: RuleSet) -> None:
         self.rules = rules.rules
         self.window = rules.window
-        self._any = re.compile("|".join(f"(?:{r.source})" for r in self.rules)) if rules else None
+        self._any: re.Pattern[str] | None
+        try:
+            self._any = re.compile("|".join(f"(?:{r.source})" for r in self.rules))
+        except re.error:  # two rules naming one group: no first look, every text matched
+            self._any = None
 
     def clean(self, text: str) -> bool:
         """Whether `text` holds no match of any rule, whole (a cheap first look)."""
-        return self._any is None or self._any.search(text) is None
+        if not self.rules:
+            return True
+        return self._any is not None and self._any.search(text) is None
 
     def cut(self, text: str, final: bool) -> tuple[int, list[Span]]:
         """How much of `text` can go out now, and the matches in that part.
