@@ -294,7 +294,7 @@ FROM runs WHERE run_id = $1;
 UPDATE runs SET redactions = (
     SELECT jsonb_object_agg(k, coalesce((r.redactions ->> k)::bigint, 0)
                                + coalesce(($2::jsonb ->> k)::bigint, 0))
-    FROM jsonb_object_keys(coalesce(r.redactions, '{}'::jsonb) || $2::jsonb) AS k
+    FROM jsonb_object_keys(coalesce(r.redactions, jsonb_build_object()) || $2::jsonb) AS k
 )
 FROM runs r
 WHERE runs.run_id = $1 AND r.run_id = $1;
