@@ -26,6 +26,8 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+import regex
+
 from agent_replay.event_types import TERMINAL
 from agent_replay.ingest.rules import Rule, RuleSet
 from agent_replay.log.chunks import loads, stored
@@ -60,16 +62,19 @@ _STREAM_FIELDS = {"type", "messageId", "toolCallId", "delta", "timestamp", "role
 class Rules:
     """A `RuleSet` compiled for matching: one combined pattern to pass clean text fast."""
 
-    __slots__ = ("_any", "rules", "window")
+    __slots__ = ("_any", "_first", "rules", "window")
 
     def __init__(self, rules: RuleSet) -> None:
         self.rules = rules.rules
         self.window = rules.window
         self._any: re.Pattern[str] | None
+        self._first: regex.Pattern[str] | None
+        either = "|".join(f"(?:{r.source})" for r in self.rules)
         try:
-            self._any = re.compile("|".join(f"(?:{r.source})" for r in self.rules))
-        except re.error:  # two rules naming one group: no first look, every text matched
-            self._any = None
+            self._any = re.compile(either)
+            self._first = regex.compile(either, regex.VERSION0)
+        except (re.error, regex.error):  # two rules naming one group: every text matched
+            self._any = self._first = None
 
     def clean(self, text: str) -> bool:
         """Whether `text` holds no match of any rule, whole (a cheap first look)."""
@@ -83,6 +88,15 @@ class Rules:
         Not final: a match that more text could still change, or a partial one (text that
         more text could turn into a match), holds back from its start.
         """
+        if self._first is not None:
+            # One look for all rules first: the leftmost place any rule matches or may
+            # match. None: all of it goes out as it is; a partial match: all before it does
+            # (no rule matches anything starting earlier).
+            first = self._first.search(text, partial=not final)
+            if first is None:
+                return len(text), []
+            if first.partial:
+                return first.start(), []
         release = len(text)
         spans: list[Span] = []
         for rule in self.rules:
