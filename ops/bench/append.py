@@ -3,6 +3,7 @@
     python ops/bench/append.py [--quick] [--json FILE]
     python ops/bench/append.py --baseline DIR [--baseline-env NAME=VALUE] [--rounds N]
                                [--sizes N,N] [--quick] [--json FILE]
+    python ops/bench/append.py --env NAME=VALUE [--rounds N] [--quick] [--json FILE]
 
 Prints events/s for batches of 1, 10, 100 and 1,000 chunks (each producer on
 its own run; for batches of 1 also all producers on one run): over HTTP (a
@@ -62,21 +63,22 @@ layout).
 Side by side (`--baseline DIR`: another checkout of this repository, e.g. the
 commit before a change; `--baseline-env NAME=VALUE`: a setting of the baseline's
 alone, and without `--baseline` this checkout with that setting against itself
-without): instead of the phases above, the service's own, each on both sides
-in the same run. Both `agent-replay serve` processes are up at once, each on a
-scratch database migrated by its own code; every phase runs on one side and
-right after on the other (ABAB: the order flips every round, `--rounds N`,
-default 3), so the machine's drift meets both. The phases: HTTP at every size,
-each as JSON and as NDJSON (a single chunk as a line too), and the in-process
-writer at every size (in a process of each side's code). Each phase prints
-both sides' events/s and CPU per event (the server's, or the writer
-process's, and its PostgreSQL backends'), and ours ÷ baseline per round with
-their median. `--baseline .` (this checkout against itself) gives the
+without; `--env NAME=VALUE`: a setting of ours alone, the same way, e.g. `--env
+REPLAY_REDACT=default` for redaction on against off): instead of the phases
+above, the service's own, each on both sides in the same run. Both `agent-replay
+serve` processes are up at once, each on a scratch database migrated by its own
+code; every phase runs on one side and right after on the other (ABAB: the order
+flips every round, `--rounds N`, default 3), so the machine's drift meets both.
+The phases: HTTP at every size, each as JSON and as NDJSON (a single chunk as a
+line too), and the in-process writer at every size (in a process of each side's
+code). Each phase prints both sides' events/s and CPU per event (the server's,
+or the writer process's, and its PostgreSQL backends'), and ours ÷ baseline per
+round with their median. `--baseline .` (this checkout against itself) gives the
 harness's own noise band. `--json FILE` writes {"baseline", "baseline_env",
 "rounds", "phases": {phase: {"ours", "baseline": [{"events_per_s", "p50_ms",
 "p99_ms", "cpu_us", "db_cpu_us"} per round], "events_per_s_ratio",
-"cpu_us_ratio", "db_cpu_us_ratio": [ours ÷ baseline per round]}}}, phases
-named "http-json-1", "http-ndjson-1000", "writer-100" and so on.
+"cpu_us_ratio", "db_cpu_us_ratio": [ours ÷ baseline per round]}}}, phases named
+"http-json-1", "http-ndjson-1000", "writer-100" and so on.
 
 Under each size, the CPU per event of the one-process HTTP phases: the server's
 (its own /metrics) and its PostgreSQL backends' (/proc, by the scratch
@@ -780,7 +782,11 @@ def writer_phase(url: str, size: int, total: int) -> None:
 
 
 def side_by_side(
-    baseline: Path, baseline_env: dict[str, str], rounds: int, totals: dict[int, int]
+    baseline: Path,
+    baseline_env: dict[str, str],
+    rounds: int,
+    totals: dict[int, int],
+    ours_env: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """Every phase of the service on this checkout and on `baseline`, in turns (ABAB)."""
     phases = [("http-json", size) for size in totals]
@@ -792,11 +798,11 @@ def side_by_side(
     with (
         scratch_database() as ours_url,
         scratch_database(None if baseline == ROOT else baseline) as base_url,
-        server_process(ours_url) as ours_base,
+        server_process(ours_url, **(ours_env or {})) as ours_base,
         server_process(base_url, root=baseline, **baseline_env) as base_base,
     ):
         sides = [
-            Side("ours", ROOT, ours_url, ours_base, {}),
+            Side("ours", ROOT, ours_url, ours_base, ours_env or {}),
             Side("baseline", baseline, base_url, base_base, baseline_env),
         ]
         print(f"append, side by side ({asyncio.run(check_durable(ours_url))}): {rounds} rounds")
@@ -809,7 +815,9 @@ def side_by_side(
                     figures = side_phase(side, phase, size, totals[size])
                     found[f"{phase}-{size}"][side.name].append(figures)
     out: dict[str, Any] = {}
-    print(f"ours ÷ baseline ({baseline}{' with ' if baseline_env else ''}"
+    ours_with = " ".join(f"{k}={v}" for k, v in (ours_env or {}).items())
+    print(f"ours{' with ' if ours_with else ''}{ours_with}"
+          f" ÷ baseline ({baseline}{' with ' if baseline_env else ''}"
           f"{' '.join(f'{k}={v}' for k, v in baseline_env.items())}), per round and median; "
           "events/s higher is better, CPU per event lower is")  # fmt: skip
     for name, by in found.items():
@@ -832,6 +840,13 @@ def side_by_side(
             f"{statistics.median(b['events_per_s'] for b in base):>9,.0f} ev/s "
             f"{statistics.median(b['cpu_us'] for b in base):6.2f} µs | " + ", ".join(cells)
         )
+        print(
+            f"  {'':<17} latency p50/p99 ms: ours "
+            f"{statistics.median(a['p50_ms'] for a in ours):.2f}/"
+            f"{statistics.median(a['p99_ms'] for a in ours):.2f}, baseline "
+            f"{statistics.median(b['p50_ms'] for b in base):.2f}/"
+            f"{statistics.median(b['p99_ms'] for b in base):.2f}"
+        )
     return out
 
 
@@ -853,6 +868,10 @@ def main() -> None:
         "--baseline-env", action="append", default=[], metavar="NAME=VALUE",
         help="a setting of the baseline's alone (without --baseline: this checkout with it)",
     )  # fmt: skip
+    parser.add_argument(
+        "--env", action="append", default=[], metavar="NAME=VALUE",
+        help="a setting of ours alone (without --baseline: this checkout without it)",
+    )  # fmt: skip
     parser.add_argument("--rounds", type=int, default=3, help="side-by-side rounds (default 3)")
     parser.add_argument(
         "--sizes", default="1,10,100,1000", metavar="N,N",
@@ -867,7 +886,8 @@ def main() -> None:
         1000: int(400_000 * scale),
     }
     baseline_env = dict(item.split("=", 1) for item in args.baseline_env)
-    if baseline_env and args.baseline is None:
+    ours_env = dict(item.split("=", 1) for item in args.env)
+    if (baseline_env or ours_env) and args.baseline is None:
         args.baseline = ROOT
     if args.baseline is not None:
         args.baseline = args.baseline.resolve()
@@ -877,10 +897,10 @@ def main() -> None:
         if not wanted <= set(totals):
             parser.error(f"--sizes: each of {', '.join(map(str, totals))}")
         chosen = {size: n for size, n in totals.items() if size in wanted}
-        phases = side_by_side(args.baseline, baseline_env, args.rounds, chosen)
+        phases = side_by_side(args.baseline, baseline_env, args.rounds, chosen, ours_env)
         if args.json:
             figures = {"baseline": str(args.baseline), "baseline_env": baseline_env,
-                       "rounds": args.rounds, "phases": phases}  # fmt: skip
+                       "env": ours_env, "rounds": args.rounds, "phases": phases}  # fmt: skip
             write_json(str(args.json), figures)
         return
     repeats = {1000: 2}

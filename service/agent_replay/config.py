@@ -250,6 +250,22 @@ class Settings(BaseSettings):
         'the built-in `demo`. `"protocol": "ai-sdk"` names an AI SDK chat endpoint '
         "(its UI message stream is mapped into the log); the default is `ag-ui`.",
     )
+    # Redaction at write time (agent_replay.ingest.rules, docs/concepts/redaction.md).
+    redact: str = Field(
+        default="",
+        description="Comma-separated redaction rules applied to every run before the log "
+        "stores it: built-in detector names (openai_key, anthropic_key, aws_access_key, "
+        "github_token, jwt, private_key, card, email), `default` for all of them, and "
+        "`name=regex` custom rules. Empty: no redaction (agents and runs may still add rules).",
+    )
+    redact_max_window: int = Field(
+        default=1024,
+        ge=1,
+        le=65536,
+        description="The longest text a custom redaction rule may match, in characters: a "
+        "pattern that can match more (or unbounded text) is refused. It is also the most a "
+        "rule can hold back of a streamed message.",
+    )
     # A stable name for this process (pod, unit): on restart it closes the runs
     # its earlier life was driving at once, instead of waiting for their leases.
     instance_id: str | None = Field(

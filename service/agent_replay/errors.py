@@ -131,6 +131,12 @@ class InvalidRequest(InvalidInput):
     code = "invalid_request"
 
 
+class InvalidRedaction(InvalidInput):
+    """A redaction rule that is unknown, malformed, unbounded or too costly to match."""
+
+    code = "invalid_redaction"
+
+
 class Unstorable(InvalidRequest):
     """A value the database refuses to store (its text says which and why)."""
 

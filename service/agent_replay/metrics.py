@@ -89,6 +89,12 @@ REPLICA_READS = Counter(
     ["served"],
     registry=REGISTRY,
 )
+REDACTIONS = Counter(
+    "replay_redactions",
+    "Matches of each redaction rule replaced before the log stored them (never the text).",
+    ["rule"],
+    registry=REGISTRY,
+)
 HTTP_REQUESTS = Counter(
     "replay_http_requests",
     "HTTP requests by method, route template and status.",

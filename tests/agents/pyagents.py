@@ -31,3 +31,9 @@ async def endless(run_input: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
             yield {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "word "}
     finally:
         CLOSED.add(run_input["runId"])
+
+
+async def scripted(run_input: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
+    """The events its input's `forwardedProps.events` lists, one read each."""
+    for event in run_input["forwardedProps"]["events"]:
+        yield event

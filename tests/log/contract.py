@@ -141,6 +141,25 @@ class LogStoreContract:
         run = await store.get_run(run_id)
         assert (run.last_seq, run.closed, run.status) == (3, False, "running")
 
+    async def test_add_redactions_when_added_twice_then_summed_per_rule_and_listed_as_redacted(
+        self, store: LogStore
+    ) -> None:
+        thread = new_run("c-red-thread")
+        plain, redacted = new_run("c-red-0"), new_run("c-red-1")
+        for run_id in (plain, redacted):
+            await store.append(run_id, [{"type": "RUN_STARTED", "threadId": thread}])
+        assert (await store.get_run(redacted)).redactions is None
+        await store.add_redactions(redacted, {})
+        await store.add_redactions(redacted, {"email": 2})
+        await store.add_redactions(redacted, {"email": 1, "card": 4})
+        run = await store.get_run(redacted)
+        assert run.redactions == {"email": 3, "card": 4}
+        assert run.to_json()["redactions"] == {"email": 3, "card": 4}
+        assert (await store.get_run(plain)).to_json()["redactions"] == {}
+        for wanted, found in ((True, [redacted]), (False, [plain])):
+            page = await store.list_runs(RunFilter(thread_id=thread, redacted=wanted), 10, None)
+            assert [r.run_id for r in page] == found
+
     async def test_append_when_create_false_and_run_missing_then_run_not_found(
         self, store: LogStore
     ) -> None:

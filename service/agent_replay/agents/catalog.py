@@ -6,8 +6,9 @@ for an in-process async generator `function(run_input) -> AsyncIterator[dict]`.
 The object form may give the agent's disconnect policy (`agent_replay.agents.policy`):
 `{"url": ..., "on_disconnect": {"policy": "cancel_after", "grace_seconds": 30}}`
 (`url` may be a `python:` one there too), its budget (`agent_replay.agents.budget`):
-`{"url": ..., "budget": {"max_seconds": 600}}`, and the protocol its URL speaks:
-`"protocol": "ag-ui"` (the default) or `"ai-sdk"`, an AI SDK chat endpoint
+`{"url": ..., "budget": {"max_seconds": 600}}`, its redaction rules, added to the
+service's: `{"url": ..., "redact": ["email", "ticket=T-[0-9]{6}"]}`, and the protocol its
+URL speaks: `"protocol": "ag-ui"` (the default) or `"ai-sdk"`, an AI SDK chat endpoint
 (`agent_replay.agents.ai_sdk`).
 """
 
@@ -24,6 +25,7 @@ from agent_replay.agents.budget import Budget
 from agent_replay.agents.budget import parse as parse_budget
 from agent_replay.agents.policy import DEFAULT, OnDisconnect, parse
 from agent_replay.errors import InvalidRequest, NotFound
+from agent_replay.ingest import DEFAULT_MAX_WINDOW, NONE, RuleSet, parse_rules
 
 RunInput = dict[str, Any]
 ChunkSource = Callable[[RunInput], AsyncIterator[dict[str, Any]]]
@@ -46,6 +48,7 @@ class HttpAgent:
     on_disconnect: OnDisconnect = DEFAULT
     budget: Budget = NO_BUDGET
     protocol: str = "ag-ui"
+    redact: RuleSet = NONE
 
     @property
     def kind(self) -> str:
@@ -58,6 +61,7 @@ class PythonAgent:
     source: ChunkSource
     on_disconnect: OnDisconnect = DEFAULT
     budget: Budget = NO_BUDGET
+    redact: RuleSet = NONE
 
     @property
     def kind(self) -> str:
@@ -90,7 +94,12 @@ def _import_source(spec: str, name: str) -> ChunkSource:
     return source  # type: ignore[no-any-return]
 
 
-def _agent(name: str, value: Any) -> Agent:
+def _agent(name: str, value: Any, max_window: int = DEFAULT_MAX_WINDOW) -> Agent:
+    if isinstance(value, dict) and isinstance(value.get("url"), str) and "redact" in value:
+        rest = {k: v for k, v in value.items() if k != "redact"}
+        rules = parse_rules(value["redact"], f"agent {name!r}: redact", max_window)
+        agent = _agent(name, rest["url"] if set(rest) == {"url"} else rest, max_window)
+        return replace(agent, redact=rules)
     if isinstance(value, str) and value.startswith("python:"):
         return PythonAgent(name, _import_source(value[len("python:") :], name))
     if isinstance(value, str) and value.startswith(("http://", "https://")):
@@ -124,7 +133,12 @@ def _agent(name: str, value: Any) -> Agent:
     )
 
 
-def load_catalog(spec: str | None, builtins: Mapping[str, Agent]) -> AgentCatalog:
+def load_catalog(
+    spec: str | None,
+    builtins: Mapping[str, Agent],
+    *,
+    redact_max_window: int = DEFAULT_MAX_WINDOW,
+) -> AgentCatalog:
     agents: dict[str, Agent] = dict(builtins)
     if spec and spec.strip():
         try:
@@ -134,5 +148,5 @@ def load_catalog(spec: str | None, builtins: Mapping[str, Agent]) -> AgentCatalo
         if not isinstance(configured, dict):
             raise InvalidRequest("REPLAY_AGENTS must be a JSON object {name: url, ...}")
         for name, value in configured.items():
-            agents[name] = _agent(name, value)
+            agents[name] = _agent(name, value, redact_max_window)
     return AgentCatalog(agents)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable
 from contextlib import aclosing
 from dataclasses import dataclass
@@ -36,7 +37,7 @@ from agent_replay.agents.policy import DEFAULT, FIRST_READER_SECONDS, OnDisconne
 from agent_replay.agents.wire import HttpUpstream
 from agent_replay.errors import Erased, ReplayError, RunClosed, SeqConflict, Unavailable
 from agent_replay.event_types import TERMINAL
-from agent_replay.ingest import Limits
+from agent_replay.ingest import Limits, Redactor, record
 from agent_replay.log import AppendResult, Appends, ReaderPresence, StoredChunk
 from agent_replay.tasks import wait_set
 
@@ -96,6 +97,7 @@ class Driver:
         first_reader_seconds: float = FIRST_READER_SECONDS,
         budget: Budget = NONE,
         created_at: datetime | None = None,
+        redactor: Redactor | None = None,
     ) -> None:
         self.log = log
         # Counts the upstream's events against the run's budget (None: it has none);
@@ -104,6 +106,13 @@ class Driver:
         self._deadline = budget.deadline(created_at) if created_at is not None else None
         self._out_of_time: asyncio.TimerHandle | None = None
         self._stop_detail = ""  # the budget a BUDGET_EXHAUSTED stop names
+        # The run's redaction, fed every read in order. What it holds back (the possible
+        # start of a secret, at most the rules' window per open message) lives here only:
+        # the upstream was promised nothing for it, and if this process dies the upstream
+        # connection dies with it and a reaper closes the run, exactly as for the reads
+        # waiting in `_pending`.
+        self._redactor = redactor
+        self._redacted: Counter[str] = Counter()  # the run's matches, stored at its end
         self.on_disconnect = on_disconnect
         self._first_reader_seconds = first_reader_seconds
         # Set when a notification says the run's last reader left (any process).
@@ -194,7 +203,20 @@ class Driver:
         watcher = asyncio.create_task(self._watch()) if self.on_disconnect.watched else None
         try:
             end = await self._reader
+            if self._redactor is not None:
+                # What is still held (a message the upstream left open) goes before the
+                # close, redacted as complete text.
+                held = self._redactor.finish()
+                self._redacted.update(self._redactor.counts)
+                record(self._redactor.take_counts())
+                if held:
+                    self._deliver(held)
             await self._settled()
+            if self._redacted:
+                try:
+                    await self.log.add_redactions(self.run_id, self._redacted)
+                except Unavailable:
+                    log.warning("run %s: redaction counts not stored", self.run_id)
             reason = end.reason
             if reason is EndReason.FINISHED and self._last_type not in TERMINAL:
                 reason = EndReason.INCOMPLETE
@@ -239,6 +261,14 @@ class Driver:
 
     def _deliver(self, chunks: list[StoredChunk]) -> bool:
         """`_feed` without the wait: whether there is room for more reads."""
+        redactor = self._redactor
+        if redactor is not None:
+            chunks = list(redactor.chunks(chunks))
+            if redactor.counts:
+                self._redacted.update(redactor.counts)
+                record(redactor.take_counts())
+            if not chunks:  # all held back: nothing to append yet
+                return self._pending_reads < _PENDING_READS
         if self._meter is not None:
             # Nothing past the budget is stored: the events from the first one past
             # it on are dropped, and the upstream is aborted.

@@ -24,7 +24,7 @@ from agent_replay.agents.driver import Driver, Lease
 from agent_replay.agents.endings import EndReason, close_run
 from agent_replay.agents.reaper import Reaper
 from agent_replay.errors import Draining, RunClosed
-from agent_replay.ingest import Limits
+from agent_replay.ingest import DEFAULT_MAX_WINDOW, NONE, Limits, Redactor, RuleSet, parse_rules
 from agent_replay.log import Appends, Leases, ReaderPresence, Run, RunStates, check_run_id
 from agent_replay.tasks import stopped, wait_set
 
@@ -51,6 +51,8 @@ class Drivers:
         first_reader_seconds: float = policy.FIRST_READER_SECONDS,
         instance_id: str | None = None,
         limits: Limits | None = None,
+        redact: RuleSet = NONE,
+        redact_max_window: int = DEFAULT_MAX_WINDOW,
     ) -> None:
         self.log = log
         self.catalog = catalog
@@ -59,6 +61,9 @@ class Drivers:
         self.first_reader_seconds = first_reader_seconds
         self.instance_id = instance_id
         self.limits = limits or Limits()
+        # REPLAY_REDACT's rules: every run's, whatever its agent or input add.
+        self.redact = redact
+        self.redact_max_window = redact_max_window
         instance = instance_id or f"{socket.gethostname()}:{os.getpid()}"
         self.owner = f"{instance}/{uuid.uuid4().hex[:12]}"
         self.lease = Lease(self.owner, lease_seconds)
@@ -130,6 +135,12 @@ class Drivers:
         )
         # Checked before anything is stored: a malformed budget starts nothing.
         run_budget = budget.choose(agent.budget, run_input.pop("budget", None), budget_header)
+        # The run's rules add to its agent's, which add to the service's: none is dropped.
+        # A malformed one is refused here, before anything is stored.
+        rules = self.redact.plus(agent.redact).plus(
+            parse_rules(run_input.pop("redact", None), "the run's redact", self.redact_max_window)
+        )
+        redactor = Redactor(rules) if rules else None
         run_id = check_run_id(run_id or _str(run_input.get("runId")) or f"run-{uuid.uuid4().hex}")
         existing = await self.log.find_run(run_id)
         # A retry that leaves the thread out means the thread the run already has.
@@ -144,8 +155,10 @@ class Drivers:
         }  # fmt: skip
         # The same request again joins the run; another one under its id is a conflict
         # (409 run_conflict), never a silent replay of a different answer.
+        # The input goes to the upstream as sent; the run record keeps it redacted.
+        stored_input = run_input if redactor is None else redactor.value(run_input)
         run, created = await self.log.create_run(
-            run_id, thread_id=thread_id, agent=agent_name, input=run_input,
+            run_id, thread_id=thread_id, agent=agent_name, input=stored_input,
             on_disconnect=chosen.policy, grace_seconds=chosen.grace_seconds,
             metadata={"budget": run_budget.to_json()} if run_budget else {},
         )  # fmt: skip
@@ -166,7 +179,7 @@ class Drivers:
             lease=self.lease, idle_seconds=self.idle_seconds, limits=self.limits,
             next_seq=first.last_seq + 1, on_disconnect=chosen,
             first_reader_seconds=self.first_reader_seconds,
-            budget=run_budget, created_at=run.created_at,
+            budget=run_budget, created_at=run.created_at, redactor=redactor,
         )  # fmt: skip
         self._drivers[run_id] = driver
         if self._keeper is None:  # made in the loop it serves

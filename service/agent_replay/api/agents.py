@@ -45,6 +45,13 @@ class RunAgentInput(BaseModel):
         '"max_events": 500, "max_tool_calls": 10, "max_output_tokens": 4000} (any of them) '
         'or "max_seconds=30,max_events=500"; only tightens the agent\'s',
     )
+    # Not sent to the agent either: redaction rules the run adds to its agent's and the
+    # service's (agent_replay.ingest.rules).
+    redact: Any = Field(
+        default=None,
+        description='redaction rules this run adds: detector names, "default" or '
+        '"name=regex" (422 invalid_redaction if one is malformed; nothing starts)',
+    )
 
 
 # Every route that starts a hosted run takes it; the body's `onDisconnect` is the same.

@@ -176,6 +176,7 @@ async def send_messages(
     extra = dict(body.model_extra or {})
     on_disconnect = extra.pop("onDisconnect", None)
     run_budget = extra.pop("budget", None)
+    redact = extra.pop("redact", None)
     run_input: dict[str, Any] = {
         "threadId": body.id,
         "runId": f"run-{uuid.uuid4().hex}",
@@ -191,11 +192,13 @@ async def send_messages(
         run_input["onDisconnect"] = on_disconnect
     if run_budget is not None:
         run_input["budget"] = run_budget
+    if redact is not None:
+        run_input["redact"] = redact
     hosted = state.drivers.catalog.get(agent)
     if isinstance(hosted, HttpAgent) and hosted.protocol == "ai-sdk":
         # An AI SDK upstream is posted this very body (agent_replay.agents.ai_sdk).
         request = body.model_dump(exclude_unset=True)  # the fields as the client sent them
-        for own in ("onDisconnect", "budget"):  # the service's, not the agent's
+        for own in ("onDisconnect", "budget", "redact"):  # the service's, not the agent's
             request.pop(own, None)
         run_input[REQUEST_KEY] = request
     run, _ = await state.drivers.start(

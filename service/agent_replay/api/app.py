@@ -129,9 +129,18 @@ def create_app(
             stack.callback(event_log.on_commit_rows(hub.committed, hub.follows))
             # Pushed after the log, so it stops first: readers before their pool.
             stack.push_async_callback(hub.stop)
+            # REPLAY_REDACT: every run's rules; an agent's and a run's only add to them.
+            window = settings.redact_max_window
+            service_rules = ingest.parse_rules(settings.redact, "REPLAY_REDACT", window)
             drivers = Drivers(
                 event_log,
-                load_catalog(settings.agents, {"demo": demo_agent(settings.demo_delay_seconds)}),
+                load_catalog(
+                    settings.agents,
+                    {"demo": demo_agent(settings.demo_delay_seconds)},
+                    redact_max_window=window,
+                ),
+                redact=service_rules,
+                redact_max_window=window,
                 lease_seconds=settings.lease_seconds,
                 idle_seconds=settings.upstream_idle_seconds,
                 first_reader_seconds=settings.first_reader_seconds,
@@ -176,6 +185,7 @@ def create_app(
                     private=not gate.keys.open,
                 ),
             )
+            streams.redact = ingest.Rules(service_rules) if service_rules else None
             # Before the log's pool closes: pages still being read ahead.
             stack.push_async_callback(streams.close)
             app.state.replay = AppState(
@@ -185,6 +195,7 @@ def create_app(
                 drivers=drivers,
                 durable=streams,
                 gate=gate.bind(event_log),
+                redact=streams.redact,
             )
             # Startup's objects (modules, routes, settings) never die: keep the
             # collector from walking them again on every full collection.

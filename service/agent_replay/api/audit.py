@@ -63,6 +63,9 @@ async def get_runs(
             "producer's own)"
         ),
     ] = None,
+    redacted: Annotated[
+        bool | None, Query(description="whether any match was redacted in the run")
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: Annotated[str | None, Query(description="next_cursor of the previous page")] = None,
 ) -> Response:
@@ -77,6 +80,7 @@ async def get_runs(
         tool=tool,
         has_error=has_error,
         error_codes=tuple(error_code or ()),
+        redacted=redacted,
     )
     page = await list_runs(log, run_filter, limit=limit, cursor=cursor)
     body: dict[str, object] = {"runs": page.runs, "next_cursor": page.next_cursor}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated
 
 from fastapi import Depends, Request
@@ -11,7 +11,7 @@ from agent_replay.agents import Drivers
 from agent_replay.api.auth import Gate
 from agent_replay.config import Settings
 from agent_replay.durable.protocol import Streams
-from agent_replay.ingest import Limits
+from agent_replay.ingest import Limits, Rules
 from agent_replay.log import LogStore
 from agent_replay.stream import Hub
 
@@ -32,6 +32,8 @@ class AppState:
     durable: Streams
     # API keys and the token signer (agent_replay.api.auth).
     gate: Gate
+    # REPLAY_REDACT's rules, compiled (None: nothing to redact on pushed appends).
+    redact: Rules | None = field(default=None)
 
     @property
     def limits(self) -> Limits:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import time
+from collections import Counter
 from datetime import datetime
 from types import TracebackType
 from typing import Annotated, Any
@@ -52,12 +54,16 @@ from agent_replay.ingest import (
     parse_json_batch,
     parse_ndjson_batch,
     read_ui_batch,
+    record,
+    redact_request,
 )
 from agent_replay.log import MAX_SEQ, check_run_id
 from agent_replay.log.chunks import dumps, loads
 from agent_replay.log.filters import EventFilter
 from agent_replay.log.store import RUN_ID
 from agent_replay.log.typefilter import TypeFilter
+
+log = logging.getLogger("replay.api")
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"], responses=ERRORS, route_class=GuardedRoute)
 
@@ -183,8 +189,8 @@ async def _append(
     limits = state.limits
     body = await read_bounded(request, limits.max_batch_bytes, "the batch")
     if ai_sdk:
-        chunks = read_ui_batch(body, limits, ndjson=ndjson, expected_seq=expected_seq, close=close)
-        batch = await _ui_events(state, run_id, chunks)
+        ui = read_ui_batch(body, limits, ndjson=ndjson, expected_seq=expected_seq, close=close)
+        batch = await _ui_events(state, run_id, ui)
     elif ndjson:
         batch = parse_ndjson_batch(
             body,
@@ -199,10 +205,23 @@ async def _append(
     if not batch.chunks:
         # Nothing to store: an empty append names an existing run, it never creates one.
         await state.log.get_run(run_id)
+    chunks, redacted = redact_request(state.redact, batch.chunks)
     result = await state.log.append(
-        run_id, batch.chunks, expected_seq=batch.expected_seq, close=batch.close
+        run_id, chunks, expected_seq=batch.expected_seq, close=batch.close
     )
+    if redacted:
+        record(redacted)
+        await _count_redactions(state, run_id, redacted)
     return JSON({"run_id": run_id, "first_seq": result.first_seq, "last_seq": result.last_seq})
+
+
+async def _count_redactions(state: AppState, run_id: str, counts: Counter[str]) -> None:
+    """The run's counts, after its append committed: a failure here is logged, not
+    answered (the append is stored; a retry would store it twice)."""
+    try:
+        await state.log.add_redactions(run_id, counts)
+    except ReplayError as exc:
+        log.warning("run %s: redaction counts not stored (%s)", run_id, exc.message)
 
 
 # The append route's OpenAPI entry. The route itself is a plain Starlette

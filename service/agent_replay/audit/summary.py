@@ -41,4 +41,6 @@ def summary(run: Run) -> dict[str, Any]:
         "error_code": run.error_code,
         "usage": usage(run),
         "metadata": run.metadata,
+        # Matches replaced per redaction rule (never the text).
+        "redactions": dict(run.redactions or {}),
     }

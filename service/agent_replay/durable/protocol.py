@@ -39,6 +39,7 @@ from agent_replay.errors import (
     StreamNotFound,
     Unavailable,
 )
+from agent_replay.ingest import Rules, record, redact_request
 from agent_replay.log.chunks import dumps
 from agent_replay.log.streams import NewStream, Producer, StreamState, StreamStore
 from agent_replay.log.values import RunState, StoredChunk
@@ -122,6 +123,8 @@ class Streams:
         self.limits = limits
         self.ahead = ReadAhead(self._read_json)
         self.known = KnownStreams()
+        # REPLAY_REDACT's rules for JSON streams' messages (set by the app; None: none).
+        self.redact: Rules | None = None
 
     async def close(self) -> None:
         await self.ahead.close()
@@ -337,9 +340,16 @@ class Streams:
         if media_type(requested) != media_type(state.content_type):
             raise ContentTypeMismatch(f"stream {name!r} is {state.content_type}, not {requested}")
         if _json_mode(state):
-            return bodies.json_messages(
+            messages = bodies.json_messages(
                 body, allow_empty=False, max_messages=self.limits.max_messages
             )
+            if self.redact is None:
+                return messages
+            # Counted as redacted (a refused append's matches count too: nothing of
+            # them is stored either way).
+            redacted, counts = redact_request(self.redact, messages)
+            record(counts)
+            return list(redacted)
         return [bodies.bytes_chunk(body)]
 
     async def _append_guarded(

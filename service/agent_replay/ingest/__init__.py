@@ -13,13 +13,20 @@ from agent_replay.ingest.batch import (
     whole_number,
 )
 from agent_replay.ingest.events import chunk_from_text, chunk_from_value
+from agent_replay.ingest.redact import Redactor, Rules, record, redact_request
+from agent_replay.ingest.rules import DEFAULT_MAX_WINDOW, NONE, RuleSet, parse_rules
 from agent_replay.ingest.ui_batch import UIBatch, map_ui_batch, read_ui_batch
 from agent_replay.ingest.ui_chunks import HISTORY_EVENTS, UIChunkMapper, needs_history
 
 __all__ = [
+    "DEFAULT_MAX_WINDOW",
     "HISTORY_EVENTS",
+    "NONE",
     "Batch",
     "Limits",
+    "Redactor",
+    "RuleSet",
+    "Rules",
     "UIBatch",
     "UIChunkMapper",
     "chunk_from_text",
@@ -29,6 +36,9 @@ __all__ = [
     "needs_history",
     "parse_json_batch",
     "parse_ndjson_batch",
+    "parse_rules",
     "read_ui_batch",
+    "record",
+    "redact_request",
     "whole_number",
 ]

@@ -74,6 +74,7 @@ from agent_replay.log.writer import COMMIT_SETTINGS, GroupCommitter
 
 _CREATE_RUN = QUERIES["create_run"]
 _GET_RUN = QUERIES["get_run"]
+_ADD_REDACTIONS = QUERIES["add_redactions"]
 _RUN_INPUT = QUERIES["run_input"]
 _RUN_STATES = QUERIES["run_states"]
 _THREAD_RUNS = QUERIES["thread_runs"]
@@ -458,6 +459,13 @@ class EventLog:
         await self._queue(run_id, [], close=True, create=False)
         return await self.get_run(run_id)
 
+    async def add_redactions(self, run_id: str, counts: Mapping[str, int]) -> None:
+        if not counts:
+            return
+        with translated("the run's redaction counts cannot be stored"):
+            async with self.pool.acquire() as conn:
+                await conn.execute(_ADD_REDACTIONS, run_id, dumps(dict(counts)))
+
     async def create_run(
         self,
         run_id: str,
@@ -725,6 +733,8 @@ class EventLog:
 def _run_of(row: asyncpg.Record) -> Run:
     fields = dict(row)
     fields["metadata"] = loads(fields["metadata"])
+    if fields.get("redactions") is not None:
+        fields["redactions"] = loads(fields["redactions"])
     return Run(**fields)
 
 

@@ -41,6 +41,8 @@ class RunFilter:
     has_error: bool | None = None
     # The code of the run's last RUN_ERROR (`abandoned`, `cancelled`, ...); any of these.
     error_codes: tuple[str, ...] = ()
+    # Whether any match was redacted in the run.
+    redacted: bool | None = None
 
     def __post_init__(self) -> None:
         # Matched against columns stored through `storable` (NUL and lone
@@ -70,6 +72,7 @@ class RunFilter:
             and (self.tool is None or self.tool in run.tool_names)
             and (self.has_error is None or self.has_error == (run.error_message is not None))
             and (not self.error_codes or run.error_code in self.error_codes)
+            and (self.redacted is None or self.redacted == bool(run.redactions))
         )
 
 

@@ -42,7 +42,8 @@ _READ = "the event log cannot be read"
 _LISTING = """SELECT run_id, thread_id, agent, status, last_seq, closed_at IS NOT NULL AS closed,
        created_at, updated_at, closed_at, metadata::text AS metadata, last_terminal,
        error_message, error_code, lease_owner, lease_expires_at, tool_names, prompt_tokens,
-       completion_tokens, total_tokens, on_disconnect, grace_seconds, reader_left_at
+       completion_tokens, total_tokens, on_disconnect, grace_seconds, reader_left_at,
+       redactions::text AS redactions
 FROM runs"""
 
 
@@ -76,6 +77,8 @@ def listing(f: RunFilter, limit: int, after: tuple[datetime, str] | None) -> tup
     if f.has_error is not None:
         where.append(f"error_message IS {'NOT ' if f.has_error else ''}NULL")
     one_of("error_code", f.error_codes)
+    if f.redacted is not None:
+        where.append(f"redactions IS {'NOT ' if f.redacted else ''}NULL")
     if after is not None:
         where.append(f"(created_at, run_id) < ({value(after[0])}, {value(after[1])})")
     condition = f" WHERE {' AND '.join(where)}" if where else ""

@@ -109,6 +109,7 @@ class _Run:
     on_disconnect: str | None = None
     grace_seconds: float | None = None
     reader_left_at: datetime | None = None
+    redactions: dict[str, int] = field(default_factory=dict)
     events: list[tuple[StoredChunk, datetime]] = field(default_factory=list)
     # holder -> its last heartbeat (`readers_heartbeat`).
     readers: dict[str, datetime] = field(default_factory=dict)
@@ -141,6 +142,7 @@ class _Run:
             on_disconnect=self.on_disconnect,
             grace_seconds=self.grace_seconds,
             reader_left_at=self.reader_left_at,
+            redactions=dict(self.redactions) or None,
         )
 
     def add(self, chunks: Sequence[StoredChunk], at: datetime) -> None:
@@ -310,6 +312,12 @@ class MemoryStore:
     async def close_run(self, run_id: str) -> Run:
         self._append(run_id, [], None, True, False, None)
         return await self.get_run(run_id)
+
+    async def add_redactions(self, run_id: str, counts: Mapping[str, int]) -> None:
+        run = self.log.runs.get(run_id)
+        if run is not None:
+            for rule, n in counts.items():
+                run.redactions[rule] = run.redactions.get(rule, 0) + n
 
     def _append(
         self,

@@ -362,8 +362,21 @@ SELECT run_id FROM made, (SELECT count(*) FROM note) AS noted;
 SELECT run_id, thread_id, agent, status, last_seq, closed_at IS NOT NULL AS closed,
        created_at, updated_at, closed_at, metadata::text AS metadata, last_terminal,
        error_message, error_code, lease_owner, lease_expires_at, tool_names, prompt_tokens,
-       completion_tokens, total_tokens, on_disconnect, grace_seconds, reader_left_at
+       completion_tokens, total_tokens, on_disconnect, grace_seconds, reader_left_at,
+       redactions::text AS redactions
 FROM runs WHERE run_id = $1;
+
+
+-- name: add_redactions
+-- Adds a request's or a run's matches per rule to the run's counts. $1 run id, $2 the
+-- counts, a JSON object {rule: n}.
+UPDATE runs SET redactions = (
+    SELECT jsonb_object_agg(k, coalesce((r.redactions ->> k)::bigint, 0)
+                               + coalesce(($2::jsonb ->> k)::bigint, 0))
+    FROM jsonb_object_keys(coalesce(r.redactions, jsonb_build_object()) || $2::jsonb) AS k
+)
+FROM runs r
+WHERE runs.run_id = $1 AND r.run_id = $1;
 
 
 -- name: run_input

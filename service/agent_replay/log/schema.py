@@ -81,6 +81,8 @@ runs = Table(
         nullable=True,
         server_default=text("'\\x" + "00" * 32 + "'::bytea"),
     ),
+    # Matches replaced per redaction rule, {rule: count}; NULL: none (revision 0013_redaction).
+    Column("redactions", JSONB, nullable=True),
     # The UTC month the run row was created in (an import's: its created_at's),
     # its events' partition (revision 0006_partitioned_events,
     # agent_replay.log.partitions). Set once, never updated: not generated from
@@ -113,6 +115,12 @@ runs = Table(
         "error_code",
         "created_at",
         postgresql_where=text("error_code IS NOT NULL"),
+    ),
+    # `?redacted=true` (revision 0013_redaction).
+    Index(
+        "runs_redacted_created_idx",
+        "created_at",
+        postgresql_where=text("redactions IS NOT NULL"),
     ),
     Index(
         "runs_open_lease_idx",

@@ -123,6 +123,10 @@ class Appends(Protocol):
         """Close a run (idempotent), after the appends queued before it."""
         ...
 
+    async def add_redactions(self, run_id: str, counts: Mapping[str, int]) -> None:
+        """Add matches redacted in the run, per rule, to its counts (none: nothing)."""
+        ...
+
 
 class Reads(Protocol):
     """A run's events, and the hints that say when to read them again."""

@@ -94,6 +94,8 @@ class Run:
     on_disconnect: str | None = None
     grace_seconds: float | None = None
     reader_left_at: datetime | None = None
+    # Matches replaced per redaction rule (None: none), never the text.
+    redactions: dict[str, int] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -124,6 +126,7 @@ class Run:
                 **({"grace_seconds": self.grace_seconds} if self.grace_seconds is not None else {}),
                 "reader_left_at": self.reader_left_at.isoformat() if self.reader_left_at else None,
             },
+            "redactions": self.redactions or {},
         }
 
 

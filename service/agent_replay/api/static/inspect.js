@@ -327,6 +327,7 @@ function progressOf(events, upto) {
 const FILTERS = [
   ["thread_id", "Thread", "text"], ["agent", "Agent", "text"], ["status", "Status", "select"],
   ["tool", "Tool name", "text"], ["has_error", "Has error", "bool"], ["error_code", "Error code", "text"],
+  ["redacted", "Redacted", "bool"],
   ["created_after", "Created after", "datetime-local"], ["created_before", "Created before", "datetime-local"],
 ];
 
@@ -584,6 +585,8 @@ class RunView {
       ["Integrity", h("span", {}, this.integrity, " ", this.verifyButton)],
     ];
     if (run.error) facts.push(["Error", h("span", { class: "status status-error", text: run.error })]);
+    const redacted = Object.entries(run.redactions || {});
+    if (redacted.length) facts.push(["Redacted", redacted.map(([rule, n]) => `${rule} ${n}`).join(", ")]);
     const links = h("p", { class: "links" },
       download("Export (JSON Lines)", `${apiRun(this.runId)}/export`, `${this.runId}.jsonl`),
       download("Transcript (Markdown)", `${apiRun(this.runId)}/transcript?format=markdown`, `${this.runId}.md`),

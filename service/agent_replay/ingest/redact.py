@@ -1,0 +1,462 @@
+"""Redaction at write time: chunks in, the chunks the log may store out.
+
+A `Redactor` is fed a run's chunks in order (one append's, or a hosted run's reads) and
+answers the chunks to store. Every text-bearing field is matched against the rules:
+
+- streamed deltas (text, reasoning and thinking content, tool-call arguments) as one text
+  per open message or tool call, so a secret split over any number of deltas is found;
+  what could still be the start of a match is held back (never more than the rules'
+  longest window) and released with the next delta of the same stream, before its END,
+  before the run's terminal event, or by `finish()`;
+- tool-call arguments as JSON text: the lexer below decodes each string value as it
+  streams (escapes included) and keeps the producer's raw text for what is not redacted,
+  so the stored arguments are valid JSON whose decoded values carry the marker;
+- every string of any other event (tool results, state, custom values, snapshots, the
+  run's input and errors), whole.
+
+A delta held entirely is not stored (AG-UI forbids an empty delta); its text goes out with
+a later event of the same stream. A chunk nothing changed is passed on as it came, so text
+without secrets is stored byte for byte.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+import regex
+
+from agent_replay.event_types import TERMINAL
+from agent_replay.ingest.rules import Rule, RuleSet
+from agent_replay.log.chunks import loads, stored
+from agent_replay.log.values import StoredChunk
+from agent_replay.metrics import REDACTIONS
+
+Span = tuple[int, int, Rule]
+
+# A streamed type -> (the key its stream is known by, whether its delta is JSON text).
+_TEXT_STREAMS = {
+    "TEXT_MESSAGE_CONTENT": ("text", "messageId"),
+    "TEXT_MESSAGE_CHUNK": ("text", "messageId"),
+    "REASONING_MESSAGE_CONTENT": ("reasoning", "messageId"),
+    "REASONING_MESSAGE_CHUNK": ("reasoning", "messageId"),
+    "THINKING_TEXT_MESSAGE_CONTENT": ("thinking", ""),
+    "TOOL_CALL_ARGS": ("args", "toolCallId"),
+    "TOOL_CALL_CHUNK": ("args", "toolCallId"),
+}
+_ENDS = {
+    "TEXT_MESSAGE_END": ("text", "messageId"),
+    "REASONING_MESSAGE_END": ("reasoning", "messageId"),
+    "THINKING_TEXT_MESSAGE_END": ("thinking", ""),
+    "TOOL_CALL_END": ("args", "toolCallId"),
+}
+# Fields of a streamed event that are structure, not content. Anything else in it is
+# redacted whole, but `rawEvent`: an upstream's own copy of the delta cannot be matched
+# across deltas, so it is not stored.
+_STREAM_FIELDS = {"type", "messageId", "toolCallId", "delta", "timestamp", "role", "name",
+                  "toolCallName", "parentMessageId"}  # fmt: skip
+
+
+class Rules:
+    """A `RuleSet` compiled for matching: one combined pattern to pass clean text fast."""
+
+    __slots__ = ("_any", "_first", "rules", "window")
+
+    def __init__(self, rules: RuleSet) -> None:
+        self.rules = rules.rules
+        self.window = rules.window
+        self._any: re.Pattern[str] | None
+        self._first: regex.Pattern[str] | None
+        either = "|".join(f"(?:{r.source})" for r in self.rules)
+        try:
+            self._any = re.compile(either)
+            self._first = regex.compile(either, regex.VERSION0)
+        except (re.error, regex.error):  # two rules naming one group: every text matched
+            self._any = self._first = None
+
+    def clean(self, text: str) -> bool:
+        """Whether `text` holds no match of any rule, whole (a cheap first look)."""
+        if not self.rules:
+            return True
+        return self._any is not None and self._any.search(text) is None
+
+    def cut(self, text: str, final: bool) -> tuple[int, list[Span]]:
+        """How much of `text` can go out now, and the matches in that part.
+
+        Not final: a match that more text could still change, or a partial one (text that
+        more text could turn into a match), holds back from its start.
+        """
+        if self._first is not None:
+            # One look for all rules first: the leftmost place any rule matches or may
+            # match. None: all of it goes out as it is; a partial match: all before it does
+            # (no rule matches anything starting earlier).
+            first = self._first.search(text, partial=not final)
+            if first is None:
+                return len(text), []
+            if first.partial:
+                return first.start(), []
+        release = len(text)
+        spans: list[Span] = []
+        for rule in self.rules:
+            pattern, pos = rule.pattern, 0
+            while pos <= len(text):
+                m = pattern.search(text, pos, partial=not final)
+                if m is None:
+                    break
+                start, end = m.span()
+                # Text that more text could still make (or make longer) a match: held. A
+                # match that ends early may grow too (`a@b.co` then `.uk`): it waits while
+                # all that follows it could still be part of it.
+                if not final and (
+                    m.partial or pattern.fullmatch(text, start, partial=True) is not None
+                ):
+                    release = min(release, start)
+                    break
+                if end > start and (rule.check is None or rule.check(m.group())):
+                    spans.append((start, end, rule))
+                pos = end if end > start else start + 1
+        if not spans:
+            return release, spans
+        spans.sort(key=lambda s: (s[0], -s[1]))
+        merged: list[Span] = []
+        for span in spans:
+            if merged and span[0] < merged[-1][1]:
+                last = merged[-1]
+                merged[-1] = (last[0], max(last[1], span[1]), last[2])
+            else:
+                merged.append(span)
+        # A match across the release point waits whole.
+        kept = []
+        for span in merged:
+            if span[1] > release:
+                release = min(release, span[0])
+                break
+            kept.append(span)
+        return release, [s for s in kept if s[1] <= release]
+
+
+class _Text:
+    """One open stream of plain text: what is held back."""
+
+    __slots__ = ("held",)
+
+    def __init__(self) -> None:
+        self.held = ""
+
+    def feed(self, rules: Rules, delta: str, counts: Counter[str], final: bool = False) -> str:
+        text = self.held + delta
+        release, spans = rules.cut(text, final)
+        self.held = text[release:]
+        return _render(text, release, spans, None, counts)
+
+
+def _render(
+    text: str, upto: int, spans: list[Span], raw: list[str] | None, counts: Counter[str]
+) -> str:
+    """`text[:upto]` with each span replaced by its rule's marker; characters kept are
+    written as the producer wrote them (`raw`, where it differs from the decoded text)."""
+    out: list[str] = []
+    at = 0
+    for start, end, rule in spans:
+        out.append(text[at:start] if raw is None else "".join(raw[at:start]))
+        out.append(rule.marker)
+        counts[rule.name] += 1
+        at = end
+    out.append(text[at:upto] if raw is None else "".join(raw[at:upto]))
+    return "".join(out)
+
+
+_STRING_SPECIAL = re.compile(r'["\\]')
+_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+
+
+class _Json:
+    """One tool call's arguments: JSON text, its string values decoded as they stream.
+
+    Outside strings the text passes at once. Inside one, the decoded characters are
+    matched as a `_Text` is, each kept with the raw text it came as (an escape is one
+    character); a string's end releases all of it.
+    """
+
+    __slots__ = ("escape", "in_string", "raw", "text")
+
+    def __init__(self) -> None:
+        self.in_string = False
+        self.escape = ""  # an escape begun but not complete
+        self.text = ""  # the open string's decoded characters not yet released
+        self.raw: list[str] | None = None  # their raw text, once one differs
+
+    def _add(self, decoded: str, raw: str) -> None:
+        if self.raw is None:
+            if decoded == raw:
+                self.text += decoded
+                return
+            self.raw = list(self.text)
+        self.text += decoded
+        if len(decoded) == len(raw):
+            self.raw.extend(raw)
+        else:
+            self.raw.append(raw)
+
+    def _release(self, rules: Rules, counts: Counter[str], final: bool) -> str:
+        text, raw = self.text, self.raw
+        release, spans = rules.cut(text, final)
+        out = _render(text, release, spans, raw, counts)
+        self.text = text[release:]
+        self.raw = None if raw is None else raw[release:]
+        if self.raw is not None and "".join(self.raw) == self.text:
+            self.raw = None
+        return out
+
+    def feed(self, rules: Rules, delta: str, counts: Counter[str], final: bool = False) -> str:
+        out: list[str] = []
+        i, n = 0, len(delta)
+        while i < n:
+            if not self.in_string:
+                j = delta.find('"', i)
+                if j < 0:
+                    out.append(delta[i:])
+                    break
+                out.append(delta[i : j + 1])
+                self.in_string, i = True, j + 1
+                continue
+            if self.escape:
+                need = (
+                    6
+                    if self.escape[1:2] == "u" or (len(self.escape) == 1 and delta[i] == "u")
+                    else 2
+                )
+                take = delta[i : i + need - len(self.escape)]
+                self.escape += take
+                i += len(take)
+                if len(self.escape) < need:
+                    break
+                esc, self.escape = self.escape, ""
+                if esc[1] == "u":
+                    try:
+                        self._add(chr(int(esc[2:], 16)), esc)
+                    except ValueError:  # not JSON: kept as it came
+                        self._add(esc, esc)
+                else:
+                    self._add(_ESCAPES.get(esc[1], esc), esc)
+                continue
+            m = _STRING_SPECIAL.search(delta, i)
+            stop = n if m is None else m.start()
+            if stop > i:
+                self._add(delta[i:stop], delta[i:stop])
+            if m is None:
+                break
+            if delta[stop] == "\\":
+                self.escape, i = "\\", stop + 1
+                continue
+            out.append(self._release(rules, counts, True))
+            out.append('"')
+            self.in_string, i = False, stop + 1
+        if self.in_string:
+            out.append(self._release(rules, counts, final))
+            if final and self.escape:  # an escape cut short at the end: kept as it came
+                out.append(self.escape)
+                self.escape = ""
+        return "".join(out)
+
+
+_Stream = _Text | _Json
+
+
+class Redactor:
+    """Redacts one run's chunks, fed in order; `counts` says how many matches per rule."""
+
+    __slots__ = ("_final", "_last", "_rules", "_streams", "counts")
+
+    def __init__(self, rules: RuleSet | Rules) -> None:
+        self._rules = rules if isinstance(rules, Rules) else Rules(rules)
+        # (kind, id) -> its stream and the type and id field of the events it came in.
+        self._streams: dict[tuple[str, str | None], tuple[_Stream, str, str]] = {}
+        self._last: dict[str, str | None] = {}  # kind -> the id of its last CHUNK event
+        # Indexes of the chunks being fed whose stream releases everything it holds.
+        self._final: set[int] = set()
+        self.counts: Counter[str] = Counter()
+
+    def take_counts(self) -> Counter[str]:
+        """The matches counted since the last call."""
+        counts, self.counts = self.counts, Counter()
+        return counts
+
+    def value(self, value: Any) -> Any:
+        """A JSON value with every string redacted whole (a run's stored input)."""
+        return self._value(value)[0]
+
+    @property
+    def holding(self) -> bool:
+        return any(s.held if isinstance(s, _Text) else s.text or s.escape
+                   for s, _, _ in self._streams.values())  # fmt: skip
+
+    def request(self, chunks: Sequence[StoredChunk]) -> Sequence[StoredChunk]:
+        """One request's chunks, all of it released by its end: each stream's last delta
+        in it takes what the stream still holds (so a request of one delta is kept as
+        sent unless that delta holds a match, and no event is made up)."""
+        last: dict[tuple[str, str | None], int] = {}
+        ids: dict[str, str | None] = {}
+        for index, chunk in enumerate(chunks):
+            streamed = _TEXT_STREAMS.get(chunk.type)
+            if streamed is None:
+                continue
+            name, field = streamed
+            ident = None
+            if field:
+                ident = chunk.message_id if field == "messageId" else chunk.tool_call_id
+                if chunk.type.endswith("_CHUNK"):
+                    ident = ids[name] = ident if ident is not None else ids.get(name)
+            last[(name, ident)] = index
+        self._final = set(last.values())
+        try:
+            out = self.chunks(chunks)
+        finally:
+            self._final = set()
+        tail = self.finish()
+        return [*out, *tail] if tail else out
+
+    def chunks(self, chunks: Sequence[StoredChunk]) -> Sequence[StoredChunk]:
+        """`chunks` as they may be stored: the same object when nothing changed."""
+        out: list[StoredChunk] | None = None
+        for index, chunk in enumerate(chunks):
+            result = self._one(chunk, index)
+            if out is None:
+                if len(result) == 1 and result[0] is chunk:
+                    continue
+                out = list(chunks[:index])
+            out.extend(result)
+        return chunks if out is None else out
+
+    def finish(self) -> list[StoredChunk]:
+        """Every stream's held text, released (at the end of what the redactor is fed)."""
+        out: list[StoredChunk] = []
+        for key in list(self._streams):
+            out.extend(self._close(key))
+        return out
+
+    def _close(self, key: tuple[str, str | None]) -> list[StoredChunk]:
+        entry = self._streams.pop(key, None)
+        if entry is None:
+            return []
+        stream, kind, field = entry
+        text = stream.feed(self._rules, "", self.counts, final=True)
+        if not text:
+            return []
+        value: dict[str, Any] = {"type": kind}
+        if field:
+            value[field] = key[1]
+        value["delta"] = text
+        return [stored(value, 0)]
+
+    def _one(self, chunk: StoredChunk, index: int) -> list[StoredChunk]:
+        kind = chunk.type
+        streamed = _TEXT_STREAMS.get(kind)
+        if streamed is not None:
+            return self._delta(chunk, index, *streamed)
+        ending = _ENDS.get(kind)
+        if ending is not None:
+            name, field = ending
+            ident = chunk.message_id if field == "messageId" else chunk.tool_call_id
+            held = self._close((name, ident if field else None))
+            if field and self._last.get(name) == ident:
+                self._last.pop(name, None)
+            return [*held, *self._whole(chunk, index)]
+        if kind in TERMINAL:
+            return [*self.finish(), *self._whole(chunk, index)]
+        return self._whole(chunk, index)
+
+    def _whole(self, chunk: StoredChunk, index: int) -> list[StoredChunk]:
+        text = chunk.text
+        if "\\" not in text and self._rules.clean(text):
+            return [chunk]
+        value = loads(text)
+        new, changed = self._value(value, True)
+        return [stored(new, index)] if changed else [chunk]
+
+    def _value(self, value: Any, top: bool = False) -> tuple[Any, bool]:
+        if isinstance(value, str):
+            if self._rules.clean(value):
+                return value, False
+            release, spans = self._rules.cut(value, True)
+            if not spans:
+                return value, False
+            return _render(value, release, spans, None, self.counts), True
+        if isinstance(value, list):
+            changed = False
+            items = []
+            for item in value:
+                new, did = self._value(item)
+                items.append(new)
+                changed |= did
+            return (items, True) if changed else (value, False)
+        if isinstance(value, dict):
+            changed = False
+            fields = {}
+            for k, item in value.items():
+                if top and (k == "type" or k.endswith("Id")):
+                    fields[k] = item
+                    continue
+                new, did = self._value(item)
+                fields[k] = new
+                changed |= did
+            return (fields, True) if changed else (value, False)
+        return value, False
+
+    def _delta(self, chunk: StoredChunk, index: int, name: str, field: str) -> list[StoredChunk]:
+        value = loads(chunk.text)
+        delta = value.get("delta") if isinstance(value, dict) else None
+        if not isinstance(delta, str):
+            return self._whole(chunk, index)
+        ident: str | None = None
+        if field:
+            ident = value.get(field) if isinstance(value.get(field), str) else None
+            if chunk.type.endswith("_CHUNK"):
+                # A chunk without an id continues the last chunk's message or call.
+                if ident is None:
+                    ident = self._last.get(name)
+                self._last[name] = ident
+        key = (name, ident)
+        entry = self._streams.get(key)
+        if entry is None:
+            entry = (_Json() if name == "args" else _Text(), chunk.type, field)
+            self._streams[key] = entry
+        final = index in self._final
+        out = entry[0].feed(self._rules, delta, self.counts, final)
+        if final:
+            del self._streams[key]
+        extra = {k: v for k, v in value.items() if k not in _STREAM_FIELDS}
+        if out == delta and not extra:
+            return [chunk]
+        rest, _ = self._value(extra) if extra else ({}, False)
+        value = {k: v for k, v in value.items() if k in _STREAM_FIELDS}
+        value.update({k: v for k, v in rest.items() if k != "rawEvent"})
+        if not out and not chunk.type.endswith("_CHUNK"):
+            return []  # held whole: stored with a later event of its stream
+        if not out:
+            # A chunk event may open its message (role, name): it is kept, without a delta.
+            value.pop("delta", None)
+            if set(value) <= {"type", "timestamp", field}:
+                return []
+        else:
+            value["delta"] = out
+        return [stored(value, index)]
+
+
+def redact_request(
+    rules: Rules | None, chunks: Sequence[StoredChunk]
+) -> tuple[Sequence[StoredChunk], Counter[str]]:
+    """One append's chunks redacted as a whole: what it holds back of a message still open
+    at its end is released at its end (a request keeps nothing in memory after it)."""
+    if rules is None:
+        return chunks, Counter()
+    redactor = Redactor(rules)
+    return redactor.request(chunks), redactor.counts
+
+
+def record(counts: Counter[str]) -> None:
+    """Count matches stored (`replay_redactions_total{rule}`), once their append committed."""
+    for rule, n in counts.items():
+        REDACTIONS.labels(rule).inc(n)
