@@ -14,7 +14,6 @@ import asyncio
 import hashlib
 import json
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
@@ -23,7 +22,7 @@ import pytest
 
 from agent_replay import chain
 from agent_replay.log import EventLog
-from tests.support.servers import serve_subprocess
+from tests.support.servers import Replicas, serve_replicas
 
 KEY = "erasure-admin-key-0123456789"
 AUTH = {"Authorization": f"Bearer {KEY}"}
@@ -35,21 +34,10 @@ AGUI = {
 }  # fmt: skip
 
 
-@dataclass
-class Replicas:
-    a: str
-    b: str
-
-
 @pytest.fixture(scope="module")
 def replicas(database_url: str) -> Iterator[Replicas]:
-    env = {
-        "REPLAY_DATABASE_URL": database_url,
-        "REPLAY_HEARTBEAT_SECONDS": "1",
-        "REPLAY_API_KEYS": f"{KEY}:admin",
-    }
-    with serve_subprocess(env) as (a, _), serve_subprocess(env) as (b, _):
-        yield Replicas(a, b)
+    with serve_replicas(database_url, {"REPLAY_API_KEYS": f"{KEY}:admin"}) as both:
+        yield both
 
 
 @pytest.fixture

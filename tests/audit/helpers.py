@@ -62,6 +62,15 @@ async def store_thread(log: EventLog, thread_id: str) -> list[str]:
     return [a, b, c]
 
 
+async def store_thread_at(database_url: str, thread_id: str) -> list[str]:
+    """`store_thread` through a log of its own, closed after (a module fixture's setup)."""
+    log = await EventLog.open(database_url)
+    try:
+        return await store_thread(log, thread_id)
+    finally:
+        await log.close()
+
+
 # Blocking file calls, kept out of async test bodies.
 def read(path: Path) -> bytes:
     return path.read_bytes()

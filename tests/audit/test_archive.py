@@ -11,7 +11,6 @@ import orjson
 import pytest
 
 from agent_replay.audit.cache import thread_messages
-from agent_replay.log import EventLog
 from agent_replay.log.chunks import loads
 from agent_replay.projector import project
 from tests.audit.data import failing
@@ -21,7 +20,7 @@ from tests.audit.helpers import (
     read,
     rechain,
     replay,
-    store_thread,
+    store_thread_at,
     write,
 )
 from tests.support.pg import Databases
@@ -31,11 +30,7 @@ THREAD = "arch-t"
 
 @pytest.fixture(scope="module")
 async def stored(database_url: str) -> list[str]:
-    log = await EventLog.open(database_url)
-    try:
-        return await store_thread(log, THREAD)
-    finally:
-        await log.close()
+    return await store_thread_at(database_url, THREAD)
 
 
 @pytest.fixture

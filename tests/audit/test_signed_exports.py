@@ -30,8 +30,7 @@ from agent_replay.archive.dump import check_chains, export_bytes, run_records
 from agent_replay.archive.signing import Signer, private_key, public_key
 from agent_replay.archive.verify import verify_file
 from agent_replay.errors import RunAltered
-from agent_replay.log import EventLog
-from tests.audit.helpers import fingerprint, read, rechain, replay, store_thread, write
+from tests.audit.helpers import fingerprint, read, rechain, replay, store_thread_at, write
 from tests.support.pg import Databases
 
 THREAD = "signed-t"
@@ -73,11 +72,7 @@ def keys(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Path
 
 @pytest.fixture(scope="module")
 async def stored(database_url: str) -> list[str]:
-    log = await EventLog.open(database_url)
-    try:
-        return await store_thread(log, THREAD)
-    finally:
-        await log.close()
+    return await store_thread_at(database_url, THREAD)
 
 
 @pytest.fixture

@@ -402,3 +402,26 @@ async def _until_async(condition: Callable[[], Awaitable[bool]], what: str) -> N
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         await asyncio.sleep(0.02)
+
+
+@pytest.mark.parametrize("target", ["run", "thread"])
+async def test_tail_when_service_gone_after_a_drop_then_said_once_and_exit_5_past_retry_seconds(
+    http: httpx.AsyncClient, relay: Relay, target: str
+) -> None:
+    run, thread = f"tail-gone-{target}", f"t-tail-gone-{target}"
+    await _append(http, run, _opening(run, thread))
+    follow = [run] if target == "run" else ["--thread", thread]
+    tail = Piped(*follow, "--from-start", "--raw", "--retry-seconds", "3", "--url", relay.url)
+    try:
+        await _until(lambda: len(tail.lines()) == len(_opening(run)), "the run's chunks")
+        await relay.stop()  # the stream cut and every reconnect refused from now on
+        assert await _wait_exit(tail.proc) == 5
+    finally:
+        err = tail.close().decode()
+    seen = len(_opening(run))
+    where = f"seq {seen}" if target == "run" else f"{run}:{seen}"
+    notes = [line for line in err.splitlines() if line.startswith("agent-replay tail: ")]
+    assert notes[0].startswith(f"agent-replay tail: connection lost after {where} ("), err
+    assert notes[0].endswith("; retrying"), err
+    assert notes[-1].startswith("agent-replay tail: cannot reach the service at "), err
+    assert len(notes) == 2, err  # the drop said once, never a resume

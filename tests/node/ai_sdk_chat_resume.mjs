@@ -3,32 +3,15 @@
 // (stop()); a new tab starts from GET .../messages and calls resumeStream(), as the hook
 // does on mount; a third chat is never interrupted. argv: package, tab-1 base, tab-2 base,
 // chat id prefix, agent. Prints each chat's final messages.
+import { chatClass, until } from "./ai_sdk_harness.mjs";
 const [pkg, baseA, baseB, prefix, agent] = process.argv.slice(2);
 const { AbstractChat, DefaultChatTransport } = await import(pkg);
 
-class State {
-  constructor(messages) { this.messages = messages; this.status = "ready"; this.error = undefined; }
-  pushMessage(m) { this.messages = [...this.messages, m]; }
-  popMessage() { this.messages = this.messages.slice(0, -1); }
-  replaceMessage(i, m) { this.messages = [...this.messages.slice(0, i), this.snapshot(m), ...this.messages.slice(i + 1)]; }
-  snapshot(v) { return structuredClone(v); }
-}
-
-class Chat extends AbstractChat {
-  constructor({ messages = [], ...options }) { super({ ...options, state: new State(messages) }); }
-}
+const Chat = chatClass(AbstractChat);
 
 const chat = (base, id, messages) => new Chat({
   id, messages, transport: new DefaultChatTransport({ api: `${base}/v1/ai-sdk/${agent}` }),
 });
-
-async function until(check, what) {
-  const deadline = Date.now() + 30000;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
 
 const out = {};
 const plain = chat(baseA, `${prefix}-plain`);

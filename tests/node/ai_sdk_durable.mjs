@@ -12,20 +12,11 @@
 //   cut          the same, the first tab's connection cut mid-answer by a proxy (argv 5:
 //                the service's base URL through it) instead of stopped
 // Prints one JSON document.
+import { chatClass, shown, until } from "./ai_sdk_harness.mjs";
 const [pkg, upstream, service, prefix, cutting] = process.argv.slice(2);
 const { AbstractChat, DefaultChatTransport } = await import(pkg);
 
-class State {
-  constructor(messages) { this.messages = messages; this.status = "ready"; this.error = undefined; }
-  pushMessage(m) { this.messages = [...this.messages, m]; }
-  popMessage() { this.messages = this.messages.slice(0, -1); }
-  replaceMessage(i, m) { this.messages = [...this.messages.slice(0, i), this.snapshot(m), ...this.messages.slice(i + 1)]; }
-  snapshot(v) { return structuredClone(v); }
-}
-
-class Chat extends AbstractChat {
-  constructor({ messages = [], ...options }) { super({ ...options, state: new State(messages) }); }
-}
+const Chat = chatClass(AbstractChat);
 
 // The same ids for the user's messages either way (the chat's own generateId).
 const chat = (api, id, messages) => {
@@ -37,15 +28,6 @@ const chat = (api, id, messages) => {
   });
 };
 
-async function until(check, what) {
-  const deadline = Date.now() + 30000;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
-
-const shown = (c) => ({ messages: c.messages, status: c.status, error: c.error?.message ?? null });
 const question = { text: "Weather in Paris?" };
 
 const out = { pkg };

@@ -4,6 +4,7 @@
 // directly by a plain SSE endpoint. argv: package, the service's base URL, a chat id prefix.
 // Prints {direct, served}: each chat's messages, status and error.
 import http from "node:http";
+import { chatClass, shown, until } from "./ai_sdk_harness.mjs";
 
 const [pkg, service, prefix] = process.argv.slice(2);
 const { AbstractChat, DefaultChatTransport } = await import(pkg);
@@ -52,29 +53,11 @@ const ALL = [
 ];
 const chunks = ALL.filter(([since]) => since <= major).map(([, chunk]) => chunk);
 
-class State {
-  constructor(messages) { this.messages = messages; this.status = "ready"; this.error = undefined; }
-  pushMessage(m) { this.messages = [...this.messages, m]; }
-  popMessage() { this.messages = this.messages.slice(0, -1); }
-  replaceMessage(i, m) { this.messages = [...this.messages.slice(0, i), this.snapshot(m), ...this.messages.slice(i + 1)]; }
-  snapshot(v) { return structuredClone(v); }
-}
-class Chat extends AbstractChat {
-  constructor({ messages = [], ...options }) { super({ ...options, state: new State(messages) }); }
-}
+const Chat = chatClass(AbstractChat);
 const chat = (api, id, messages) => {
   let n = 0;
   return new Chat({ id, messages, generateId: () => `m${++n}`, transport: new DefaultChatTransport({ api }) });
 };
-const shown = (c) => ({ messages: c.messages, status: c.status, error: c.error?.message ?? null });
-
-async function until(check, what) {
-  const deadline = Date.now() + 30000;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
 
 // Directly: the chunks as an AI SDK server answers them.
 const server = http.createServer(async (req, res) => {

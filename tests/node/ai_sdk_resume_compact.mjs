@@ -9,21 +9,15 @@
 //   reads "end": waits for every chat to finish, prints
 //     {"plain": {messages, chunks, status}, "tabs": [{messages, chunks, status}, ...]}.
 import readline from "node:readline";
+import { chatClass, until as untilWithin } from "./ai_sdk_harness.mjs";
 
 const [pkg, baseA, baseB, chatId, agent] = process.argv.slice(2);
 const { AbstractChat, DefaultChatTransport } = await import(pkg);
 
-class State {
-  constructor(messages) { this.messages = messages; this.status = "ready"; this.error = undefined; }
-  pushMessage(m) { this.messages = [...this.messages, m]; }
-  popMessage() { this.messages = this.messages.slice(0, -1); }
-  replaceMessage(i, m) { this.messages = [...this.messages.slice(0, i), this.snapshot(m), ...this.messages.slice(i + 1)]; }
-  snapshot(v) { return structuredClone(v); }
-}
-
-class Chat extends AbstractChat {
-  constructor({ messages = [], ...options }) { super({ ...options, state: new State(messages) }); }
-}
+const Chat = chatClass(AbstractChat);
+// Polled more often: the test holds the run still until a tab's first chunk is read, so
+// the sooner it is seen the less the run pauses; longer, for a run of a few thousand events.
+const until = (check, what) => untilWithin(check, what, { timeout: 60000, every: 5 });
 
 // The stock transport; the client reads one branch of a tee, the other is kept.
 class Recording extends DefaultChatTransport {
@@ -51,14 +45,6 @@ function open(base, messages) {
   // Done once the client has read the stream and the copy holds all of it.
   const done = chat.resumeStream().then(() => transport.recorded);
   return { chat, chunks, done };
-}
-
-async function until(check, what) {
-  const deadline = Date.now() + 60000;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
 }
 
 const failed = (tab) => tab.chat.status === "error";

@@ -11,30 +11,22 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
 
 import httpx
 import pytest
 
 from agent_replay.log import EventLog
 from tests.stream.wire import NdjsonReader, SseReader
-from tests.support.servers import serve_subprocess
+from tests.support.servers import Replicas, serve_replicas
 
 TOTAL = 2000
 DEADLINE = 90.0
 
 
-@dataclass
-class Replicas:
-    a: str
-    b: str
-
-
 @pytest.fixture(scope="module")
 def replicas(database_url: str) -> Iterator[Replicas]:
-    env = {"REPLAY_DATABASE_URL": database_url, "REPLAY_HEARTBEAT_SECONDS": "1"}
-    with serve_subprocess(env) as (a, _), serve_subprocess(env) as (b, _):
-        yield Replicas(a, b)
+    with serve_replicas(database_url) as both:
+        yield both
 
 
 @pytest.fixture

@@ -15,30 +15,22 @@ import json
 import random
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
 
 import httpx
 import pytest
 
 from agent_replay.log import EventLog
 from tests.stream.thread_wire import Item, ThreadNdjsonReader, ThreadSseReader
-from tests.support.servers import serve_subprocess
+from tests.support.servers import Replicas, serve_replicas
 
 DEADLINE = 120.0
 RUNS = 14
 
 
-@dataclass
-class Replicas:
-    a: str
-    b: str
-
-
 @pytest.fixture(scope="module")
 def replicas(database_url: str) -> Iterator[Replicas]:
-    env = {"REPLAY_DATABASE_URL": database_url, "REPLAY_HEARTBEAT_SECONDS": "1"}
-    with serve_subprocess(env) as (a, _), serve_subprocess(env) as (b, _):
-        yield Replicas(a, b)
+    with serve_replicas(database_url) as both:
+        yield both
 
 
 @pytest.fixture

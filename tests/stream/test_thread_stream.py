@@ -343,3 +343,56 @@ async def test_thread_stream_when_the_run_it_resumed_after_is_pruned_then_the_ne
         on_open=prune_then_start,
     )
     assert _runs(reader.items) == [f"{thread}-next"] and _deltas(reader.items) == ["new"]
+
+
+def _reached(reader: ThreadSseReader, cursor: str) -> Callable[[], bool]:
+    return lambda: bool(reader.items) and reader.items[-1][0] == cursor
+
+
+def _typed(items: list[Item], path: str) -> str:
+    """The text the decoded view typed at `path` (`view=decoded` frames, in order)."""
+    text = ""
+    for _, kind, data in items:
+        if kind == "event":
+            for piece in (json.loads(data).get("decoded") or {}).get("pieces", []):
+                if piece["path"] == path:
+                    text += piece.get("text", "")
+    return text
+
+
+async def test_thread_stream_when_view_decoded_resumed_mid_arguments_then_typing_continues_exactly(
+    http: httpx.AsyncClient,
+) -> None:
+    thread = _thread()
+    run = f"{thread}-1"
+    content = 'print("a\\nb")\n' * 4
+    arguments = json.dumps({"filePath": "a.py", "content": content})
+    deltas = [arguments[i : i + 7] for i in range(0, len(arguments), 7)]
+    chunks = [
+        {"type": "TOOL_CALL_START", "toolCallId": "c1", "toolCallName": "write_file"},
+        *({"type": "TOOL_CALL_ARGS", "toolCallId": "c1", "delta": d} for d in deltas),
+        {"type": "TOOL_CALL_END", "toolCallId": "c1"},
+    ]
+    await _put_run(http, run, thread)
+    r = await http.post(f"/v1/runs/{run}/events", json={"events": chunks, "close": True})
+    assert r.status_code == 200, r.text
+    last = f"{run}:{len(chunks)}"
+    whole = ThreadSseReader()
+    path = f"/v1/threads/{thread}/stream?view=decoded"
+    await _read(http, path, whole, _reached(whole, last))
+    assert _typed(whole.items, "/content") == content
+    for cut in (2, len(chunks) // 2, len(chunks) - 2):
+        before = [item for item in whole.items if int(item[0].rpartition(":")[2]) <= cut]
+        rest = ThreadSseReader()
+        await _read(
+            http,
+            path,
+            rest,
+            _reached(rest, last),
+            headers={"Last-Event-ID": f"{run}:{cut}"},
+        )
+        after = [item for item in rest.items if item[1] == "event"]
+        assert [c for c, _, _ in after] == [
+            f"{run}:{seq}" for seq in range(cut + 1, len(chunks) + 1)
+        ]
+        assert _typed(before, "/content") + _typed(after, "/content") == content, cut

@@ -120,3 +120,22 @@ def serve_subprocess(
                 proc.wait()
         if proc.stderr:
             proc.stderr.close()
+
+
+@dataclass(frozen=True)
+class Replicas:
+    """Two `agent-replay serve` processes sharing one database: their base URLs."""
+
+    a: str
+    b: str
+
+
+@contextmanager
+def serve_replicas(database_url: str, extra: Mapping[str, str] | None = None) -> Iterator[Replicas]:
+    """Two replicas on `database_url`, heartbeats every second (idle followers see them).
+
+    `extra`: more settings for both (API keys, ...).
+    """
+    env = {"REPLAY_DATABASE_URL": database_url, "REPLAY_HEARTBEAT_SECONDS": "1", **(extra or {})}
+    with serve_subprocess(env) as (a, _), serve_subprocess(env) as (b, _):
+        yield Replicas(a, b)

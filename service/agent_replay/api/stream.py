@@ -7,6 +7,7 @@ and, optionally, an offset and an Accept value it already resolved.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Callable
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path, Query, Request
@@ -23,17 +24,19 @@ from agent_replay.log.typefilter import TypeFilter
 from agent_replay.stream import (
     Encoding,
     Offset,
-    Plan,
     choose_encoding,
     parse_offset,
     plan_stream,
     sse,
     tail,
 )
-from agent_replay.stream.audience import audience_framer
+from agent_replay.stream.audience import AudienceFramer, audience_framer
 from agent_replay.stream.framing import Framer
 from agent_replay.stream.outlet import Outlet
 from agent_replay.stream.tail import resolve_offset
+
+# What a stream response wraps: given the preamble and the response's outlet, the body.
+Follow = Callable[[bytes, Outlet], AsyncIterator[bytes]]
 
 router = APIRouter(prefix="/v1/runs", tags=["stream"], responses=ERRORS, route_class=GuardedRoute)
 
@@ -70,32 +73,16 @@ async def stream_response(
     if plan.exhausted:
         # The SSE specification's "do not reconnect".
         return Response(status_code=204, headers=STREAM_HEADERS)
-    settings = state.settings
-    is_sse = encoding is Encoding.SSE
     # The generator yields bytes, each a pre-framed page of many events, sent
     # as they are: one write per event would cap catch-up at a fraction of
     # the throughput.
     framer: Framer = encoding
     if framer_options is not None:
-        framer = await _framer(state, plan, encoding, *framer_options)
-    outlet = Outlet()
-    body = tail(
-        state.hub,
-        plan,
-        framer,
-        # The reconnect delay a browser's EventSource honours (TanStack ignores it).
-        preamble=sse.retry(settings.stream_retry_ms).encode() if is_sse else b"",
-        outlet=outlet,
-    )
-    options: dict[str, Any] = {} if is_sse else {"ping_message": blank_line}
-    return StreamResponse(
-        body,
-        headers=STREAM_HEADERS,
-        media_type=encoding.media_type,
-        ping=settings.heartbeat_seconds,
-        send_timeout=settings.stream_send_timeout_seconds,
-        outlet=outlet,
-        **options,
+        framer = await audience_framer_at(state, run_id, plan.cursor, encoding, framer_options)
+    return stream_reply(
+        state,
+        encoding,
+        lambda preamble, outlet: tail(state.hub, plan, framer, preamble=preamble, outlet=outlet),
     )
 
 
@@ -111,20 +98,49 @@ def audience_options(request: Request) -> tuple[TypeFilter | None, bool, bool]:
     return (TypeFilter.parse(types) if types else None), events == "named", view == "decoded"
 
 
-async def _framer(
+async def audience_framer_at(
     state: AppState,
-    plan: Plan,
+    run_id: str,
+    seq: int,
     encoding: Encoding,
-    types: TypeFilter | None,
-    named: bool,
-    decoded: bool,
+    options: tuple[TypeFilter | None, bool, bool],
+    prefix: str = "",
 ) -> Framer:
+    """The framer `audience_options` asks for, for a run followed after `seq`.
+
+    A decoded view is primed with the events up to `seq` so that a resumed
+    tool call decodes as it would have from the start; `prefix` goes before
+    each seq in the ids (a thread's stream names the run in them).
+    """
+    types, named, decoded = options
+    only = None if types is None or types.everything else types
     if not decoded:
+        if prefix:
+            return AudienceFramer(encoding, only, named, prefix)
         return audience_framer(encoding, types, named)
-    framer = DecodedFramer(encoding, None if types is None or types.everything else types, named)
-    if plan.cursor > 0:
-        await framer.prime(state.log, plan.run_id, plan.cursor)
+    framer = DecodedFramer(encoding, only, named, prefix)
+    if seq > 0:
+        await framer.prime(state.log, run_id, seq)
     return framer
+
+
+def stream_reply(state: AppState, encoding: Encoding, follow: Follow) -> StreamResponse:
+    """The open response around `follow(preamble, outlet)`: headers, heartbeats, send timeout."""
+    settings = state.settings
+    is_sse = encoding is Encoding.SSE
+    outlet = Outlet()
+    # The reconnect delay a browser's EventSource honours (TanStack ignores it).
+    body = follow(sse.retry(settings.stream_retry_ms).encode() if is_sse else b"", outlet)
+    options: dict[str, Any] = {} if is_sse else {"ping_message": blank_line}
+    return StreamResponse(
+        body,
+        headers=STREAM_HEADERS,
+        media_type=encoding.media_type,
+        ping=settings.heartbeat_seconds,
+        send_timeout=settings.stream_send_timeout_seconds,
+        outlet=outlet,
+        **options,
+    )
 
 
 @router.get(

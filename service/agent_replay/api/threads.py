@@ -6,22 +6,18 @@ and the audience's options, and frames each run's events with ids that name the 
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Path, Query, Request
 from starlette.responses import Response
 
 from agent_replay.api.auth import READ_THREAD, requires
 from agent_replay.api.bodies import GuardedRoute
-from agent_replay.api.decoded import DecodedFramer
 from agent_replay.api.deps import StateDep
 from agent_replay.api.models import ERRORS
-from agent_replay.api.sse import STREAM_HEADERS, StreamResponse, blank_line
-from agent_replay.api.stream import audience_options
-from agent_replay.stream import Encoding, choose_encoding, sse
-from agent_replay.stream.audience import AudienceFramer
+from agent_replay.api.stream import audience_framer_at, audience_options, stream_reply
+from agent_replay.stream import choose_encoding
 from agent_replay.stream.framing import Framer
-from agent_replay.stream.outlet import Outlet
 from agent_replay.stream.thread import follow_thread, plan_thread, resolve_cursor
 
 router = APIRouter(
@@ -75,42 +71,17 @@ async def stream_thread(
     """Follow a thread: its runs one after the other, then each new run as it is made."""
     cursor = resolve_cursor(request.headers.get("last-event-id"), offset)
     encoding = choose_encoding(request.headers.get("accept"), format)
-    type_filter, named, decoded = audience_options(request)
+    options = audience_options(request)
     plan = await plan_thread(state.hub, thread_id, cursor)
 
     async def framer_for(run_id: str, seq: int) -> Framer:
-        prefix = f"{run_id}:"  # the ids: `format_cursor(run_id, seq)`
-        if not decoded:
-            types = None if type_filter is None or type_filter.everything else type_filter
-            return AudienceFramer(encoding, types, named, prefix)
-        framer = DecodedFramer(
-            encoding,
-            None if type_filter is None or type_filter.everything else type_filter,
-            named,
-            prefix,
-        )
-        if seq > 0:
-            await framer.prime(state.log, run_id, seq)
-        return framer
+        # The ids: `format_cursor(run_id, seq)`.
+        return await audience_framer_at(state, run_id, seq, encoding, options, f"{run_id}:")
 
-    settings = state.settings
-    is_sse = encoding is Encoding.SSE
-    outlet = Outlet()
-    body = follow_thread(
-        state.hub,
-        plan,
-        framer_for,
+    return stream_reply(
+        state,
         encoding,
-        preamble=sse.retry(settings.stream_retry_ms).encode() if is_sse else b"",
-        outlet=outlet,
-    )
-    options: dict[str, Any] = {} if is_sse else {"ping_message": blank_line}
-    return StreamResponse(
-        body,
-        headers=STREAM_HEADERS,
-        media_type=encoding.media_type,
-        ping=settings.heartbeat_seconds,
-        send_timeout=settings.stream_send_timeout_seconds,
-        outlet=outlet,
-        **options,
+        lambda preamble, outlet: follow_thread(
+            state.hub, plan, framer_for, encoding, preamble=preamble, outlet=outlet
+        ),
     )

@@ -85,6 +85,44 @@ def _note(stderr: TextIO, text: str) -> None:
     stderr.flush()
 
 
+class _Reconnects:
+    """One follower's drops: each said once, with its end; past `retry_seconds` down, raised.
+
+    A resume that works at once is not worth a line between typed characters;
+    one that fails is said, once, and so is its end.
+    """
+
+    def __init__(
+        self, stderr: TextIO, retry_seconds: float, sleep: Callable[[float], None]
+    ) -> None:
+        self._stderr = stderr
+        self._retry_seconds = retry_seconds
+        self._sleep = sleep
+        self._down_since: float | None = None
+        self._said = False
+        self._delay = 0.1
+
+    def connected(self, where: str) -> None:
+        if self._down_since is not None:
+            if self._said:
+                _note(self._stderr, f"resumed after {where}")
+            self._down_since, self._said, self._delay = None, False, 0.1
+
+    def lost(self, where: str, exc: Unreachable) -> None:
+        now = time.monotonic()
+        if self._down_since is None:
+            self._down_since = now
+        elif now - self._down_since > self._retry_seconds:
+            raise exc
+        elif not self._said:
+            self._said = True
+            _note(self._stderr, f"connection lost after {where} ({exc}); retrying")
+
+    def wait(self) -> None:
+        self._sleep(self._delay)
+        self._delay = min(self._delay * 2, 2.0)
+
+
 def follow_run(
     api: Api,
     run_id: str,
@@ -97,18 +135,11 @@ def follow_run(
 ) -> dict[str, Any]:
     """Print the run after `cursor` until it is closed and delivered; the run at the end."""
     path = f"/v1/runs/{quote(run_id, safe='')}/stream"
-    # A resume that works at once is not worth a line between typed characters;
-    # one that fails is said, once, and so is its end.
-    down_since: float | None = None
-    said = False
-    delay = 0.1
+    reconnects = _Reconnects(stderr, retry_seconds, sleep)
     while True:
         try:
             for event in api.events(path, last_event_id=str(cursor)):
-                if down_since is not None:
-                    if said:
-                        _note(stderr, f"resumed after seq {cursor}")
-                    down_since, said, delay = None, False, 0.1
+                reconnects.connected(f"seq {cursor}")
                 if event.id is None:
                     continue
                 seq = int(event.id)
@@ -122,16 +153,8 @@ def follow_run(
             # The response ended short of the end (a proxy, a cut the transport
             # reported as an end): resume after the cursor all the same.
         except Unreachable as exc:
-            now = time.monotonic()
-            if down_since is None:
-                down_since = now
-            elif now - down_since > retry_seconds:
-                raise
-            elif not said:
-                said = True
-                _note(stderr, f"connection lost after seq {cursor} ({exc}); retrying")
-        sleep(delay)
-        delay = min(delay * 2, 2.0)
+            reconnects.lost(f"seq {cursor}", exc)
+        reconnects.wait()
 
 
 def _start_cursor(offset: str, run: dict[str, Any]) -> int:
@@ -176,16 +199,11 @@ def follow_thread(
     """
     path = f"/v1/threads/{quote(thread_id, safe='')}/stream"
     current: tuple[str, int] | None = None if cursor == "-1" else _split(cursor)
-    down_since: float | None = None
-    said = False
-    delay = 0.1
+    reconnects = _Reconnects(stderr, retry_seconds, sleep)
     while True:
         try:
             for event in api.events(path, last_event_id=cursor):
-                if down_since is not None:
-                    if said:
-                        _note(stderr, f"resumed after {cursor}")
-                    down_since, said, delay = None, False, 0.1
+                reconnects.connected(cursor)
                 if event.id is None:
                     continue
                 run_id, seq = _split(event.id)
@@ -199,16 +217,8 @@ def follow_thread(
                 current, cursor = (run_id, seq), event.id
             # The service ended the response (a replica draining, a proxy): resume.
         except Unreachable as exc:
-            now = time.monotonic()
-            if down_since is None:
-                down_since = now
-            elif now - down_since > retry_seconds:
-                raise
-            elif not said:
-                said = True
-                _note(stderr, f"connection lost after {cursor} ({exc}); retrying")
-        sleep(delay)
-        delay = min(delay * 2, 2.0)
+            reconnects.lost(cursor, exc)
+        reconnects.wait()
 
 
 def tail_thread(
