@@ -24,7 +24,16 @@ import asyncpg
 
 from agent_replay.config import asyncpg_dsn
 from agent_replay.errors import InvalidRequest, RunConflict, RunNotFound, Unavailable
-from agent_replay.log import bulk, leases, lookups, partitions, readers, reading, retention
+from agent_replay.log import (
+    bulk,
+    citus,
+    leases,
+    lookups,
+    partitions,
+    readers,
+    reading,
+    retention,
+)
 from agent_replay.log import rows as log_rows
 from agent_replay.log.chunks import (
     Chunks,
@@ -36,6 +45,7 @@ from agent_replay.log.chunks import (
     stored_token,
     stored_values,
 )
+from agent_replay.log.citus import Sharded
 from agent_replay.log.faults import acquire, translated
 from agent_replay.log.filters import EventFilter, RunFilter
 from agent_replay.log.listener import Listener
@@ -198,6 +208,7 @@ class EventLog:
         read_pool: asyncpg.Pool | None = None,
         commit_pool: asyncpg.Pool | None = None,
         batch_min: int | None = log_rows.BATCH_MIN,
+        citus: bool = False,
     ):
         # Kept for tests and benchmarks that inspect the database directly;
         # no other layer of the service touches it.
@@ -218,7 +229,10 @@ class EventLog:
             statement_seconds=statement_seconds,
             batch_min=batch_min,
             process=self.process,
+            sharded=Sharded() if citus else None,
         )
+        # Whether the database is a Citus coordinator (agent_replay.log.citus).
+        self.citus = citus
         # A run's share of an append of at least this many chunks is stored in batch
         # rows (agent_replay.log.rows); None: a row per event (the layout before 0007).
         self.batch_min = batch_min
@@ -276,11 +290,20 @@ class EventLog:
 
         pool = await primary_pool(min(2, pool_size), pool_size)
         try:
+            # A Citus coordinator (agent_replay.log.citus): its lanes commit a shard at a
+            # time, and plan each statement for its parameters, which is how Citus finds
+            # the shard (a generic plan leaves it unable to plan the statement at all).
+            sharded = await citus.installed(pool)
+            settings = (
+                {k: v for k, v in COMMIT_SETTINGS.items() if k != "plan_cache_mode"}
+                if sharded
+                else COMMIT_SETTINGS
+            )
             # The lanes' own, planned as `writer.COMMIT_SETTINGS` says (a session's settings,
             # sent with the connection's startup: no round trip of their own), with one more
             # for a lane's fallback that makes a missing partition (agent_replay.log.partitions)
             # while every lane holds one.
-            commit_pool = await primary_pool(1, commit_lanes + 1, COMMIT_SETTINGS)
+            commit_pool = await primary_pool(1, commit_lanes + 1, settings)
         except BaseException:
             await pool.close()
             raise
@@ -305,6 +328,7 @@ class EventLog:
             read_pool=read_pool,
             commit_pool=commit_pool,
             batch_min=batch_min,
+            citus=sharded,
         )
         event_log._backends = backends
         try:

@@ -242,6 +242,148 @@ note AS (
 SELECT run_id, last_seq - 1 AS base, (SELECT count(*) FROM note) AS notes FROM upd;
 
 
+-- On Citus (agent_replay.log.citus), `append` cannot be one statement on the run's
+-- worker: Citus plans a statement of data-modifying CTEs CTE by CTE through the
+-- coordinator (each CTE's rows pulled there and pushed back; the pg_notify runs there,
+-- and is refused as a void column of an intermediate result), and it refuses STABLE
+-- functions applied to a column in an UPDATE (`to_jsonb`, a cast of text to
+-- timestamptz), which it cannot evaluate once on the coordinator. So a group of runs
+-- of one shard commits as the statements below in one transaction, each touching that
+-- shard only: the two UPDATEs, the INSERT of the events numbered from the bases they
+-- returned, the producers' state, and the notification, queued on the coordinator
+-- (where every process listens) rather than on the worker the rows went to.
+
+-- name: citus_shards
+-- The shard of each run $1 (Citus's hash of its `run_id`, `runs`' colocation group).
+SELECT r AS run_id, get_shard_id_for_distribution_column('runs', r) AS shard
+FROM unnest($1::text[]) AS r;
+
+
+-- name: citus_append_rich
+-- `append`'s `rich` UPDATE for Citus, of one run: $1 the requests (`append`'s $3),
+-- $2 the run's id (a run id alone, `=`, makes it a statement Citus sends to the run's
+-- shard as written; with `= ANY` its planner refuses the correlated subqueries), $3 the runs' expected creation times (`born`) in microseconds after
+-- 2000-01-01 UTC (jsonb {run_id: n}), compared as an interval (immutable, so Citus
+-- lets the worker evaluate it); the tools called compared as arrays, not through
+-- `to_jsonb`; `now()` kept out of the close time's CASE.
+UPDATE runs SET
+    last_seq = runs.last_seq + (($1::jsonb -> runs.run_id) ->> 'n')::bigint,
+    updated_at = now(),
+    last_terminal = coalesce(($1::jsonb -> runs.run_id) ->> 'terminal', runs.last_terminal),
+    error_message = CASE
+        WHEN ($1::jsonb -> runs.run_id) ->> 'terminal' = 'RUN_ERROR'
+            THEN ($1::jsonb -> runs.run_id) ->> 'error'
+        WHEN ($1::jsonb -> runs.run_id) ? 'terminal' THEN NULL
+        ELSE runs.error_message END,
+    error_code = CASE
+        WHEN ($1::jsonb -> runs.run_id) ? 'terminal' THEN ($1::jsonb -> runs.run_id) ->> 'error_code'
+        ELSE runs.error_code END,
+    -- `now()` outside the CASE: Citus refuses a non-immutable function inside one
+    -- (or in a subquery without FROM); plus a NULL interval it is NULL.
+    closed_at = now() + CASE WHEN ($1::jsonb -> runs.run_id) ? 'close' THEN interval '0' END,
+    -- Merged only when a name is new (most calls are of tools the run called
+    -- before): the merge is a subquery run per such row.
+    tool_names = CASE WHEN ($1::jsonb -> runs.run_id) ? 'tools'
+        AND NOT runs.tool_names @> ARRAY(
+            SELECT jsonb_array_elements_text(($1::jsonb -> runs.run_id) -> 'tools')) THEN ARRAY(
+        SELECT DISTINCT t
+        FROM unnest(runs.tool_names || ARRAY(
+            SELECT jsonb_array_elements_text(($1::jsonb -> runs.run_id) -> 'tools'))) AS t
+        ORDER BY t) ELSE runs.tool_names END,
+    -- Token sums saturate: one producer's absurd usage must not fail the group.
+    prompt_tokens = CASE WHEN ($1::jsonb -> runs.run_id) ? 'prompt_tokens'
+        THEN greatest(least(coalesce(runs.prompt_tokens, 0)::numeric
+            + (($1::jsonb -> runs.run_id) ->> 'prompt_tokens')::numeric,
+            9223372036854775807), -9223372036854775807)::bigint
+        ELSE runs.prompt_tokens END,
+    completion_tokens = CASE WHEN ($1::jsonb -> runs.run_id) ? 'completion_tokens'
+        THEN greatest(least(coalesce(runs.completion_tokens, 0)::numeric
+            + (($1::jsonb -> runs.run_id) ->> 'completion_tokens')::numeric,
+            9223372036854775807), -9223372036854775807)::bigint
+        ELSE runs.completion_tokens END,
+    total_tokens = CASE WHEN ($1::jsonb -> runs.run_id) ? 'total_tokens'
+        THEN greatest(least(coalesce(runs.total_tokens, 0)::numeric
+            + (($1::jsonb -> runs.run_id) ->> 'total_tokens')::numeric,
+            9223372036854775807), -9223372036854775807)::bigint
+        ELSE runs.total_tokens END,
+    status = CASE
+        WHEN NOT ($1::jsonb -> runs.run_id) ? 'close' THEN runs.status
+        WHEN ($1::jsonb -> runs.run_id) ? 'status' THEN ($1::jsonb -> runs.run_id) ->> 'status'
+        WHEN coalesce(($1::jsonb -> runs.run_id) ->> 'terminal', runs.last_terminal) = 'RUN_ERROR'
+            THEN 'error'
+        ELSE 'finished' END
+-- Re-checked on the newest row version after waiting for its lock.
+WHERE runs.run_id = $2 AND (runs.closed_at IS NULL) IS TRUE
+  AND (NOT ($1::jsonb -> runs.run_id) ? 'expected'
+       OR runs.last_seq = (($1::jsonb -> runs.run_id) ->> 'expected')::bigint - 1)
+  AND (NOT $3::jsonb ? runs.run_id
+       OR runs.created_at - timestamptz '2000-01-01 00:00:00+00'
+          = ($3::jsonb ->> runs.run_id)::float8 * interval '1 microsecond')
+  -- An idempotent producer's append: only what its stored state admits next, and
+  -- only if the run row is as this statement's snapshot saw it (after waiting for
+  -- its lock, a changed last_seq means the producer state read below may be old:
+  -- every producer change moves last_seq; the caller then asks the guarded path).
+  AND (NOT ($1::jsonb -> runs.run_id) ? 'producer' OR (
+      runs.last_seq = (SELECT r.last_seq FROM runs r WHERE r.run_id = runs.run_id)
+      -- No stored state: only seq 0 starts a producer.
+      AND coalesce((
+          SELECT CASE
+              WHEN (($1::jsonb -> runs.run_id) -> 'producer' ->> 1)::bigint = p.epoch
+                  THEN (($1::jsonb -> runs.run_id) -> 'producer' ->> 2)::bigint = p.seq + 1
+              WHEN (($1::jsonb -> runs.run_id) -> 'producer' ->> 1)::bigint > p.epoch
+                  THEN (($1::jsonb -> runs.run_id) -> 'producer' ->> 2)::bigint = 0
+              ELSE false END
+          FROM stream_producers p
+          WHERE p.run_id = runs.run_id AND p.producer_id = ($1::jsonb -> runs.run_id) -> 'producer' ->> 0
+      ), (($1::jsonb -> runs.run_id) -> 'producer' ->> 2)::bigint = 0)))
+RETURNING runs.run_id, runs.last_seq - (($1::jsonb -> runs.run_id) ->> 'n')::bigint AS base,
+    runs.last_seq, ($1::jsonb -> runs.run_id) ? 'close' AS close, runs.run_month;
+
+
+-- name: citus_append_plain
+-- `append`'s `plain` UPDATE for Citus: $1-$3 `append`'s $5-$7.
+UPDATE runs SET
+    last_seq = runs.last_seq + ($1::jsonb ->> runs.run_id)::bigint,
+    updated_at = now()
+WHERE runs.run_id = ANY($2::text[]) AND (runs.closed_at IS NULL) IS TRUE
+  AND (NOT $3::jsonb ? runs.run_id
+       OR runs.last_seq = ($3::jsonb ->> runs.run_id)::bigint - 1)
+RETURNING runs.run_id, runs.last_seq - ($1::jsonb ->> runs.run_id)::bigint AS base,
+    runs.last_seq, false AS close, runs.run_month;
+
+
+-- name: citus_append_events
+-- The events of a Citus group, numbered from their runs' bases: $1 and $2 `append`'s,
+-- $3 the updated runs (jsonb [[run_id, base, run_month], ...]). It reads no
+-- distributed table: Citus computes the rows on the coordinator and copies them to
+-- the shard.
+INSERT INTO events (run_id, seq, type, chunk, message_id, tool_call_id, n, run_month)
+SELECT e.run_id, b.base + e.ord, e.type, e.chunk, e.message_id, e.tool_call_id, e.n, b.run_month
+FROM jsonb_array_elements($1::jsonb) AS r,
+    LATERAL (SELECT r ->> 0 AS run_id, (r ->> 1)::bigint AS ord, r ->> 2 AS type,
+             coalesce(r ->> 3, ($2::text[])[(r ->> 7)::int]) AS chunk,
+             r ->> 4 AS message_id, r ->> 5 AS tool_call_id,
+             (r ->> 6)::int AS n) AS e
+JOIN (SELECT u ->> 0 AS run_id, (u ->> 1)::bigint AS base, (u ->> 2)::date AS run_month
+      FROM jsonb_array_elements($3::jsonb) AS u) AS b ON b.run_id = e.run_id;
+
+
+-- name: citus_append_producers
+-- `append`'s `prod` for Citus: the producers' new state of runs $2 (those
+-- `citus_append_rich` updated), from the requests $1.
+INSERT INTO stream_producers (run_id, producer_id, epoch, seq)
+SELECT u.run_id, s.p ->> 0, (s.p ->> 1)::bigint, (s.p ->> 2)::bigint
+FROM unnest($2::text[]) AS u(run_id),
+    LATERAL (SELECT $1::jsonb -> u.run_id -> 'producer' AS p) AS s
+WHERE s.p IS NOT NULL
+ON CONFLICT (run_id, producer_id) DO UPDATE SET epoch = excluded.epoch, seq = excluded.seq;
+
+
+-- name: citus_notify
+-- A Citus group's notification, on the coordinator: $1 up to 40 lines as `append`'s.
+SELECT pg_notify(:'events_channel', $1);
+
+
 -- name: run_states
 -- Each run's high-water mark, whether it is closed, and when it was made. $1 run ids.
 SELECT run_id, last_seq, closed_at IS NOT NULL AS closed, created_at

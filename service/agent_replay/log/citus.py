@@ -1,0 +1,124 @@
+"""The log on Citus: detected, and appends committed a shard at a time.
+
+A database with the `citus` extension is a Citus coordinator, whose log revision
+0015_citus distributed by `run_id` (docs/scale-out.md). The log detects it when it
+opens (`installed`); nothing is configured. Everything but the group commit runs
+the statements of `queries.sql` as on plain PostgreSQL: each per-run statement
+reaches one shard.
+
+The group commit changes in two ways (`Sharded`):
+
+* a group is split by shard (Citus's own hash of each run id, cached) and each
+  part commits in a transaction of its own, so a transaction writes on one worker
+  and Citus commits it there, never by two-phase commit across workers;
+* each part runs `citus_append_*` in place of the one `append` statement, which
+  Citus cannot run on the run's worker (`queries.sql` says why), and queues its
+  notification with `citus_notify` on the coordinator, where every process's
+  LISTEN connection is: a `pg_notify` in a statement Citus routes to a worker
+  runs on that worker, which no listener hears.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+
+import asyncpg
+import orjson
+
+from agent_replay.log import sql
+from agent_replay.log.request import Group
+
+__all__ = ["Sharded", "installed"]
+
+_INSTALLED = "SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')"
+_SHARDS = sql.QUERIES["citus_shards"]
+_RICH = sql.QUERIES["citus_append_rich"]
+_PLAIN = sql.QUERIES["citus_append_plain"]
+_EVENTS = sql.QUERIES["citus_append_events"]
+_PRODUCERS = sql.QUERIES["citus_append_producers"]
+_NOTIFY = sql.QUERIES["citus_notify"]
+
+# `born`'s origin in `citus_append_rich`.
+_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+# Runs per NOTIFY payload, as `append`'s (PostgreSQL caps a payload at 8,000 bytes).
+_LINES_PER_NOTE = 40
+# Runs whose shard is remembered (a run's shard never changes unless an operator
+# rebalances, and then a stale entry only puts the run into another part's group:
+# the transaction then writes on two workers, which Citus still commits correctly).
+_CACHED = 100_000
+
+Querier = asyncpg.Connection | asyncpg.pool.PoolConnectionProxy | asyncpg.Pool
+T = TypeVar("T")
+
+
+async def installed(conn: Querier) -> bool:
+    """Whether the database is a Citus one (its `citus` extension is there)."""
+    return bool(await conn.fetchval(_INSTALLED))
+
+
+class Sharded:
+    """The group commit's Citus side: each run's shard, and a part's statements."""
+
+    def __init__(self) -> None:
+        self._shards: dict[str, int] = {}
+
+    async def split(self, conn: Querier, appends: Mapping[str, T]) -> list[dict[str, T]]:
+        """`appends` (keyed by run id) as one mapping per shard, in their order."""
+        missing = [run for run in appends if run not in self._shards]
+        if missing:
+            if len(self._shards) + len(missing) > _CACHED:
+                self._shards.clear()
+            for row in await conn.fetch(_SHARDS, missing):
+                self._shards[row["run_id"]] = row["shard"]
+        parts: dict[int, dict[str, T]] = {}
+        for run, value in appends.items():
+            parts.setdefault(self._shards[run], {})[run] = value
+        return list(parts.values())
+
+    @staticmethod
+    async def commit(
+        conn: Querier, group: Group, statement_seconds: float | None = None
+    ) -> list[tuple[str, int]]:
+        """One shard's part, in a transaction of its own (or the caller's): each run's
+        (run_id, base) as `append` returns them, for the runs it updated."""
+        assert not isinstance(conn, asyncpg.Pool)
+        _, (rows, chunks, rich, rich_runs, counts, plain_runs, expected, _) = group.general()
+        born = {
+            run: (share.born - _EPOCH) // _MICROSECOND
+            for run, share in group.shares.items()
+            if not share.plain and share.born is not None
+        }
+        async with conn.transaction():
+            updated: list[Any] = []
+            born_json = orjson.dumps(born).decode()
+            for run in rich_runs:
+                updated += await conn.fetch(_RICH, rich, run, born_json, timeout=statement_seconds)
+            if plain_runs:
+                updated += await conn.fetch(
+                    _PLAIN, counts, plain_runs, expected, timeout=statement_seconds
+                )
+            if not updated:
+                return []
+            bases = [[r["run_id"], r["base"], r["run_month"].isoformat()] for r in updated]
+            await conn.execute(
+                _EVENTS, rows, chunks, orjson.dumps(bases).decode(), timeout=statement_seconds
+            )
+            producers = [
+                r["run_id"] for r in updated if group.shares[r["run_id"]].producer is not None
+            ]
+            if producers:
+                await conn.execute(_PRODUCERS, rich, producers, timeout=statement_seconds)
+            for payload in _payloads(updated):
+                await conn.execute(_NOTIFY, payload, timeout=statement_seconds)
+        return [(r["run_id"], r["base"]) for r in updated]
+
+
+def _payloads(updated: Sequence[Any]) -> list[str]:
+    # As `append`'s lines (agent_replay.log.notifications reads them).
+    lines = [f"{r['run_id']} {r['last_seq']}{' c' if r['close'] else ''}" for r in updated]
+    return [
+        "\n".join(lines[i : i + _LINES_PER_NOTE]) for i in range(0, len(lines), _LINES_PER_NOTE)
+    ]
