@@ -91,6 +91,31 @@ async def test_appends_when_many_runs_then_rows_on_both_workers_and_read_back(
     assert not held[0] & held[1]
 
 
+async def test_group_commit_when_runs_on_both_workers_then_no_two_phase_commit(
+    citus: CitusCluster, log: EventLog
+) -> None:
+    # Citus records every two-phase commit it coordinates in pg_dist_transaction until
+    # its recovery (every minute by default) clears it: none may appear under the load.
+    runs = [f"twopc-{uuid.uuid4().hex[:12]}" for _ in range(32)]
+    tool = {"type": "TOOL_CALL_START", "toolCallId": "t1", "toolCallName": "search"}
+    for run in runs:
+        await log.append(run, [{"type": "TEXT_MESSAGE_CONTENT", "delta": "a"}])
+    coordinator = citus.url()
+    await _fetch(coordinator, "SELECT recover_prepared_transactions()")
+    before = await _fetch(coordinator, "SELECT count(*) AS n FROM pg_dist_transaction")
+    for round_ in range(4):
+        # Appends to every run at once: the lanes gather them into groups of many runs,
+        # on both workers; plain shares, and ones with something to record (a tool).
+        chunk = tool if round_ % 2 else {"type": "TEXT_MESSAGE_CONTENT", "delta": "b"}
+        await asyncio.gather(*(log.append(run, [chunk] * 3) for run in runs))
+    after = await _fetch(coordinator, "SELECT count(*) AS n FROM pg_dist_transaction")
+    assert after[0]["n"] == before[0]["n"]
+    for run in runs:
+        stored = await log.read_events(run, 0, 100)
+        assert [e.seq for e in stored] == list(range(1, 14))
+        assert (await log.get_run(run)).tool_names == ["search"]
+
+
 async def test_listen_when_another_handle_commits_on_citus_then_notices_arrive(
     database_url: str, log: EventLog
 ) -> None:

@@ -21,7 +21,6 @@ The group commit changes in two ways (`Sharded`):
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 import asyncpg
@@ -40,9 +39,6 @@ _EVENTS = sql.QUERIES["citus_append_events"]
 _PRODUCERS = sql.QUERIES["citus_append_producers"]
 _NOTIFY = sql.QUERIES["citus_notify"]
 
-# `born`'s origin in `citus_append_rich`.
-_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
-_MICROSECOND = timedelta(microseconds=1)
 # Runs per NOTIFY payload, as `append`'s (PostgreSQL caps a payload at 8,000 bytes).
 _LINES_PER_NOTE = 40
 # Runs whose shard is remembered (a run's shard never changes unless an operator
@@ -86,25 +82,33 @@ class Sharded:
         (run_id, base) as `append` returns them, for the runs it updated."""
         assert not isinstance(conn, asyncpg.Pool)
         _, (rows, chunks, rich, rich_runs, counts, plain_runs, expected, _) = group.general()
-        born = {
-            run: (share.born - _EPOCH) // _MICROSECOND
-            for run, share in group.shares.items()
-            if not share.plain and share.born is not None
-        }
         async with conn.transaction():
             updated: list[Any] = []
-            born_json = orjson.dumps(born).decode()
             for run in rich_runs:
-                updated += await conn.fetch(_RICH, rich, run, born_json, timeout=statement_seconds)
+                share = group.shares[run]
+                updated += await conn.fetch(
+                    _RICH,
+                    orjson.dumps(share.to_json()).decode(),
+                    run,
+                    share.born,
+                    list(share.tools) if share.tools else None,
+                    timeout=statement_seconds,
+                )
             if plain_runs:
                 updated += await conn.fetch(
                     _PLAIN, counts, plain_runs, expected, timeout=statement_seconds
                 )
             if not updated:
                 return []
-            bases = [[r["run_id"], r["base"], r["run_month"].isoformat()] for r in updated]
+            taken = [r["run_id"] for r in updated]
+            counts_taken = {run: group.shares[run].count for run in taken}
             await conn.execute(
-                _EVENTS, rows, chunks, orjson.dumps(bases).decode(), timeout=statement_seconds
+                _EVENTS,
+                rows,
+                chunks,
+                orjson.dumps(counts_taken).decode(),
+                taken,
+                timeout=statement_seconds,
             )
             producers = [
                 r["run_id"] for r in updated if group.shares[r["run_id"]].producer is not None

@@ -220,6 +220,8 @@ class EventLog:
         # listener registers under it, and its plain commits notify only when a
         # listener under another key is there (its own hooks hear of them in-process).
         self.process = uuid.uuid4().hex
+        # On Citus: each run's shard (agent_replay.log.citus), for what runs a shard at a time.
+        self._sharded = Sharded() if citus else None
         self._committer = GroupCommitter(
             pool if commit_pool is None else commit_pool,
             lanes=commit_lanes,
@@ -229,7 +231,7 @@ class EventLog:
             statement_seconds=statement_seconds,
             batch_min=batch_min,
             process=self.process,
-            sharded=Sharded() if citus else None,
+            sharded=self._sharded,
         )
         # Whether the database is a Citus coordinator (agent_replay.log.citus).
         self.citus = citus
@@ -241,7 +243,7 @@ class EventLog:
         # A hot standby for catch-up reads (see `read_page`), or None.
         self.read_pool = read_pool
         # Every read of a run's events, on the primary or the standby.
-        self._reader = reading.Reader(pool, read_pool)
+        self._reader = reading.Reader(pool, read_pool, citus=citus)
         # Creates `events`' partitions ahead while the log is open (see `open`).
         self._ahead = partitions.Ahead(pool)
         # The server pids of `pool`'s connections, when `open` made the pool (see
@@ -597,7 +599,7 @@ class EventLog:
         return await leases.renew(self.pool, run_id, owner, seconds)
 
     async def renew_leases(self, run_ids: list[str], owner: str, seconds: float) -> set[str]:
-        return await leases.renew_many(self.pool, run_ids, owner, seconds)
+        return await leases.renew_many(self.pool, run_ids, owner, seconds, sharded=self._sharded)
 
     async def expired_leases(self, limit: int = 100) -> list[str]:
         return await leases.expired(self.pool, limit)
@@ -616,7 +618,7 @@ class EventLog:
     async def readers_left(
         self, holder: str, run_ids: Sequence[str], fresh_seconds: float
     ) -> list[str]:
-        return await readers.left(self.pool, holder, run_ids, fresh_seconds)
+        return await readers.left(self.pool, holder, run_ids, fresh_seconds, citus=self.citus)
 
     async def reader_absence(self, run_id: str, fresh_seconds: float) -> Absence | None:
         return await readers.absence(self.pool, run_id, fresh_seconds)
@@ -641,7 +643,12 @@ class EventLog:
         as `read_events`)."""
         if f.empty:
             return await self.read_events(run_id, after, limit)
-        return list(starmap(Event, await lookups.read_filtered(self.pool, run_id, f, after, limit)))
+        return list(
+            starmap(
+                Event,
+                await lookups.read_filtered(self.pool, run_id, f, after, limit, citus=self.citus),
+            )
+        )
 
     async def run_record(self, run_id: str) -> RunRecord | None:
         return await lookups.run_record(self.pool, run_id)
@@ -665,10 +672,10 @@ class EventLog:
     # -- whole runs and readiness ---------------------------------------------
 
     async def load_runs(self, runs: Sequence[LoadedRun]) -> LoadReport:
-        return await bulk.load_runs(self.pool, runs)
+        return await bulk.load_runs(self.pool, runs, sharded=self._sharded)
 
     async def count_prunable(self, closed_before: datetime) -> PruneReport:
-        return await retention.count_prunable(self.pool, closed_before)
+        return await retention.count_prunable(self.pool, closed_before, citus=self.citus)
 
     async def prune(
         self,
@@ -684,6 +691,7 @@ class EventLog:
             batch_events=batch_events,
             max_rate=max_rate,
             whole_months=whole_months,
+            citus=self.citus,
         )
 
     def pool_stats(self) -> PoolStats:
