@@ -129,3 +129,31 @@ def citus_cluster(workers: int = 2) -> Iterator[CitusCluster]:
         if citus is not None:
             citus.destroy()
         shutil.rmtree(root, ignore_errors=True)
+
+
+def main() -> None:
+    """`python -m tests.support.citus`: form a cluster, migrate it, print the coordinator's
+    URL and keep it until interrupted (for ops/bench/append.py --database-url)."""
+    import argparse
+    import signal
+    import time
+
+    from agent_replay import migrate
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args()
+    stop: list[int] = []
+    signal.signal(signal.SIGTERM, lambda signum, frame: stop.append(signum))
+    with citus_cluster(args.workers) as citus:
+        migrate.upgrade(citus.url())
+        print(citus.url(), flush=True)
+        try:
+            while not stop:
+                time.sleep(0.5)
+        except KeyboardInterrupt:
+            pass
+
+
+if __name__ == "__main__":
+    main()
