@@ -175,3 +175,37 @@ async def test_pg_notify_when_in_a_statement_routed_to_a_worker_then_runs_on_tha
     finally:
         for conn in listeners:
             await conn.close()
+
+
+async def test_migrate_when_a_populated_log_moves_onto_citus_then_every_event_kept(
+    citus: CitusCluster,
+) -> None:
+    """An operator's move: a log used before revision 0015_citus (its tables the
+    coordinator's own) is distributed by `agent-replay migrate`; every run reads back as it
+    was, from the workers, and takes appends after."""
+    url = await asyncio.to_thread(citus.create_database, f"moved_{uuid.uuid4().hex[:8]}")
+    await asyncio.to_thread(migrate.upgrade, url, "0010_stream_deletable")
+    runs = [f"moved-{uuid.uuid4().hex[:12]}" for _ in range(12)]
+    async with EventLog.connect(url, pool_size=2) as before:
+        assert not before.citus
+        for i, run in enumerate(runs):
+            chunks = [{"type": "TEXT_MESSAGE_CONTENT", "delta": f"{run}:{k}"} for k in range(i + 1)]
+            await before.append(run, chunks, close=i % 3 == 0)
+        stored = {run: await before.read_events(run, 0, 100) for run in runs}
+    await asyncio.to_thread(migrate.upgrade, url)
+    async with EventLog.connect(url, pool_size=2) as after:
+        assert after.citus
+        for run in runs:
+            assert await after.read_events(run, 0, 100) == stored[run]
+        open_runs = [run for i, run in enumerate(runs) if i % 3]
+        for run in open_runs:
+            await after.append(run, [{"type": "TEXT_MESSAGE_CONTENT", "delta": "after"}])
+            assert (await after.get_run(run)).last_seq == len(stored[run]) + 1
+    on_workers: set[str] = set()
+    for worker in [w.url(url.rsplit("/", 1)[1]) for w in citus.workers]:
+        for shard in await _fetch(
+            worker, "SELECT relname FROM pg_class WHERE relname ~ '^runs_[0-9]+$'"
+        ):
+            rows = await _fetch(worker, f'SELECT run_id FROM "{shard["relname"]}"')
+            on_workers |= {r["run_id"] for r in rows}
+    assert on_workers == set(runs)

@@ -85,6 +85,18 @@ class CitusCluster:
             raise RuntimeError(f"psql on {node!r} failed: {done.stderr}\n{node.log_tail()}")
         return done.stdout
 
+    def create_database(self, name: str) -> str:
+        """Another database formed as `replay` is (the extension on every node, the
+        workers added: Citus keeps its nodes per database); the coordinator's URL."""
+        for node in [self.coordinator, *self.workers]:
+            self.psql(node, f"CREATE DATABASE {name}", database="postgres")
+            self.psql(node, "CREATE EXTENSION citus", database=name)
+        port = self.coordinator.port
+        self.psql(self.coordinator, f"SELECT citus_set_coordinator_host('127.0.0.1', {port})", name)
+        for node in self.workers:
+            self.psql(self.coordinator, f"SELECT citus_add_node('127.0.0.1', {node.port})", name)
+        return self.url(name)
+
     def destroy(self) -> None:
         for node in [self.coordinator, *self.workers]:
             node.destroy()

@@ -31,7 +31,8 @@ from agent_replay.log.request import Group
 
 __all__ = ["Sharded", "installed"]
 
-_INSTALLED = "SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')"
+_EXTENSION = sql.QUERIES["citus_extension"]
+_DISTRIBUTED = sql.QUERIES["citus_distributed"]
 _SHARDS = sql.QUERIES["citus_shards"]
 _RICH = sql.QUERIES["citus_append_rich"]
 _PLAIN = sql.QUERIES["citus_append_plain"]
@@ -51,8 +52,10 @@ T = TypeVar("T")
 
 
 async def installed(conn: Querier) -> bool:
-    """Whether the database is a Citus one (its `citus` extension is there)."""
-    return bool(await conn.fetchval(_INSTALLED))
+    """Whether the log is distributed on Citus: the database has the `citus` extension
+    and `runs` is a distributed table (revision 0015_citus). Before that revision the
+    tables are the coordinator's own and the log uses them as on PostgreSQL."""
+    return bool(await conn.fetchval(_EXTENSION)) and bool(await conn.fetchval(_DISTRIBUTED))
 
 
 class Sharded:

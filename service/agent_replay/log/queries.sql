@@ -253,6 +253,19 @@ SELECT run_id, last_seq - 1 AS base, (SELECT count(*) FROM note) AS notes FROM u
 -- they updated, the producers' state, and the notification, queued on the coordinator
 -- (where every process listens) rather than on the worker the rows went to.
 
+-- name: citus_extension
+-- Whether the database has the `citus` extension.
+SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus');
+
+
+-- name: citus_distributed
+-- Whether `runs` is distributed (revision 0015_citus); asked only where Citus is, whose
+-- catalog this is.
+SELECT EXISTS (
+    SELECT FROM pg_dist_partition WHERE logicalrelid = to_regclass('runs') AND partmethod = 'h'
+);
+
+
 -- name: citus_shards
 -- The shard of each run $1 (Citus's hash of its `run_id`, `runs`' colocation group).
 SELECT r AS run_id, get_shard_id_for_distribution_column('runs', r) AS shard
