@@ -154,10 +154,19 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument(
+        "--shard-count", type=int, help="shards per distributed table (Citus's default: 32)"
+    )
     args = parser.parse_args()
     stop: list[int] = []
     signal.signal(signal.SIGTERM, lambda signum, frame: stop.append(signum))
     with citus_cluster(args.workers) as citus:
+        if args.shard_count:
+            # Read by create_distributed_table when the migration runs.
+            citus.psql(
+                citus.coordinator,
+                f"ALTER DATABASE {DATABASE} SET citus.shard_count = {args.shard_count}",
+            )
         migrate.upgrade(citus.url())
         print(citus.url(), flush=True)
         try:

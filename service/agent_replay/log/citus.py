@@ -9,8 +9,10 @@ reaches one shard.
 The group commit changes in two ways (`Sharded`):
 
 * a group is split by shard (Citus's own hash of each run id, cached) and each
-  part commits in a transaction of its own, so a transaction writes on one worker
-  and Citus commits it there, never by two-phase commit across workers;
+  part commits in a transaction of its own, so a transaction writes on one shard
+  and Citus commits it there, never by two-phase commit. Not by worker: Citus
+  commits any transaction that modified two shards in two phases, even two shards
+  of one worker over one connection (measured, docs/scale-out.md);
 * each part runs `citus_append_*` in place of the one `append` statement, which
   Citus cannot run on the run's worker (`queries.sql` says why), and queues its
   notification with `citus_notify` on the coordinator, where every process's
