@@ -7,13 +7,15 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
+from datetime import UTC, date, datetime, timedelta
 
 import asyncpg
 import pytest
 
 from agent_replay import migrate
-from agent_replay.log import EventLog, Notice
+from agent_replay.log import EventLog, Notice, partitions
 from tests.log.test_migrations import _diff
+from tests.log.test_partitions import _run
 from tests.support.citus import CitusCluster
 
 DEADLINE = 10.0
@@ -209,3 +211,23 @@ async def test_migrate_when_a_populated_log_moves_onto_citus_then_every_event_ke
             rows = await _fetch(worker, f'SELECT run_id FROM "{shard["relname"]}"')
             on_workers |= {r["run_id"] for r in rows}
     assert on_workers == set(runs)
+
+
+async def test_prune_when_a_past_month_is_all_closed_on_citus_then_its_partition_dropped(
+    citus: CitusCluster,
+) -> None:
+    # A database of its own: the month's partition must hold only this test's runs.
+    url = await asyncio.to_thread(citus.create_database, f"pruned_{uuid.uuid4().hex[:8]}")
+    await asyncio.to_thread(migrate.upgrade, url)
+    old, held = date(2025, 3, 1), date(2025, 4, 1)
+    async with EventLog.connect(url, pool_size=2) as log:
+        await log.load_runs(
+            [_run("old-1", old, 5), _run("old-2", old, 3), _run("held-open", held, 2, closed=False)]
+        )
+        report = await log.prune(datetime.now(UTC) + timedelta(days=1), batch_events=10)
+        assert report.partitions == [old]
+        assert "1 open" in report.held[held]
+        assert await log.find_run("old-1") is None and await log.find_run("old-2") is None
+        assert [e.seq for e in await log.read_events("held-open", 0, 10)] == [1, 2]
+    gone = await _fetch(url, "SELECT to_regclass($1) AS t", partitions.name_of(old))
+    assert gone[0]["t"] is None  # dropped, not merely detached
