@@ -2,7 +2,8 @@
 
 The stream's exactly-once property across replicas (tests/stream/test_replicas.py's tests,
 run here with `database_url` the coordinator's), the append route at 1 and 1,000 chunks a
-request, and a hosted run followed by a reader on each replica.
+request, a hosted run followed by a reader on each replica, and a thread's runs listed,
+projected, transcribed and exported.
 """
 
 from __future__ import annotations
@@ -90,3 +91,33 @@ async def test_hosted_run_when_a_reader_on_each_replica_then_both_get_the_stored
     assert on_b == stored
     record = await event_log.get_run(run)
     assert record.closed and record.status == "finished"
+
+
+async def test_audit_when_a_thread_of_hosted_runs_on_citus_then_listed_projected_exported(
+    replicas: Replicas, http: httpx.AsyncClient, event_log: EventLog
+) -> None:
+    thread = f"th-audit-{uuid.uuid4().hex[:10]}"
+    runs = [f"audit-{uuid.uuid4().hex[:10]}" for _ in range(3)]
+    for run in runs:
+        started = await http.post(
+            f"{replicas.a}/v1/agents/demo/runs", json={"runId": run, "threadId": thread}
+        )
+        assert started.status_code in (200, 201), started.text
+        async with asyncio.timeout(DEADLINE):
+            await _follow(http, replicas.a, run)  # to its end
+    # Runs on both workers, read through the other replica.
+    listed = await http.get(f"{replicas.b}/v1/runs", params={"thread_id": thread})
+    assert listed.status_code == 200, listed.text
+    assert sorted(r["run_id"] for r in listed.json()["runs"]) == sorted(runs)
+    finished = await http.get(
+        f"{replicas.b}/v1/runs", params={"thread_id": thread, "status": "finished"}
+    )
+    assert len(finished.json()["runs"]) == 3
+    messages = await http.get(f"{replicas.b}/v1/threads/{thread}/messages")
+    assert messages.status_code == 200, messages.text
+    transcript = await http.get(f"{replicas.b}/v1/threads/{thread}/transcript")
+    assert transcript.status_code == 200, transcript.text
+    exported = await http.get(f"{replicas.b}/v1/runs/{runs[0]}/export")
+    assert exported.status_code == 200, exported.text
+    stored = await event_log.read_events(runs[0], 0, 10_000)
+    assert len(exported.text.strip().splitlines()) >= len(stored)
