@@ -231,3 +231,23 @@ async def test_prune_when_a_past_month_is_all_closed_on_citus_then_its_partition
         assert [e.seq for e in await log.read_events("held-open", 0, 10)] == [1, 2]
     gone = await _fetch(url, "SELECT to_regclass($1) AS t", partitions.name_of(old))
     assert gone[0]["t"] is None  # dropped, not merely detached
+
+
+async def test_migrate_when_citus_revision_downgraded_then_local_tables_and_up_again(
+    citus: CitusCluster,
+) -> None:
+    url = await asyncio.to_thread(citus.create_database, f"downed_{uuid.uuid4().hex[:8]}")
+    await asyncio.to_thread(migrate.upgrade, url)
+    async with EventLog.connect(url, pool_size=2) as log:
+        await log.append("kept", [{"type": "TEXT_MESSAGE_CONTENT", "delta": "x"}] * 3)
+    await asyncio.to_thread(migrate.downgrade, url, "0010_stream_deletable")
+    left = await _fetch(url, "SELECT logicalrelid::text AS name FROM pg_dist_partition")
+    assert not {r["name"] for r in left} & (PER_RUN | REFERENCE)
+    async with EventLog.connect(url, pool_size=2) as log:
+        assert not log.citus
+        assert [e.seq for e in await log.read_events("kept", 0, 10)] == [1, 2, 3]
+    await asyncio.to_thread(migrate.upgrade, url)
+    assert await _diff(url) == []
+    async with EventLog.connect(url, pool_size=2) as log:
+        assert log.citus
+        assert [e.seq for e in await log.read_events("kept", 0, 10)] == [1, 2, 3]
