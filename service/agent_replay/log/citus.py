@@ -42,11 +42,12 @@ _EVENTS = sql.QUERIES["citus_append_events"]
 _PRODUCERS = sql.QUERIES["citus_append_producers"]
 _NOTIFY = sql.QUERIES["citus_notify"]
 
-# Runs per NOTIFY payload, as `append`'s (PostgreSQL caps a payload at 8,000 bytes).
+# Runs per NOTIFY payload, as `append`'s (PostgreSQL caps a payload's size).
 _LINES_PER_NOTE = 40
-# Runs whose shard is remembered (a run's shard never changes unless an operator
-# rebalances, and then a stale entry only puts the run into another part's group:
-# the transaction then writes on two workers, which Citus still commits correctly).
+# Runs whose shard is remembered. A run's shard (the hash range its id falls in) stays
+# when a rebalance moves shards between workers; only splitting a shard changes it, and
+# then a stale entry puts two shards into one part, which Citus commits correctly, in
+# two phases.
 _CACHED = 100_000
 
 Querier = asyncpg.Connection | asyncpg.pool.PoolConnectionProxy | asyncpg.Pool
