@@ -39,7 +39,13 @@ depends_on: str | Sequence[str] | None = None
 
 # As agent_replay.log.citus when this was written; a migration keeps its own copy.
 _DISTRIBUTED = ("runs", "events", "run_projections", "stream_producers", "run_readers")
-_REFERENCE = ("streams", "run_forks", "service_secrets")
+_REFERENCE = ("streams", "run_forks", "service_secrets", "run_tombstones")
+# The hash chain's aggregate and its step (revision 0011_hash_chain): the append
+# statements run it on the run's worker, so every node must have them.
+_FUNCTIONS = (
+    "chain_rows_step(bytea, bytea, bigint, text, integer)",
+    "chain_rows(bytea, bigint, text, integer)",
+)
 
 
 def _citus() -> bool:
@@ -66,6 +72,15 @@ def upgrade() -> None:
     # Each table's copy to the workers runs over its own connections; Citus wants them
     # sequential within one transaction that has already written on the coordinator.
     bind.execute(sa.text("SET LOCAL citus.multi_shard_modify_mode TO 'sequential'"))
+    # Citus distributes no table with a trigger; the erasure's refusal of new runs
+    # (revision 0012_erasure) cannot stay on `runs`, and erasure is refused on Citus
+    # (agent_replay.log.erasure) rather than leaving an erased thread open to new runs.
+    bind.execute(sa.text("DROP TRIGGER IF EXISTS runs_refuse_erased ON runs"))
+    for function in _FUNCTIONS:
+        bind.execute(
+            sa.text("SELECT create_distributed_function(CAST(:f AS regprocedure))"),
+            {"f": function},
+        )
     for table in _DISTRIBUTED:
         if not _is_citus_table(table):
             colocate = "none" if table == "runs" else "runs"
@@ -91,3 +106,10 @@ def downgrade() -> None:
             op.get_bind().execute(
                 sa.text("SELECT undistribute_table(CAST(:t AS regclass))"), {"t": table}
             )
+    # As revision 0012_erasure made it, once `runs` is a local table again.
+    op.execute(
+        """
+        CREATE TRIGGER runs_refuse_erased BEFORE INSERT OR UPDATE OF thread_id ON runs
+        FOR EACH ROW EXECUTE FUNCTION replay_refuse_erased()
+        """
+    )

@@ -21,7 +21,7 @@ from tests.support.citus import CitusCluster
 DEADLINE = 10.0
 
 PER_RUN = {"runs", "events", "run_projections", "stream_producers", "run_readers"}
-REFERENCE = {"streams", "run_forks", "service_secrets"}
+REFERENCE = {"streams", "run_forks", "service_secrets", "run_tombstones"}
 
 
 @pytest.fixture

@@ -39,6 +39,7 @@ _SHARDS = sql.QUERIES["citus_shards"]
 _RICH = sql.QUERIES["citus_append_rich"]
 _PLAIN = sql.QUERIES["citus_append_plain"]
 _EVENTS = sql.QUERIES["citus_append_events"]
+_HEADS = sql.QUERIES["citus_append_heads"]
 _PRODUCERS = sql.QUERIES["citus_append_producers"]
 _NOTIFY = sql.QUERIES["citus_notify"]
 
@@ -116,6 +117,7 @@ class Sharded:
                 taken,
                 timeout=statement_seconds,
             )
+            await conn.execute(_HEADS, taken, timeout=statement_seconds)
             producers = [
                 r["run_id"] for r in updated if group.shares[r["run_id"]].producer is not None
             ]

@@ -23,7 +23,13 @@ from typing import Any
 import asyncpg
 
 from agent_replay.config import asyncpg_dsn
-from agent_replay.errors import InvalidRequest, RunConflict, RunNotFound, Unavailable
+from agent_replay.errors import (
+    ErasureUnsupported,
+    InvalidRequest,
+    RunConflict,
+    RunNotFound,
+    Unavailable,
+)
 from agent_replay.log import (
     bulk,
     citus,
@@ -570,6 +576,9 @@ class EventLog:
     async def erase_thread(
         self, thread_id: str, *, erased_by: str, reason: str | None = None
     ) -> list[Tombstone]:
+        if self.citus:
+            # Refused before anything is read or written (errors.ErasureUnsupported).
+            raise ErasureUnsupported()
         # Looked up as a run's thread is stored (`create_run`).
         return await erasure.erase_thread(self.pool, storable(thread_id), erased_by, reason)
 
@@ -690,7 +699,7 @@ class EventLog:
 
     async def verify_run(self, run_id: str) -> Verdict | None:
         """The run's hash chain checked against its stored events (agent_replay.log.integrity)."""
-        return await reading.verify(self.pool, run_id)
+        return await reading.verify(self.pool, run_id, citus=self.citus)
 
     async def cached_projections(
         self, last_seqs: Mapping[str, int], normalize: bool, version: str

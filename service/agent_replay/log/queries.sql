@@ -418,9 +418,18 @@ RETURNING runs.run_id, runs.last_seq - ($1::jsonb ->> runs.run_id)::bigint AS ba
 -- joined to it by run id). Computed from the parameters alone, it would plan it
 -- "through the coordinator": the rows copied to the worker by other connections
 -- than the UPDATE's, and the transaction committed in two phases.
-INSERT INTO events (run_id, seq, type, chunk, message_id, tool_call_id, n, run_month)
+--
+-- The hash chain as `append` computes it: the run row holds the head from before the
+-- group (the UPDATEs above leave it), the rows numbered as inserted, the same window
+-- aggregate (revision 0013_citus puts `chain_rows` on every node), which Citus runs
+-- on the worker as its window is partitioned by the distribution column.
+-- `citus_append_heads` then moves the heads.
+INSERT INTO events (run_id, seq, type, chunk, message_id, tool_call_id, n, run_month, hashes)
 SELECT runs.run_id, runs.last_seq - ($3::jsonb ->> runs.run_id)::bigint + e.ord, e.type,
-    e.chunk, e.message_id, e.tool_call_id, e.n, runs.run_month
+    e.chunk, e.message_id, e.tool_call_id, e.n, runs.run_month,
+    chain_rows(runs.chain_head, runs.last_seq - ($3::jsonb ->> runs.run_id)::bigint + e.ord,
+               e.chunk, e.n)
+        OVER (PARTITION BY runs.run_id ORDER BY e.ord ROWS UNBOUNDED PRECEDING)
 FROM runs CROSS JOIN LATERAL (
     SELECT (r ->> 1)::bigint AS ord, r ->> 2 AS type,
         coalesce(r ->> 3, ($2::text[])[(r ->> 7)::int]) AS chunk,
@@ -429,6 +438,20 @@ FROM runs CROSS JOIN LATERAL (
     WHERE r ->> 0 = runs.run_id
 ) AS e
 WHERE runs.run_id = ANY($4::text[]);
+
+
+-- name: citus_append_heads
+-- `append`'s new chain heads for Citus, of runs $1 (those a group's UPDATEs took, after
+-- `citus_append_events`): each run's head is the last hash of its row ending at its
+-- `last_seq` (a batch row's hashes end with its last event's). A run that row does not
+-- hash (not chained yet: NULL) or has no row of its own keeps its head, as in `append`.
+-- A join, filtered by $1 on both tables: that is what Citus routes to the runs' one
+-- shard (a subquery in SET, or the filter on `runs` alone, reaches every shard).
+UPDATE runs SET chain_head = substring(e.hashes FROM octet_length(e.hashes) - 31)
+FROM events e
+WHERE runs.run_id = ANY($1::text[]) AND e.run_id = ANY($1::text[])
+  AND e.run_id = runs.run_id AND e.run_month = runs.run_month AND e.seq = runs.last_seq
+  AND e.hashes IS NOT NULL;
 
 
 -- name: citus_append_producers
@@ -467,6 +490,16 @@ WHERE run_id = $1 AND run_month = (SELECT run_month FROM runs WHERE run_id = $1)
   AND (n > 1 OR $5::text[] IS NULL OR type LIKE ANY($5::text[]))
   AND ($6::timestamptz IS NULL OR received_at >= $6::timestamptz)
   AND ($7::timestamptz IS NULL OR received_at < $7::timestamptz)
+ORDER BY seq LIMIT $3;
+
+
+-- name: citus_read_chained
+-- `read_chained` of a run that is no fork, without the fork chain's recursive CTE
+-- (which Citus refuses): the same parameters and columns.
+SELECT seq, n, chunk, hashes, $2::bigint AS lo, 9223372036854775807::bigint AS hi,
+    $1::text AS owner
+FROM events
+WHERE run_id = $1 AND run_month = (SELECT run_month FROM runs WHERE run_id = $1) AND seq > $2
 ORDER BY seq LIMIT $3;
 
 
@@ -576,7 +609,10 @@ WITH lock AS (
     ON CONFLICT (run_id) DO NOTHING
     RETURNING run_id, thread_id
 ), note AS (
-    SELECT pg_notify(:'threads_channel', md5(thread_id)) FROM made WHERE thread_id IS NOT NULL
+    -- Counted, not selected: Citus plans this statement CTE by CTE on the coordinator
+    -- (where the lock and the NOTIFY must be) and refuses a CTE with a void column.
+    SELECT count(pg_notify(:'threads_channel', md5(thread_id))::text)
+    FROM made WHERE thread_id IS NOT NULL
 )
 SELECT run_id FROM made, (SELECT count(*) FROM note) AS noted;
 

@@ -56,6 +56,7 @@ _READ_CHAINED = QUERIES["read_chained"]
 _CHAINED_ROWS = 500
 _IS_FORK = QUERIES["citus_is_fork"]
 _READ_FILTERED_OWN = QUERIES["citus_read_events_filtered"]
+_READ_CHAINED_OWN = QUERIES["citus_read_chained"]
 
 _READ = "the event log cannot be read"
 
@@ -289,11 +290,15 @@ async def filtered(
     return found[:limit]
 
 
-async def chained_rows(conn: Any, run_id: str, after: int, limit: int) -> list[asyncpg.Record]:
+async def chained_rows(
+    conn: Any, run_id: str, after: int, limit: int, *, own: bool = False
+) -> list[asyncpg.Record]:
     """Run `run_id`'s rows holding events after `after` (at most `limit`), with their
-    hashes and owners, its fork prefix included (`read_chained`), on `conn`."""
+    hashes and owners, its fork prefix included (`read_chained`), on `conn`. `own`: the
+    run is known to be no fork (on Citus, which refuses the fork chain's statement)."""
+    statement = _READ_CHAINED_OWN if own else _READ_CHAINED
     with translated(_READ):
-        rows: list[asyncpg.Record] = await conn.fetch(_READ_CHAINED, run_id, after, limit)
+        rows: list[asyncpg.Record] = await conn.fetch(statement, run_id, after, limit)
     return rows
 
 
@@ -305,7 +310,7 @@ async def hash_at(conn: Any, run_id: str, seq: int) -> bytes | None:
     return found[0] if found else None
 
 
-async def verify(pool: asyncpg.Pool, run_id: str) -> Verdict | None:
+async def verify(pool: asyncpg.Pool, run_id: str, *, citus: bool = False) -> Verdict | None:
     """Run `run_id`'s chain checked against its stored events (agent_replay.log.integrity);
     None if there is no such run. Read from one snapshot (a repeatable-read transaction
     on the primary): appends committing meanwhile are not half seen."""
@@ -319,9 +324,11 @@ async def verify(pool: asyncpg.Pool, run_id: str) -> Verdict | None:
                 return None
             head = None if state["chain_head"] is None else bytes(state["chain_head"])
             check = ChainCheck(run_id, int(state["last_seq"]), head)
+            # On Citus a run that is no fork is read without the fork chain (`_forked`).
+            own = citus and not bool(await conn.fetchval(_IS_FORK, run_id))
             after = 0
             while not check.done:
-                rows = await chained_rows(conn, run_id, after, _CHAINED_ROWS)
+                rows = await chained_rows(conn, run_id, after, _CHAINED_ROWS, own=own)
                 for seq, chunk, stored in hashed_of(rows, after):
                     if not check.feed(seq, chunk, stored):
                         break
