@@ -243,11 +243,15 @@ async def test_migrate_when_citus_revision_downgraded_then_local_tables_and_up_a
     await asyncio.to_thread(migrate.downgrade, url, "0012_erasure")
     left = await _fetch(url, "SELECT logicalrelid::text AS name FROM pg_dist_partition")
     assert not {r["name"] for r in left} & (PER_RUN | REFERENCE)
+    # The erasure's trigger, which Citus does not allow on a distributed `runs`, is back.
+    triggers = "SELECT tgname FROM pg_trigger WHERE tgrelid = CAST('runs' AS regclass)"
+    assert "runs_refuse_erased" in {r["tgname"] for r in await _fetch(url, triggers)}
     async with EventLog.connect(url, pool_size=2) as log:
         assert not log.citus
         assert [e.seq for e in await log.read_events("kept", 0, 10)] == [1, 2, 3]
     await asyncio.to_thread(migrate.upgrade, url)
     assert await _diff(url) == []
+    assert "runs_refuse_erased" not in {r["tgname"] for r in await _fetch(url, triggers)}
     async with EventLog.connect(url, pool_size=2) as log:
         assert log.citus
         assert [e.seq for e in await log.read_events("kept", 0, 10)] == [1, 2, 3]
