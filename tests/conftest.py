@@ -99,6 +99,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "clusters, `agent-replay serve` processes or a wheel built and installed, and the "
         "thousand-example property runs (ops/test --quick)",
     )
+    parser.addoption(
+        "--citus",
+        action="store_true",
+        help="run tests/citus, against a Citus cluster of private PostgreSQL clusters "
+        "(ops/test --citus; it needs Citus installed)",
+    )
 
 
 # What a test needs beyond Python, gcc and one PostgreSQL server, known by the fixtures it
@@ -135,10 +141,25 @@ def heavy(item: pytest.Item) -> set[str]:
     return found
 
 
+CITUS_TESTS = Path(__file__).resolve().parent / "citus"
+
+
+def on_citus(item: pytest.Item) -> bool:
+    return CITUS_TESTS in Path(str(item.path)).parents
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         for need in sorted(heavy(item)):
             item.add_marker(need)
+        if on_citus(item):
+            item.add_marker("cluster")
+    # The Citus suite needs Citus: only `--citus` (ops/test --citus) asks for it.
+    if not config.getoption("--citus"):
+        citus = [item for item in items if on_citus(item)]
+        if citus:
+            config.hook.pytest_deselected(items=citus)
+            items[:] = [item for item in items if not on_citus(item)]
     if not config.getoption("--quick"):
         return
     # Deselected, not skipped: the quick subset simply does not ask for them.

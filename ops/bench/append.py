@@ -80,6 +80,12 @@ harness's own noise band. `--json FILE` writes {"baseline", "baseline_env",
 "cpu_us_ratio", "db_cpu_us_ratio": [ours ÷ baseline per round]}}}, phases named
 "http-json-1", "http-ndjson-1000", "writer-100" and so on.
 
+`--database-url URL` (side by side only): our side runs on that database, already
+migrated, instead of a scratch one: e.g. a Citus coordinator's, against the baseline's
+plain PostgreSQL (`--baseline .`, the default with it), as `python -m tests.support.citus`
+forms one. `--sizes 1,100,1000` runs only those batch sizes, `--phases http-json,writer`
+only those phases.
+
 Under each size, the CPU per event of the one-process HTTP phases: the server's
 (its own /metrics) and its PostgreSQL backends' (/proc, by the scratch
 database's name in their process titles), beside the raw lz4 batch rows'
@@ -106,7 +112,7 @@ import tempfile
 import time
 import urllib.request
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -787,16 +793,17 @@ def side_by_side(
     rounds: int,
     totals: dict[int, int],
     ours_env: dict[str, str] | None = None,
+    ours_database: str | None = None,
+    kinds: Sequence[str] = ("http-json", "http-ndjson", "writer"),
 ) -> dict[str, Any]:
-    """Every phase of the service on this checkout and on `baseline`, in turns (ABAB)."""
-    phases = [("http-json", size) for size in totals]
-    phases += [("http-ndjson", size) for size in totals]
-    phases += [("writer", size) for size in totals]
+    """Every phase of the service on this checkout and on `baseline`, in turns (ABAB);
+    `ours_database`: our side's (migrated) database instead of a scratch one."""
+    phases = [(kind, size) for kind in kinds for size in totals]
     found: dict[str, dict[str, list[dict[str, float]]]] = {
         f"{phase}-{size}": {"ours": [], "baseline": []} for phase, size in phases
     }
     with (
-        scratch_database() as ours_url,
+        nullcontext(ours_database) if ours_database else scratch_database() as ours_url,
         scratch_database(None if baseline == ROOT else baseline) as base_url,
         server_process(ours_url, **(ours_env or {})) as ours_base,
         server_process(base_url, root=baseline, **baseline_env) as base_base,
@@ -877,6 +884,11 @@ def main() -> None:
         "--sizes", default="1,10,100,1000", metavar="N,N",
         help="side by side: only these chunks per append (default 1,10,100,1000)",
     )  # fmt: skip
+    parser.add_argument(
+        "--database-url", metavar="URL",
+        help="side by side: our side on this migrated database (e.g. a Citus coordinator's)",
+    )  # fmt: skip
+    parser.add_argument("--phases", help="side by side: only these (http-json,http-ndjson,writer)")
     args = parser.parse_args()
     scale = 0.2 if args.quick else 1.0
     totals = {
@@ -885,9 +897,10 @@ def main() -> None:
         100: int(200_000 * scale),
         1000: int(400_000 * scale),
     }
+    kinds = args.phases.split(",") if args.phases else ["http-json", "http-ndjson", "writer"]
     baseline_env = dict(item.split("=", 1) for item in args.baseline_env)
     ours_env = dict(item.split("=", 1) for item in args.env)
-    if (baseline_env or ours_env) and args.baseline is None:
+    if (baseline_env or ours_env or args.database_url) and args.baseline is None:
         args.baseline = ROOT
     if args.baseline is not None:
         args.baseline = args.baseline.resolve()
@@ -897,10 +910,13 @@ def main() -> None:
         if not wanted <= set(totals):
             parser.error(f"--sizes: each of {', '.join(map(str, totals))}")
         chosen = {size: n for size, n in totals.items() if size in wanted}
-        phases = side_by_side(args.baseline, baseline_env, args.rounds, chosen, ours_env)
+        phases = side_by_side(
+            args.baseline, baseline_env, args.rounds, chosen, ours_env, args.database_url, kinds
+        )
         if args.json:
             figures = {"baseline": str(args.baseline), "baseline_env": baseline_env,
-                       "env": ours_env, "rounds": args.rounds, "phases": phases}  # fmt: skip
+                       "env": ours_env, "ours_database": args.database_url,
+                       "rounds": args.rounds, "phases": phases}  # fmt: skip
             write_json(str(args.json), figures)
         return
     repeats = {1000: 2}

@@ -276,6 +276,20 @@ class CursorNotInThread(Conflict):
     code = "cursor_not_in_thread"
 
 
+class ErasureUnsupported(Conflict):
+    """Erasure asked of a log on Citus (docs/scale-out.md): the refusal of new runs on an
+    erased thread is a trigger on `runs`, which Citus does not allow on a distributed
+    table, so nothing is erased rather than leaving the thread open to new runs."""
+
+    code = "erasure_unsupported"
+
+    def __init__(self) -> None:
+        super().__init__(
+            "erasure is not supported on a log distributed on Citus (docs/scale-out.md); "
+            "nothing was erased"
+        )
+
+
 class Erased(ReplayError):
     """The run, or every run of the thread, was erased (`DELETE /v1/threads/{id}`): only
     its tombstone remains, and nothing may be read of it, appended to it or made under

@@ -20,6 +20,7 @@ from agent_replay.errors import RunConflict
 from agent_replay.log import partitions
 from agent_replay.log import rows as log_rows
 from agent_replay.log.chunks import dumps, loads
+from agent_replay.log.citus import Sharded
 from agent_replay.log.faults import translated
 from agent_replay.log.partitions import month_of
 from agent_replay.log.sql import QUERIES
@@ -130,7 +131,9 @@ async def _insert(conn: asyncpg.pool.PoolConnectionProxy, run: LoadedRun) -> Non
     )
 
 
-async def load_runs(pool: asyncpg.Pool, runs: Sequence[LoadedRun]) -> LoadReport:
+async def load_runs(
+    pool: asyncpg.Pool, runs: Sequence[LoadedRun], *, sharded: Sharded | None = None
+) -> LoadReport:
     """Store `runs` in one transaction; raises RunConflict (nothing stored)
     if any is already stored differently."""
     report = LoadReport()
@@ -139,13 +142,26 @@ async def load_runs(pool: asyncpg.Pool, runs: Sequence[LoadedRun]) -> LoadReport
         # Their months' partitions first, each in its own short transaction (never
         # under the load's locks): an export can hold runs of any age.
         await partitions.ensure(pool, {month_of(run.record.created_at) for run in runs})
-        await _load(pool, by_id, report)
+        await _load(pool, by_id, report, sharded)
     return report
 
 
-async def _load(pool: asyncpg.Pool, by_id: dict[str, LoadedRun], report: LoadReport) -> None:
+async def _load(
+    pool: asyncpg.Pool,
+    by_id: dict[str, LoadedRun],
+    report: LoadReport,
+    sharded: Sharded | None,
+) -> None:
     async with pool.acquire() as conn, conn.transaction():
-        stored = {row["run_id"]: row for row in await conn.fetch(_LOCK, sorted(by_id))}
+        # On Citus (`sharded`) a statement a shard: Citus locks rows on one only. The
+        # load then writes on several workers, committed in two phases (an import is
+        # no hot path).
+        parts = (
+            [sorted(by_id)]
+            if sharded is None
+            else [sorted(part) for part in await sharded.split(conn, dict.fromkeys(sorted(by_id)))]
+        )
+        stored = {row["run_id"]: row for part in parts for row in await conn.fetch(_LOCK, part)}
         for run_id in sorted(by_id):
             run = by_id[run_id]
             if run_id in stored:

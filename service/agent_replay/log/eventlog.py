@@ -23,9 +23,16 @@ from typing import Any
 import asyncpg
 
 from agent_replay.config import asyncpg_dsn
-from agent_replay.errors import InvalidRequest, RunConflict, RunNotFound, Unavailable
+from agent_replay.errors import (
+    ErasureUnsupported,
+    InvalidRequest,
+    RunConflict,
+    RunNotFound,
+    Unavailable,
+)
 from agent_replay.log import (
     bulk,
+    citus,
     erasure,
     leases,
     lookups,
@@ -45,6 +52,7 @@ from agent_replay.log.chunks import (
     stored_token,
     stored_values,
 )
+from agent_replay.log.citus import Sharded
 from agent_replay.log.faults import acquire, translated
 from agent_replay.log.filters import EventFilter, RunFilter
 from agent_replay.log.listener import Listener
@@ -212,6 +220,7 @@ class EventLog:
         read_pool: asyncpg.Pool | None = None,
         commit_pool: asyncpg.Pool | None = None,
         batch_min: int | None = log_rows.BATCH_MIN,
+        citus: bool = False,
     ):
         # Kept for tests and benchmarks that inspect the database directly;
         # no other layer of the service touches it.
@@ -223,6 +232,8 @@ class EventLog:
         # listener registers under it, and its plain commits notify only when a
         # listener under another key is there (its own hooks hear of them in-process).
         self.process = uuid.uuid4().hex
+        # On Citus: each run's shard (agent_replay.log.citus), for what runs a shard at a time.
+        self._sharded = Sharded() if citus else None
         self._committer = GroupCommitter(
             pool if commit_pool is None else commit_pool,
             lanes=commit_lanes,
@@ -232,7 +243,10 @@ class EventLog:
             statement_seconds=statement_seconds,
             batch_min=batch_min,
             process=self.process,
+            sharded=self._sharded,
         )
+        # Whether the database is a Citus coordinator (agent_replay.log.citus).
+        self.citus = citus
         # A run's share of an append of at least this many chunks is stored in batch
         # rows (agent_replay.log.rows); None: a row per event (the layout before 0007).
         self.batch_min = batch_min
@@ -241,7 +255,7 @@ class EventLog:
         # A hot standby for catch-up reads (see `read_page`), or None.
         self.read_pool = read_pool
         # Every read of a run's events, on the primary or the standby.
-        self._reader = reading.Reader(pool, read_pool)
+        self._reader = reading.Reader(pool, read_pool, citus=citus)
         # Creates `events`' partitions ahead while the log is open (see `open`).
         self._ahead = partitions.Ahead(pool)
         # The server pids of `pool`'s connections, when `open` made the pool (see
@@ -290,11 +304,20 @@ class EventLog:
 
         pool = await primary_pool(min(2, pool_size), pool_size)
         try:
+            # A Citus coordinator (agent_replay.log.citus): its lanes commit a shard at a
+            # time, and plan each statement for its parameters, which is how Citus finds
+            # the shard (a generic plan leaves it unable to plan the statement at all).
+            sharded = await citus.installed(pool)
+            settings = (
+                {k: v for k, v in COMMIT_SETTINGS.items() if k != "plan_cache_mode"}
+                if sharded
+                else COMMIT_SETTINGS
+            )
             # The lanes' own, planned as `writer.COMMIT_SETTINGS` says (a session's settings,
             # sent with the connection's startup: no round trip of their own), with one more
             # for a lane's fallback that makes a missing partition (agent_replay.log.partitions)
             # while every lane holds one.
-            commit_pool = await primary_pool(1, commit_lanes + 1, COMMIT_SETTINGS)
+            commit_pool = await primary_pool(1, commit_lanes + 1, settings)
         except BaseException:
             await pool.close()
             raise
@@ -319,6 +342,7 @@ class EventLog:
             read_pool=read_pool,
             commit_pool=commit_pool,
             batch_min=batch_min,
+            citus=sharded,
         )
         event_log._backends = backends
         try:
@@ -560,6 +584,9 @@ class EventLog:
     async def erase_thread(
         self, thread_id: str, *, erased_by: str, reason: str | None = None
     ) -> list[Tombstone]:
+        if self.citus:
+            # Refused before anything is read or written (errors.ErasureUnsupported).
+            raise ErasureUnsupported()
         # Looked up as a run's thread is stored (`create_run`).
         return await erasure.erase_thread(self.pool, storable(thread_id), erased_by, reason)
 
@@ -620,7 +647,7 @@ class EventLog:
         return await leases.renew(self.pool, run_id, owner, seconds)
 
     async def renew_leases(self, run_ids: list[str], owner: str, seconds: float) -> set[str]:
-        return await leases.renew_many(self.pool, run_ids, owner, seconds)
+        return await leases.renew_many(self.pool, run_ids, owner, seconds, sharded=self._sharded)
 
     async def expired_leases(self, limit: int = 100) -> list[str]:
         return await leases.expired(self.pool, limit)
@@ -639,7 +666,7 @@ class EventLog:
     async def readers_left(
         self, holder: str, run_ids: Sequence[str], fresh_seconds: float
     ) -> list[str]:
-        return await readers.left(self.pool, holder, run_ids, fresh_seconds)
+        return await readers.left(self.pool, holder, run_ids, fresh_seconds, citus=self.citus)
 
     async def reader_absence(self, run_id: str, fresh_seconds: float) -> Absence | None:
         return await readers.absence(self.pool, run_id, fresh_seconds)
@@ -664,7 +691,12 @@ class EventLog:
         as `read_events`)."""
         if f.empty:
             return await self.read_events(run_id, after, limit)
-        return list(starmap(Event, await lookups.read_filtered(self.pool, run_id, f, after, limit)))
+        return list(
+            starmap(
+                Event,
+                await lookups.read_filtered(self.pool, run_id, f, after, limit, citus=self.citus),
+            )
+        )
 
     async def run_record(self, run_id: str) -> RunRecord | None:
         return await lookups.run_record(self.pool, run_id)
@@ -675,7 +707,7 @@ class EventLog:
 
     async def verify_run(self, run_id: str) -> Verdict | None:
         """The run's hash chain checked against its stored events (agent_replay.log.integrity)."""
-        return await reading.verify(self.pool, run_id)
+        return await reading.verify(self.pool, run_id, citus=self.citus)
 
     async def cached_projections(
         self, last_seqs: Mapping[str, int], normalize: bool, version: str
@@ -692,10 +724,10 @@ class EventLog:
     # -- whole runs and readiness ---------------------------------------------
 
     async def load_runs(self, runs: Sequence[LoadedRun]) -> LoadReport:
-        return await bulk.load_runs(self.pool, runs)
+        return await bulk.load_runs(self.pool, runs, sharded=self._sharded)
 
     async def count_prunable(self, closed_before: datetime) -> PruneReport:
-        return await retention.count_prunable(self.pool, closed_before)
+        return await retention.count_prunable(self.pool, closed_before, citus=self.citus)
 
     async def prune(
         self,
@@ -711,6 +743,7 @@ class EventLog:
             batch_events=batch_events,
             max_rate=max_rate,
             whole_months=whole_months,
+            citus=self.citus,
         )
 
     def pool_stats(self) -> PoolStats:

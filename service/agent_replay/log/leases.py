@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncpg
 
+from agent_replay.log.citus import Sharded
 from agent_replay.log.faults import translated
 from agent_replay.log.sql import QUERIES
 
@@ -45,15 +46,28 @@ async def renew(pool: asyncpg.Pool, run_id: str, owner: str, seconds: float) -> 
 
 
 async def renew_many(
-    pool: asyncpg.Pool, run_ids: list[str], owner: str, seconds: float
+    pool: asyncpg.Pool,
+    run_ids: list[str],
+    owner: str,
+    seconds: float,
+    *,
+    sharded: Sharded | None = None,
 ) -> set[str]:
     """Extend our leases on `run_ids`; the ones still ours (the rest were closed or taken).
 
     One statement renews every run whose row is not locked this instant; the few
-    that were (an append committing) are renewed one by one after it.
+    that were (an append committing) are renewed one by one after it. On Citus
+    (`sharded`) one statement a shard: Citus locks rows (`FOR UPDATE`) on one only.
     """
     with translated(_ACTION):
-        kept = {r["run_id"] for r in await pool.fetch(_RENEW_MANY, run_ids, owner, seconds)}
+        parts = (
+            [run_ids]
+            if sharded is None
+            else [list(part) for part in await sharded.split(pool, dict.fromkeys(run_ids))]
+        )
+        kept = set()
+        for part in parts:
+            kept |= {r["run_id"] for r in await pool.fetch(_RENEW_MANY, part, owner, seconds)}
     for run_id in run_ids:
         if run_id not in kept and await renew(pool, run_id, owner, seconds):
             kept.add(run_id)

@@ -125,7 +125,13 @@ def _like(text: str) -> str:
 
 
 async def read_filtered(
-    pool: asyncpg.Pool, run_id: str, f: EventFilter, after: int, limit: int
+    pool: asyncpg.Pool,
+    run_id: str,
+    f: EventFilter,
+    after: int,
+    limit: int,
+    *,
+    citus: bool = False,
 ) -> list[tuple[int, str, str, datetime]]:
     """`(seq, type, chunk, received_at)` of run `run_id`'s events after `after` that pass
     `f` (a fork's prefix included), at most `limit`, in seq order (`reading.filtered`)."""
@@ -136,7 +142,7 @@ async def read_filtered(
         patterns += [_like(p) + "%" for p in f.patterns.prefixes]
     bounds = (f.received_after, f.received_before)
     return await reading.filtered(
-        pool, run_id, after, limit, types, patterns, bounds, f.passes_type
+        pool, run_id, after, limit, types, patterns, bounds, f.passes_type, citus=citus
     )
 
 

@@ -179,14 +179,18 @@ def _bounds(month: date) -> str:
     return f"FOR VALUES FROM ('{month.isoformat()}') TO ('{next_month(month).isoformat()}')"
 
 
-async def drop(pool: asyncpg.Pool, partition: Partition) -> bool:
+async def drop(pool: asyncpg.Pool, partition: Partition, *, citus: bool = False) -> bool:
     """Detach `partition` (CONCURRENTLY: appends and reads of other months go on)
     and drop it, once its runs are gone. False (attached again, nothing dropped)
-    when a run of its month appeared meanwhile (an import of an old run)."""
+    when a run of its month appeared meanwhile (an import of an old run).
+    `citus`: Citus refuses DETACH ... CONCURRENTLY; a plain DETACH holds `events`
+    (ACCESS EXCLUSIVE: appends and reads wait) while each node changes its catalog."""
     name = partition.name
     if partition.detaching:
         # An earlier detach was interrupted after its first transaction.
         await pool.execute(f"ALTER TABLE events DETACH PARTITION {name} FINALIZE")
+    elif citus:
+        await pool.execute(f"ALTER TABLE events DETACH PARTITION {name}", timeout=_DETACH_SECONDS)
     else:
         # Not in a transaction block: PostgreSQL refuses CONCURRENTLY in one.
         await pool.execute(

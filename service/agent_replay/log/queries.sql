@@ -293,6 +293,263 @@ note AS (
 SELECT run_id, last_seq - 1 AS base, (SELECT count(*) FROM note) AS notes FROM upd;
 
 
+-- On Citus (agent_replay.log.citus), `append` cannot be one statement on the run's
+-- worker: Citus plans a statement of data-modifying CTEs CTE by CTE through the
+-- coordinator (each CTE's rows pulled there and pushed back; the pg_notify runs there,
+-- and is refused as a void column of an intermediate result), and it refuses STABLE
+-- functions applied to a column in an UPDATE (`to_jsonb`, a cast of text to
+-- timestamptz), which it cannot evaluate once on the coordinator. So a group of runs
+-- of one shard commits as the statements below in one transaction, each touching that
+-- shard only: the two UPDATEs, the INSERT of the events numbered from the run rows
+-- they updated, the producers' state, and the notification, queued on the coordinator
+-- (where every process listens) rather than on the worker the rows went to.
+
+-- name: citus_extension
+-- Whether the database has the `citus` extension.
+SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus');
+
+
+-- name: citus_distributed
+-- Whether `runs` is distributed (revision 0014_citus); asked only where Citus is, whose
+-- catalog this is.
+SELECT EXISTS (
+    SELECT FROM pg_dist_partition WHERE logicalrelid = to_regclass('runs') AND partmethod = 'h'
+);
+
+
+-- name: citus_shards
+-- The shard of each run $1 (Citus's hash of its `run_id`, `runs`' colocation group).
+SELECT r AS run_id, get_shard_id_for_distribution_column('runs', r) AS shard
+FROM unnest($1::text[]) AS r;
+
+
+-- name: citus_append_rich
+-- `append`'s `rich` UPDATE for Citus, of one run $2: $1 its request (a value of
+-- `append`'s $3), $3 its `born` (NULL: none), $4 the tools it called (NULL: none).
+-- A run at a time, by `=`, with nothing computed from a column by a function Citus
+-- will not evaluate on a worker: a text cast to timestamptz or `to_jsonb` (STABLE),
+-- `now()` inside a CASE, a set-returning function over the request in a correlated
+-- subquery. The tools merge as `append` merges them.
+UPDATE runs SET
+    last_seq = runs.last_seq + ($1::jsonb ->> 'n')::bigint,
+    updated_at = now(),
+    last_terminal = coalesce($1::jsonb ->> 'terminal', runs.last_terminal),
+    error_message = CASE
+        WHEN $1::jsonb ->> 'terminal' = 'RUN_ERROR'
+            THEN $1::jsonb ->> 'error'
+        WHEN $1::jsonb ? 'terminal' THEN NULL
+        ELSE runs.error_message END,
+    error_code = CASE
+        WHEN $1::jsonb ? 'terminal' THEN $1::jsonb ->> 'error_code'
+        ELSE runs.error_code END,
+    -- `now()` outside the CASE: Citus refuses a non-immutable function inside one
+    -- (or in a subquery without FROM); plus a NULL interval it is NULL.
+    closed_at = now() + CASE WHEN $1::jsonb ? 'close' THEN interval '0' END,
+    -- Merged only when a name is new (most calls are of tools the run called
+    -- before): the merge is a subquery run per such row.
+    tool_names = CASE WHEN $4::text[] IS NOT NULL AND NOT runs.tool_names @> $4::text[]
+        THEN ARRAY(SELECT DISTINCT t FROM unnest(runs.tool_names || $4::text[]) AS t ORDER BY t)
+        ELSE runs.tool_names END,
+    -- Token sums saturate: one producer's absurd usage must not fail the group.
+    prompt_tokens = CASE WHEN $1::jsonb ? 'prompt_tokens'
+        THEN greatest(least(coalesce(runs.prompt_tokens, 0)::numeric
+            + ($1::jsonb ->> 'prompt_tokens')::numeric,
+            9223372036854775807), -9223372036854775807)::bigint
+        ELSE runs.prompt_tokens END,
+    completion_tokens = CASE WHEN $1::jsonb ? 'completion_tokens'
+        THEN greatest(least(coalesce(runs.completion_tokens, 0)::numeric
+            + ($1::jsonb ->> 'completion_tokens')::numeric,
+            9223372036854775807), -9223372036854775807)::bigint
+        ELSE runs.completion_tokens END,
+    total_tokens = CASE WHEN $1::jsonb ? 'total_tokens'
+        THEN greatest(least(coalesce(runs.total_tokens, 0)::numeric
+            + ($1::jsonb ->> 'total_tokens')::numeric,
+            9223372036854775807), -9223372036854775807)::bigint
+        ELSE runs.total_tokens END,
+    status = CASE
+        WHEN NOT $1::jsonb ? 'close' THEN runs.status
+        WHEN $1::jsonb ? 'status' THEN $1::jsonb ->> 'status'
+        WHEN coalesce($1::jsonb ->> 'terminal', runs.last_terminal) = 'RUN_ERROR'
+            THEN 'error'
+        ELSE 'finished' END
+-- Re-checked on the newest row version after waiting for its lock.
+WHERE runs.run_id = $2 AND (runs.closed_at IS NULL) IS TRUE
+  AND (NOT $1::jsonb ? 'expected'
+       OR runs.last_seq = ($1::jsonb ->> 'expected')::bigint - 1)
+  AND ($3::timestamptz IS NULL OR runs.created_at = $3::timestamptz)
+  -- An idempotent producer's append: only what its stored state admits next, and
+  -- only if the run row is as this statement's snapshot saw it (after waiting for
+  -- its lock, a changed last_seq means the producer state read below may be old:
+  -- every producer change moves last_seq; the caller then asks the guarded path).
+  AND (NOT $1::jsonb ? 'producer' OR (
+      runs.last_seq = (SELECT r.last_seq FROM runs r WHERE r.run_id = $2)
+      -- No stored state: only seq 0 starts a producer.
+      AND coalesce((
+          SELECT CASE
+              WHEN ($1::jsonb -> 'producer' ->> 1)::bigint = p.epoch
+                  THEN ($1::jsonb -> 'producer' ->> 2)::bigint = p.seq + 1
+              WHEN ($1::jsonb -> 'producer' ->> 1)::bigint > p.epoch
+                  THEN ($1::jsonb -> 'producer' ->> 2)::bigint = 0
+              ELSE false END
+          FROM stream_producers p
+          WHERE p.run_id = $2 AND p.producer_id = $1::jsonb -> 'producer' ->> 0
+      ), ($1::jsonb -> 'producer' ->> 2)::bigint = 0)))
+RETURNING runs.run_id, runs.last_seq - ($1::jsonb ->> 'n')::bigint AS base,
+    runs.last_seq, $1::jsonb ? 'close' AS close, runs.run_month;
+
+
+-- name: citus_append_plain
+-- `append`'s `plain` UPDATE for Citus: $1-$3 `append`'s $5-$7.
+UPDATE runs SET
+    last_seq = runs.last_seq + ($1::jsonb ->> runs.run_id)::bigint,
+    updated_at = now()
+WHERE runs.run_id = ANY($2::text[]) AND (runs.closed_at IS NULL) IS TRUE
+  AND (NOT $3::jsonb ? runs.run_id
+       OR runs.last_seq = ($3::jsonb ->> runs.run_id)::bigint - 1)
+RETURNING runs.run_id, runs.last_seq - ($1::jsonb ->> runs.run_id)::bigint AS base,
+    runs.last_seq, false AS close, runs.run_month;
+
+
+-- name: citus_append_events
+-- The events of a Citus group's runs $4 (those its UPDATEs took, in this transaction),
+-- numbered from each run's `last_seq` as updated less its count in $3 (jsonb
+-- {run_id: n}): $1 and $2 `append`'s. The rows come from a read of `runs` by its
+-- key, so Citus sends the whole statement to the runs' shard (each run's rows
+-- joined to it by run id). Computed from the parameters alone, it would plan it
+-- "through the coordinator": the rows copied to the worker by other connections
+-- than the UPDATE's, and the transaction committed in two phases.
+--
+-- The hash chain as `append` computes it: the run row holds the head from before the
+-- group (the UPDATEs above leave it), the rows numbered as inserted, the same window
+-- aggregate (revision 0014_citus puts `chain_rows` on every node), which Citus runs
+-- on the worker as its window is partitioned by the distribution column.
+-- `citus_append_heads` then moves the heads.
+INSERT INTO events (run_id, seq, type, chunk, message_id, tool_call_id, n, run_month, hashes)
+SELECT runs.run_id, runs.last_seq - ($3::jsonb ->> runs.run_id)::bigint + e.ord, e.type,
+    e.chunk, e.message_id, e.tool_call_id, e.n, runs.run_month,
+    chain_rows(runs.chain_head, runs.last_seq - ($3::jsonb ->> runs.run_id)::bigint + e.ord,
+               e.chunk, e.n)
+        OVER (PARTITION BY runs.run_id ORDER BY e.ord ROWS UNBOUNDED PRECEDING)
+FROM runs CROSS JOIN LATERAL (
+    SELECT (r ->> 1)::bigint AS ord, r ->> 2 AS type,
+        coalesce(r ->> 3, ($2::text[])[(r ->> 7)::int]) AS chunk,
+        r ->> 4 AS message_id, r ->> 5 AS tool_call_id, (r ->> 6)::int AS n
+    FROM jsonb_array_elements($1::jsonb) AS r
+    WHERE r ->> 0 = runs.run_id
+) AS e
+WHERE runs.run_id = ANY($4::text[]);
+
+
+-- name: citus_append_heads
+-- `append`'s new chain heads for Citus, of runs $1 (those a group's UPDATEs took, after
+-- `citus_append_events`): each run's head is the last hash of its row ending at its
+-- `last_seq` (a batch row's hashes end with its last event's). A run that row does not
+-- hash (not chained yet: NULL) or has no row of its own keeps its head, as in `append`.
+-- A join, filtered by $1 on both tables: that is what Citus routes to the runs' one
+-- shard (a subquery in SET, or the filter on `runs` alone, reaches every shard).
+UPDATE runs SET chain_head = substring(e.hashes FROM octet_length(e.hashes) - 31)
+FROM events e
+WHERE runs.run_id = ANY($1::text[]) AND e.run_id = ANY($1::text[])
+  AND e.run_id = runs.run_id AND e.run_month = runs.run_month AND e.seq = runs.last_seq
+  AND e.hashes IS NOT NULL;
+
+
+-- name: citus_append_producers
+-- `append`'s `prod` for Citus: the producers' new state of runs $2 (those
+-- `citus_append_rich` updated), from the requests $1; read through `runs` for the
+-- same reason as `citus_append_events`.
+INSERT INTO stream_producers (run_id, producer_id, epoch, seq)
+SELECT runs.run_id, $1::jsonb -> runs.run_id -> 'producer' ->> 0,
+    ($1::jsonb -> runs.run_id -> 'producer' ->> 1)::bigint,
+    ($1::jsonb -> runs.run_id -> 'producer' ->> 2)::bigint
+FROM runs
+WHERE runs.run_id = ANY($2::text[]) AND $1::jsonb -> runs.run_id -> 'producer' IS NOT NULL
+ON CONFLICT (run_id, producer_id) DO UPDATE SET epoch = excluded.epoch, seq = excluded.seq;
+
+
+-- name: citus_notify
+-- A Citus group's notification, on the coordinator: $1 up to 40 lines as `append`'s.
+SELECT pg_notify(:'events_channel', $1);
+
+
+-- name: citus_is_fork
+-- Whether run $1 is a fork (its prefix read from its source). On Citus a read whose
+-- rows do not start right after its cursor asks this before reading through the
+-- fork chain, which Citus cannot run (a recursive CTE over runs of several shards):
+-- a run that is no fork simply has nothing there.
+SELECT EXISTS (SELECT FROM run_forks WHERE run_id = $1);
+
+
+-- name: citus_read_events_filtered
+-- `read_events_filtered` of a run that is no fork, without the fork chain's recursive
+-- CTE (which Citus refuses): the same parameters and columns.
+SELECT seq, n, type, chunk, received_at, $2::bigint AS lo, 9223372036854775807::bigint AS hi
+FROM events
+WHERE run_id = $1 AND run_month = (SELECT run_month FROM runs WHERE run_id = $1) AND seq > $2
+  AND (n > 1 OR $4::text[] IS NULL OR type = ANY($4::text[]))
+  AND (n > 1 OR $5::text[] IS NULL OR type LIKE ANY($5::text[]))
+  AND ($6::timestamptz IS NULL OR received_at >= $6::timestamptz)
+  AND ($7::timestamptz IS NULL OR received_at < $7::timestamptz)
+ORDER BY seq LIMIT $3;
+
+
+-- name: citus_read_chained
+-- `read_chained` of a run that is no fork, without the fork chain's recursive CTE
+-- (which Citus refuses): the same parameters and columns.
+SELECT seq, n, chunk, hashes, $2::bigint AS lo, 9223372036854775807::bigint AS hi,
+    $1::text AS owner
+FROM events
+WHERE run_id = $1 AND run_month = (SELECT run_month FROM runs WHERE run_id = $1) AND seq > $2
+ORDER BY seq LIMIT $3;
+
+
+-- name: citus_readers_left
+-- `readers_left` without its NOTIFY (Citus cannot run a pg_notify in a statement it
+-- plans CTE by CTE): the caller notifies from the coordinator (`citus_notify_readers`).
+WITH gone AS (
+    DELETE FROM run_readers WHERE holder = $1 AND run_id = ANY($2::text[]) RETURNING run_id
+)
+UPDATE runs SET reader_left_at = now()
+WHERE run_id IN (SELECT run_id FROM gone) AND closed_at IS NULL
+  AND NOT EXISTS (
+    SELECT 1 FROM run_readers x
+    WHERE x.run_id = runs.run_id AND x.holder <> $1
+      AND x.seen_at > now() - make_interval(secs => $3))
+RETURNING run_id;
+
+
+-- name: citus_notify_readers
+-- The runs nobody reads now, up to 40 lines, on the readers' channel (see `readers_left`).
+SELECT pg_notify(:'readers_channel', $1);
+
+
+-- name: citus_month_state
+-- `month_state` on Citus, its check for forks across months apart (`citus_month_forked`):
+-- Citus cannot push a subquery of the select list down beside aggregates.
+SELECT count(*) AS runs,
+       count(*) FILTER (WHERE r.closed_at IS NULL) AS open,
+       count(*) FILTER (WHERE r.closed_at >= $2) AS recent,
+       coalesce(sum(r.last_seq - coalesce(f.fork_seq, 0)), 0)::bigint AS events,
+       min(r.closed_at) AS oldest, max(r.closed_at) AS newest
+FROM runs r LEFT JOIN run_forks f ON f.run_id = r.run_id
+WHERE r.run_month = $1;
+
+
+-- name: citus_month_forked
+-- `month_state`'s `forked` on Citus: whether a run of another month forks from one of
+-- month $1's. The forks of the month's runs first (`run_forks` is on every node, so
+-- joined to `runs` by its shard key), then their own months: one join of two runs
+-- through `run_forks` would join on other keys than the shards', which Citus runs only
+-- by repartitioning every shard (seconds a month).
+WITH forks AS (
+    SELECT g.run_id FROM run_forks g JOIN runs s ON s.run_id = g.source_run_id
+    WHERE s.run_month = $1
+)
+SELECT EXISTS (
+    SELECT 1 FROM runs c WHERE c.run_id IN (SELECT run_id FROM forks) AND c.run_month <> $1
+) AS forked;
+
+
 -- name: run_states
 -- Each run's high-water mark, whether it is closed, and when it was made. $1 run ids.
 SELECT run_id, last_seq, closed_at IS NOT NULL AS closed, created_at
@@ -352,7 +609,10 @@ WITH lock AS (
     ON CONFLICT (run_id) DO NOTHING
     RETURNING run_id, thread_id
 ), note AS (
-    SELECT pg_notify(:'threads_channel', md5(thread_id)) FROM made WHERE thread_id IS NOT NULL
+    -- Counted, not selected: Citus plans this statement CTE by CTE on the coordinator
+    -- (where the lock and the NOTIFY must be) and refuses a CTE with a void column.
+    SELECT count(pg_notify(:'threads_channel', md5(thread_id))::text)
+    FROM made WHERE thread_id IS NOT NULL
 )
 SELECT run_id FROM made, (SELECT count(*) FROM note) AS noted;
 

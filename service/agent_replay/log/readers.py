@@ -21,6 +21,10 @@ from agent_replay.log.values import Absence
 _HEARTBEAT = QUERIES["readers_heartbeat"]
 _LEFT = QUERIES["readers_left"]
 _ABSENCE = QUERIES["reader_absence"]
+_LEFT_CITUS = QUERIES["citus_readers_left"]
+_NOTIFY_CITUS = QUERIES["citus_notify_readers"]
+# Runs per NOTIFY payload, as `readers_left`'s.
+_LINES_PER_NOTE = 40
 
 _ACTION = "the run's readers cannot be counted"
 
@@ -32,12 +36,26 @@ async def heartbeat(pool: asyncpg.Pool, holder: str, run_ids: Sequence[str]) -> 
 
 
 async def left(
-    pool: asyncpg.Pool, holder: str, run_ids: Sequence[str], fresh_seconds: float
+    pool: asyncpg.Pool,
+    holder: str,
+    run_ids: Sequence[str],
+    fresh_seconds: float,
+    *,
+    citus: bool = False,
 ) -> list[str]:
-    """The holder's last follower of `run_ids` left. Returns the runs nobody reads now."""
+    """The holder's last follower of `run_ids` left. Returns the runs nobody reads now.
+    `citus`: the notification is queued by a statement of its own on the coordinator,
+    in the same transaction (agent_replay.log.citus)."""
     with translated(_ACTION):
-        rows = await pool.fetch(_LEFT, holder, list(run_ids), fresh_seconds)
-    return [r["run_id"] for r in rows]
+        if not citus:
+            rows = await pool.fetch(_LEFT, holder, list(run_ids), fresh_seconds)
+            return [r["run_id"] for r in rows]
+        async with pool.acquire() as conn, conn.transaction():
+            rows = await conn.fetch(_LEFT_CITUS, holder, list(run_ids), fresh_seconds)
+            unread = [r["run_id"] for r in rows]
+            for i in range(0, len(unread), _LINES_PER_NOTE):
+                await conn.execute(_NOTIFY_CITUS, "\n".join(unread[i : i + _LINES_PER_NOTE]))
+        return unread
 
 
 async def absence(pool: asyncpg.Pool, run_id: str, fresh_seconds: float) -> Absence | None:

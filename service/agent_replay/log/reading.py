@@ -11,7 +11,11 @@ no caller knows, and only this module minds:
   copied: `run_forks`), read through the chain of sources, each segment cut by its
   bounds (`stream_read` in queries.sql);
 * a hot standby (`Reader`): trusted only as far as it goes, what it lacks read from
-  the primary in the same call, so a reader never skips nor waits for it.
+  the primary in the same call, so a reader never skips nor waits for it;
+* Citus (`citus=True`, agent_replay.log.citus): the fork chain's statements are
+  recursive CTEs over runs of several shards, which Citus refuses; a read reaches
+  for them only when the run is a fork (`citus_is_fork`), so a run that is none
+  reads as on PostgreSQL, and a fork's prefix is not readable there.
 
 Events come out as `(seq, type, chunk, received_at)` (`agent_replay.log.Event`'s
 fields) or `(seq, chunk)` (a `Row`).
@@ -50,6 +54,9 @@ _CHAIN_STATE = QUERIES["chain_state"]
 _READ_CHAINED = QUERIES["read_chained"]
 # Rows per page of a verification's read.
 _CHAINED_ROWS = 500
+_IS_FORK = QUERIES["citus_is_fork"]
+_READ_FILTERED_OWN = QUERIES["citus_read_events_filtered"]
+_READ_CHAINED_OWN = QUERIES["citus_read_chained"]
 
 _READ = "the event log cannot be read"
 
@@ -67,9 +74,12 @@ _ROW_CHUNK = itemgetter(2, 4)
 class Reader:
     """Reads of a run's events from the primary's pool, or a standby's where one may serve."""
 
-    def __init__(self, pool: asyncpg.Pool, standby: asyncpg.Pool | None = None) -> None:
+    def __init__(
+        self, pool: asyncpg.Pool, standby: asyncpg.Pool | None = None, *, citus: bool = False
+    ) -> None:
         self.pool = pool
         self.standby = standby
+        self.citus = citus
 
     async def events(
         self, run_id: str, after: int, limit: int, *, through: int | None = None
@@ -80,18 +90,19 @@ class Reader:
         (and a standby) the standby serves the page, and whatever it has not
         replayed yet up to `through` is read from the primary.
         """
+        citus = self.citus
         if through is None or self.standby is None:
-            return await _events(self.pool, run_id, after, limit)
+            return await _events(self.pool, run_id, after, limit, citus)
         want = min(after + limit, through)
-        rows = await self._from_standby(_events, run_id, after, limit)
+        rows = await self._from_standby(_events, run_id, after, limit, citus)
         if rows is None:
-            return await _events(self.pool, run_id, after, limit)
+            return await _events(self.pool, run_id, after, limit, citus)
         end = rows[-1][0] if rows else after
         if end >= want or len(rows) == limit:
             metrics.REPLICA_READS.labels("standby").inc()
             return rows
         metrics.REPLICA_READS.labels("topped_up").inc()
-        return rows + await _events(self.pool, run_id, end, limit - len(rows))
+        return rows + await _events(self.pool, run_id, end, limit - len(rows), citus)
 
     async def page(
         self, run_id: str, after: int, limit: int, *, catch_up: bool = False
@@ -104,17 +115,18 @@ class Reader:
         already has closed and whole. Anything shorter is completed from the
         primary, in the same call. The state returned is then the primary's.
         """
+        citus = self.citus
         if not catch_up or self.standby is None:
-            return await _page(self.pool, run_id, after, limit)
-        page = await self._from_standby(_page, run_id, after, limit)
+            return await _page(self.pool, run_id, after, limit, citus)
+        page = await self._from_standby(_page, run_id, after, limit, citus)
         if page is None:
             # Not on the standby yet (a new run), or the standby failed.
-            return await _page(self.pool, run_id, after, limit)
+            return await _page(self.pool, run_id, after, limit, citus)
         if len(page.rows) == limit or page.complete:
             metrics.REPLICA_READS.labels("standby").inc()
             return page
         end = page.rows[-1][0] if page.rows else after
-        rest = await _page(self.pool, run_id, end, limit - len(page.rows))
+        rest = await _page(self.pool, run_id, end, limit - len(page.rows), citus)
         metrics.REPLICA_READS.labels("topped_up").inc()
         if rest is None:
             return None  # pruned on the primary meanwhile
@@ -143,17 +155,29 @@ class Reader:
         return result
 
 
-async def _events(pool: asyncpg.Pool, run_id: str, after: int, limit: int) -> list[EventRow]:
+async def _forked(pool: asyncpg.Pool, run_id: str, citus: bool) -> bool:
+    """Whether a gap after a cursor may be a fork's prefix, to read through its chain:
+    always on PostgreSQL (the chain's statement answers both), on Citus only for a fork."""
+    return not citus or bool(await pool.fetchval(_IS_FORK, run_id))
+
+
+async def _events(
+    pool: asyncpg.Pool, run_id: str, after: int, limit: int, citus: bool = False
+) -> list[EventRow]:
     with translated(_READ):
         rows = await pool.fetch(_READ_EVENTS, run_id, after, limit)
         # The first row holding `after + 1` starts at or before it; anything else is a
         # gap: a fork's inherited prefix, or nothing there.
-        if not rows or rows[0]["seq"] - rows[0]["n"] > after:
+        if (not rows or rows[0]["seq"] - rows[0]["n"] > after) and await _forked(
+            pool, run_id, citus
+        ):
             rows = await pool.fetch(_READ_EVENTS_STITCHED, run_id, after, limit)
     return events_of(rows, after, limit=limit)
 
 
-async def _page(pool: asyncpg.Pool, run_id: str, after: int, limit: int) -> Page | None:
+async def _page(
+    pool: asyncpg.Pool, run_id: str, after: int, limit: int, citus: bool = False
+) -> Page | None:
     with translated(_READ):
         async with acquire(pool) as conn:
             records = await conn.fetch(_READ_PAGE, run_id, after, limit)
@@ -161,9 +185,10 @@ async def _page(pool: asyncpg.Pool, run_id: str, after: int, limit: int) -> Page
         return None
     first = records[0]
     state = RunState(first[0], first[1])
-    if (first[2] is None and after < state.last_seq) or (
-        first[2] is not None and first[2] - first[3] > after
-    ):
+    if (
+        (first[2] is None and after < state.last_seq)
+        or (first[2] is not None and first[2] - first[3] > after)
+    ) and await _forked(pool, run_id, citus):
         # A gap right after the cursor: a fork's inherited prefix (its own
         # events start after the fork point), read from its source.
         with translated(_READ):
@@ -238,6 +263,8 @@ async def filtered(
     patterns: list[str] | None,
     received: tuple[datetime | None, datetime | None],
     wanted: Callable[[str], bool],
+    *,
+    citus: bool = False,
 ) -> list[EventRow]:
     """Events after `after` (through the fork chain) of rows passing the filters of
     `read_events_filtered` (`types`, LIKE `patterns`, `received` bounds), of which a
@@ -246,11 +273,14 @@ async def filtered(
     each holds, until `limit` events pass."""
     found: list[EventRow] = []
     start = after
+    statement = _READ_FILTERED
+    if citus:
+        with translated(_READ):
+            if not await _forked(pool, run_id, citus):
+                statement = _READ_FILTERED_OWN
     while len(found) < limit:
         with translated(_READ):
-            rows = await pool.fetch(
-                _READ_FILTERED, run_id, start, limit, types, patterns, *received
-            )
+            rows = await pool.fetch(statement, run_id, start, limit, types, patterns, *received)
         found += [e for e in events_of(rows, start) if wanted(e[1])]
         if len(rows) < limit:
             break
@@ -260,11 +290,15 @@ async def filtered(
     return found[:limit]
 
 
-async def chained_rows(conn: Any, run_id: str, after: int, limit: int) -> list[asyncpg.Record]:
+async def chained_rows(
+    conn: Any, run_id: str, after: int, limit: int, *, own: bool = False
+) -> list[asyncpg.Record]:
     """Run `run_id`'s rows holding events after `after` (at most `limit`), with their
-    hashes and owners, its fork prefix included (`read_chained`), on `conn`."""
+    hashes and owners, its fork prefix included (`read_chained`), on `conn`. `own`: the
+    run is known to be no fork (on Citus, which refuses the fork chain's statement)."""
+    statement = _READ_CHAINED_OWN if own else _READ_CHAINED
     with translated(_READ):
-        rows: list[asyncpg.Record] = await conn.fetch(_READ_CHAINED, run_id, after, limit)
+        rows: list[asyncpg.Record] = await conn.fetch(statement, run_id, after, limit)
     return rows
 
 
@@ -276,7 +310,7 @@ async def hash_at(conn: Any, run_id: str, seq: int) -> bytes | None:
     return found[0] if found else None
 
 
-async def verify(pool: asyncpg.Pool, run_id: str) -> Verdict | None:
+async def verify(pool: asyncpg.Pool, run_id: str, *, citus: bool = False) -> Verdict | None:
     """Run `run_id`'s chain checked against its stored events (agent_replay.log.integrity);
     None if there is no such run. Read from one snapshot (a repeatable-read transaction
     on the primary): appends committing meanwhile are not half seen."""
@@ -290,9 +324,11 @@ async def verify(pool: asyncpg.Pool, run_id: str) -> Verdict | None:
                 return None
             head = None if state["chain_head"] is None else bytes(state["chain_head"])
             check = ChainCheck(run_id, int(state["last_seq"]), head)
+            # On Citus a run that is no fork is read without the fork chain (`_forked`).
+            own = citus and not bool(await conn.fetchval(_IS_FORK, run_id))
             after = 0
             while not check.done:
-                rows = await chained_rows(conn, run_id, after, _CHAINED_ROWS)
+                rows = await chained_rows(conn, run_id, after, _CHAINED_ROWS, own=own)
                 for seq, chunk, stored in hashed_of(rows, after):
                     if not check.feed(seq, chunk, stored):
                         break

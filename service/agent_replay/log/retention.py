@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime
+from typing import Any, cast
 
 import asyncpg
 
@@ -42,6 +43,8 @@ _DELETE_RUNS = QUERIES["delete_runs"]
 _DATABASE_MONTH = QUERIES["database_month"]
 _MONTH_STATE = QUERIES["month_state"]
 _DELETE_MONTH_RUNS = QUERIES["delete_month_runs"]
+_CITUS_MONTH_STATE = QUERIES["citus_month_state"]
+_CITUS_MONTH_FORKED = QUERIES["citus_month_forked"]
 
 _ACTION = "closed runs cannot be pruned"
 
@@ -53,14 +56,30 @@ class _Month:
     events: int
 
 
-async def _months(pool: asyncpg.Pool, closed_before: datetime, report: PruneReport) -> list[_Month]:
+async def _month_state(
+    pool: asyncpg.Pool, month: date, closed_before: datetime, citus: bool
+) -> Mapping[str, Any] | None:
+    if not citus:
+        row = await pool.fetchrow(_MONTH_STATE, month, closed_before)
+        return None if row is None else cast(Mapping[str, Any], row)
+    # On Citus its check for forks across months goes apart: Citus cannot push a
+    # subquery down beside aggregates.
+    async with pool.acquire() as conn, conn.transaction():
+        state = await conn.fetchrow(_CITUS_MONTH_STATE, month, closed_before)
+        forked = await conn.fetchval(_CITUS_MONTH_FORKED, month)
+    return None if state is None else {**state, "forked": forked}
+
+
+async def _months(
+    pool: asyncpg.Pool, closed_before: datetime, report: PruneReport, citus: bool = False
+) -> list[_Month]:
     """The past months whose partitions can go whole; the others noted in `report.held`."""
     current: date = await pool.fetchval(_DATABASE_MONTH)
     whole = []
     for partition in await partitions.partitions(pool):
         if partition.month >= current:
             continue  # runs are still created in it
-        state = await pool.fetchrow(_MONTH_STATE, partition.month, closed_before)
+        state = await _month_state(pool, partition.month, closed_before, citus)
         assert state is not None
         why = [
             f"{state[key]} {what}"
@@ -76,12 +95,15 @@ async def _months(pool: asyncpg.Pool, closed_before: datetime, report: PruneRepo
     return whole
 
 
-async def count_prunable(pool: asyncpg.Pool, closed_before: datetime) -> PruneReport:
+async def count_prunable(
+    pool: asyncpg.Pool, closed_before: datetime, *, citus: bool = False
+) -> PruneReport:
     with translated(_ACTION):
         row = await pool.fetchrow(_COUNT, closed_before)
         assert row is not None
         report = PruneReport(row["runs"], row["events"], row["oldest"], row["newest"])
-        report.partitions = [m.partition.month for m in await _months(pool, closed_before, report)]
+        months = await _months(pool, closed_before, report, citus)
+        report.partitions = [m.partition.month for m in months]
     return report
 
 
@@ -94,6 +116,7 @@ async def prune(
     max_rate: float | None = None,
     progress: Callable[[PruneReport], None] | None = None,
     whole_months: bool = True,
+    citus: bool = False,
 ) -> PruneReport:
     """Delete closed runs with closed_at < closed_before; returns what went.
 
@@ -105,7 +128,7 @@ async def prune(
     pace = _Pace(max_rate)
     with translated(_ACTION):
         return await _prune(
-            pool, closed_before, batch_events, batch_runs, pace, progress, whole_months
+            pool, closed_before, batch_events, batch_runs, pace, progress, whole_months, citus
         )
 
 
@@ -132,12 +155,13 @@ async def _prune(
     pace: _Pace,
     progress: Callable[[PruneReport], None] | None,
     whole_months: bool,
+    citus: bool,
 ) -> PruneReport:
     report = PruneReport()
-    before = await count_prunable(pool, closed_before)
+    before = await count_prunable(pool, closed_before, citus=citus)
     report.oldest, report.newest = before.oldest, before.newest
     if whole_months:
-        await _drop_months(pool, closed_before, batch_runs, report)
+        await _drop_months(pool, closed_before, batch_runs, report, citus)
     while True:
         picked = await pool.fetch(_PICK, closed_before, batch_runs)
         if not picked:
@@ -169,9 +193,13 @@ async def _prune(
 
 
 async def _drop_months(
-    pool: asyncpg.Pool, closed_before: datetime, batch_runs: int, report: PruneReport
+    pool: asyncpg.Pool,
+    closed_before: datetime,
+    batch_runs: int,
+    report: PruneReport,
+    citus: bool,
 ) -> None:
-    for month in await _months(pool, closed_before, report):
+    for month in await _months(pool, closed_before, report, citus):
         key = month.partition.month
         while True:
             gone = await pool.fetchval(_DELETE_MONTH_RUNS, key, closed_before, batch_runs)
@@ -179,7 +207,7 @@ async def _drop_months(
             report.batches += 1
             if not gone:
                 break
-        if await partitions.drop(pool, month.partition):
+        if await partitions.drop(pool, month.partition, citus=citus):
             report.events += month.events
             report.partitions.append(key)
     current: date = await pool.fetchval(_DATABASE_MONTH)

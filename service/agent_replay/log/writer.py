@@ -63,6 +63,7 @@ from agent_replay.errors import Erased, RunNotFound, Unavailable
 from agent_replay.log import partitions, sql
 from agent_replay.log import rows as log_rows
 from agent_replay.log.chunks import loads, text_at, texts_of
+from agent_replay.log.citus import Sharded
 from agent_replay.log.faults import ERASED_SQLSTATE, translate
 from agent_replay.log.request import Group, Outcomes, Pending, explain, settle, take
 from agent_replay.log.values import (
@@ -195,8 +196,11 @@ class GroupCommitter:
         overlap_seconds: float = 0.05,
         pace_seconds: float = 0.002,
         process: str = "",
+        sharded: Sharded | None = None,
     ) -> None:
         self._pool = pool
+        # On Citus (agent_replay.log.citus): groups split by shard, committed its way.
+        self._sharded = sharded
         # This process's key, as its listener registers it (`log_listeners`): the plain
         # statements notify only when another process listens ("": every one counts).
         self._process = process
@@ -451,6 +455,14 @@ class GroupCommitter:
                 done.set()
 
     async def _commit(self, conn: Connection, appends: dict[str, list[Pending]]) -> None:
+        if self._sharded is None:
+            await self._commit_part(conn, appends)
+            return
+        # A transaction per shard: each writes on one worker, none is a two-phase commit.
+        for part in await self._sharded.split(conn, appends):
+            await self._commit_part(conn, part)
+
+    async def _commit_part(self, conn: Connection, appends: dict[str, list[Pending]]) -> None:
         group = Group.of(appends, self._batch_min)
         rows = await self._retrying(conn, group)
         outcomes, refused = settle(appends, dict(map(_RUN_BASE, rows)))
@@ -484,13 +496,15 @@ class GroupCommitter:
             # Queued again, as a producer's next append would be: not awaited.
             self._awaited.difference_update(item.run_id for item in outcomes.retry)
 
-    async def _retrying(self, conn: Connection, group: Group) -> list[asyncpg.Record]:
+    async def _retrying(self, conn: Connection, group: Group) -> Sequence[Any]:
         """The group's append statement, run again after a deadlock or once its runs'
         months have their partitions."""
         statement, params = group.statement(self._process)
         made_partitions = False
         for tries in range(5):
             try:
+                if self._sharded is not None:
+                    return await self._sharded.commit(conn, group, self._statement_seconds)
                 return list(await conn.fetch(statement, *params, timeout=self._statement_seconds))
             except asyncpg.DeadlockDetectedError:
                 # Another process's group locked our runs in another order.
