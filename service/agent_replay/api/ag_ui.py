@@ -31,6 +31,7 @@ from agent_replay.api.agents import BudgetHeader, OnDisconnectHeader, RunAgentIn
 from agent_replay.api.auth import AG_UI, requires
 from agent_replay.api.bodies import GuardedRoute
 from agent_replay.api.deps import AppState, StateDep
+from agent_replay.api.forwarding import forwarded_headers
 from agent_replay.api.models import ERRORS
 from agent_replay.api.reencoded import events_after, events_upto, sse_frames, sse_response
 from agent_replay.api.responses import refuse_erased
@@ -125,6 +126,7 @@ async def ag_ui(
             body.model_dump(exclude_none=True),
             on_disconnect=x_on_disconnect,
             budget_header=x_budget,
+            forwarded=forwarded_headers(request, agent),
         )
         if started:
             return await agui_stream(state, run.run_id, run.thread_id, 0, snapshot=False)

@@ -31,6 +31,7 @@ from agent_replay.api.agents import (
 from agent_replay.api.auth import CHAT, reads_hosted_runs_only, requires
 from agent_replay.api.bodies import GuardedRoute
 from agent_replay.api.deps import StateDep
+from agent_replay.api.forwarding import forwarded_headers
 from agent_replay.api.hydration import hydrate
 from agent_replay.api.models import ERRORS
 from agent_replay.api.responses import refuse_erased
@@ -107,6 +108,7 @@ async def chat_post(
         run_id=run_id,
         on_disconnect=x_on_disconnect,
         budget_header=x_budget,
+        forwarded=forwarded_headers(request, agent),
     )
     # From the start, whether we started it or it already existed (a retried POST):
     # the client de-duplicates by id.
