@@ -113,7 +113,11 @@ async def ag_ui(
     x_on_disconnect: OnDisconnectHeader = None,
     x_budget: BudgetHeader = None,
 ) -> Response:
-    """Run an agent as an AG-UI endpoint: start the run (or join it), stream its events."""
+    """Run an agent as an AG-UI endpoint: start the run (or join it), stream its events.
+
+    A start sends the request headers the agent's `forward_headers` names on to its
+    upstream, never stored (431 `forwarded_headers_too_large`, 400 `forwarded_credential`).
+    """
     snapshot = compact_mode(compact)
     known = await state.log.find_run(body.runId) if body.runId else None
     if known is None:

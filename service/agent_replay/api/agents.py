@@ -108,6 +108,8 @@ async def start_run(
 
     The run belongs to the service, not to this request: it goes on whoever
     listens, until the agent finishes, fails, or `POST /v1/runs/{id}/cancel`.
+    The request headers the agent's `forward_headers` names are sent on to its
+    upstream, never stored (431 `forwarded_headers_too_large`, 400 `forwarded_credential`).
     """
     run, started = await drivers.start(
         agent,

@@ -174,7 +174,11 @@ async def send_messages(
     x_on_disconnect: OnDisconnectHeader = None,
     x_budget: BudgetHeader = None,
 ) -> Response:
-    """Start a hosted run on the chat's thread; answer with its UI message stream."""
+    """Start a hosted run on the chat's thread; answer with its UI message stream.
+
+    The request headers the agent's `forward_headers` names are sent on to its upstream,
+    never stored (431 `forwarded_headers_too_large`, 400 `forwarded_credential`).
+    """
     extra = dict(body.model_extra or {})
     on_disconnect = extra.pop("onDisconnect", None)
     run_budget = extra.pop("budget", None)

@@ -94,7 +94,11 @@ async def chat_post(
     x_on_disconnect: OnDisconnectHeader = None,
     x_budget: BudgetHeader = None,
 ) -> Response:
-    """Start a run and stream it; with `Last-Event-ID`, resume the run's stream instead."""
+    """Start a run and stream it; with `Last-Event-ID`, resume the run's stream instead.
+
+    A start sends the request headers the agent's `forward_headers` names on to its
+    upstream, never stored (431 `forwarded_headers_too_large`, 400 `forwarded_credential`).
+    """
     if x_run_id is not None:
         check_run_id(x_run_id)  # 422 invalid_run_id, as a bad id anywhere else
     run_id = x_run_id or body.runId
