@@ -24,7 +24,8 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from tests.agents.conftest import follow
-from tests.support.servers import serve_asgi, serve_subprocess
+from tests.conftest import settings_for
+from tests.support.servers import serve_asgi, serve_in_process, serve_subprocess
 
 KEY = "service-key-7c1e55d0a9b34f2e"
 COOKIE = "session=cookie-value-4f1a9e; theme=dark"
@@ -315,3 +316,24 @@ async def test_listed_origin_preflight_when_agents_forward_headers_then_allowed_
     )
     assert unlisted.status_code == 403
     assert "access-control-allow-credentials" not in unlisted.headers
+
+
+async def test_any_origin_allowed_when_an_agent_forwards_cookies_then_never_with_credentials(
+    database_url: str,
+) -> None:
+    agents = {"next": {"url": "http://127.0.0.1:9/chat", "protocol": "ai-sdk",
+                       "forward_headers": ["cookie", "x-user-id"]}}  # fmt: skip
+    settings = settings_for(database_url, agents=json.dumps(agents), cors_origins="*")
+    ask = {"Origin": "https://any.example", "Access-Control-Request-Method": "POST",
+           "Access-Control-Request-Headers": "x-user-id"}  # fmt: skip
+    async with (
+        serve_in_process(settings) as running,
+        httpx.AsyncClient(base_url=running.base_url, timeout=30) as http,
+    ):
+        preflight = await http.options("/v1/ai-sdk/next", headers=ask)
+        answer = await http.get("/v1/agents", headers={"Origin": "https://any.example"})
+    assert preflight.status_code == 204
+    assert "x-user-id" in preflight.headers["access-control-allow-headers"].lower()
+    assert answer.headers["access-control-allow-origin"] == "https://any.example"
+    for response in (preflight, answer):
+        assert "access-control-allow-credentials" not in response.headers
