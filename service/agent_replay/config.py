@@ -245,10 +245,13 @@ class Settings(BaseSettings):
     # Hosted runs (agent_replay.agents).
     agents: str | None = Field(
         default=None,
-        description='JSON {name: url | {"url", "headers", "protocol", "on_disconnect", "budget"} | '
-        '"python:module:function"}: the agents hosted runs can drive, besides '
-        'the built-in `demo`. `"protocol": "ai-sdk"` names an AI SDK chat endpoint '
-        "(its UI message stream is mapped into the log); the default is `ag-ui`.",
+        description='JSON {name: url | {"url", "headers", "protocol", "on_disconnect", "budget", '
+        '"redact", "forward_headers"} | "python:module:function"}: the agents hosted runs can '
+        'drive, besides the built-in `demo`. `"protocol": "ai-sdk"` names an AI SDK chat '
+        "endpoint (its UI message stream is mapped into the log); the default is `ag-ui`. "
+        '`"forward_headers"`: the starting request\'s headers sent on to the upstream, a list '
+        '(`["cookie", "x-user-id"]`) or `{"request header": "upstream header"}`; never '
+        "stored, never `authorization` (the service's own credential).",
     )
     # Redaction at write time (agent_replay.ingest.rules, docs/concepts/redaction.md).
     redact: str = Field(

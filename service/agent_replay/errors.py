@@ -147,6 +147,22 @@ class InvalidBudget(InvalidRequest):
     code = "invalid_budget"
 
 
+class ForwardedHeadersTooLarge(InvalidInput):
+    """The headers a hosted run's agent forwards to its upstream hold more than the bound
+    (`agent_replay.agents.forwarding`); nothing is started."""
+
+    status = 431
+    code = "forwarded_headers_too_large"
+
+
+class ForwardedCredential(InvalidInput):
+    """A header forwarded to a hosted run's upstream holds this service's own credential
+    (the request's key or token, or a configured API key); nothing is started."""
+
+    status = 400
+    code = "forwarded_credential"
+
+
 class InvalidExport(InvalidInput):
     """An export file that cannot be imported; `line` is 1-based."""
 

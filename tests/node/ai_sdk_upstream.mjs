@@ -4,7 +4,8 @@
 //
 //   POST /api/chat/<scenario>   the chat request useChat posts; answers the UI message stream
 //   POST /release/<chatId>      lets a `gated` answer for that chat go on past its middle
-//   GET  /requests              every chat request body received so far, in order
+//   GET  /requests              every chat request received so far, in order: {scenario, body,
+//                               headers}
 //
 // Prints {"port": N} once listening. Scenarios (the model's stream is scripted, the same
 // on every request):
@@ -172,7 +173,7 @@ const server = http.createServer(async (req, res) => {
     }
     if (req.method === "POST" && route === "api/chat") {
       const body = JSON.parse(raw);
-      requests.push({ scenario: name, body });
+      requests.push({ scenario: name, body, headers: req.headers });
       const response = await answer(name, body);
       res.writeHead(response.status, Object.fromEntries(response.headers));
       for await (const part of response.body) res.write(part);

@@ -9,7 +9,8 @@ The object form may give the agent's disconnect policy (`agent_replay.agents.pol
 `{"url": ..., "budget": {"max_seconds": 600}}`, its redaction rules, added to the
 service's: `{"url": ..., "redact": ["email", "ticket=T-[0-9]{6}"]}`, and the protocol its
 URL speaks: `"protocol": "ag-ui"` (the default) or `"ai-sdk"`, an AI SDK chat endpoint
-(`agent_replay.agents.ai_sdk`).
+(`agent_replay.agents.ai_sdk`). An HTTP agent may name the starting request's headers its
+upstream is sent, `"forward_headers": ["cookie"]` (`agent_replay.agents.forwarding`).
 """
 
 from __future__ import annotations
@@ -19,10 +20,14 @@ import json
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
+from urllib.parse import urlsplit
 
 from agent_replay.agents.budget import NONE as NO_BUDGET
 from agent_replay.agents.budget import Budget
 from agent_replay.agents.budget import parse as parse_budget
+from agent_replay.agents.forwarding import NONE as NO_FORWARDING
+from agent_replay.agents.forwarding import Forwarding
+from agent_replay.agents.forwarding import parse as parse_forwarding
 from agent_replay.agents.policy import DEFAULT, OnDisconnect, parse
 from agent_replay.errors import InvalidRequest, NotFound
 from agent_replay.ingest import DEFAULT_MAX_WINDOW, NONE, RuleSet, parse_rules
@@ -49,10 +54,20 @@ class HttpAgent:
     budget: Budget = NO_BUDGET
     protocol: str = "ag-ui"
     redact: RuleSet = NONE
+    # The starting request's headers sent on to the upstream: never stored anywhere.
+    forward: Forwarding = NO_FORWARDING
 
     @property
     def kind(self) -> str:
         return f"{self.protocol}-http"
+
+    @property
+    def own_headers(self) -> list[str]:
+        """The upstream headers the agent's configuration sets itself."""
+        own = list(self.headers)
+        if urlsplit(self.url).username is not None:  # sent as Basic credentials
+            own.append("authorization")
+        return own
 
 
 @dataclass(frozen=True)
@@ -95,6 +110,14 @@ def _import_source(spec: str, name: str) -> ChunkSource:
 
 
 def _agent(name: str, value: Any, max_window: int = DEFAULT_MAX_WINDOW) -> Agent:
+    if isinstance(value, dict) and isinstance(value.get("url"), str) and "forward_headers" in value:
+        rest = {k: v for k, v in value.items() if k != "forward_headers"}
+        agent = _agent(name, rest["url"] if set(rest) == {"url"} else rest, max_window)
+        if not isinstance(agent, HttpAgent):
+            raise InvalidRequest(f"agent {name!r}: forward_headers needs an http(s) URL")
+        where = f"agent {name!r}: forward_headers"
+        forward = parse_forwarding(value["forward_headers"], where, agent.own_headers)
+        return replace(agent, forward=forward)
     if isinstance(value, dict) and isinstance(value.get("url"), str) and "redact" in value:
         rest = {k: v for k, v in value.items() if k != "redact"}
         rules = parse_rules(value["redact"], f"agent {name!r}: redact", max_window)
@@ -128,7 +151,7 @@ def _agent(name: str, value: Any, max_window: int = DEFAULT_MAX_WINDOW) -> Agent
         return HttpAgent(name, value["url"], dict(headers), protocol=protocol)
     raise InvalidRequest(
         f'agent {name!r}: expected a http(s) URL, {{"url": ..., "headers": ..., '
-        '"protocol": ..., "on_disconnect": ..., "budget": ...}} '
+        '"protocol": ..., "on_disconnect": ..., "budget": ..., "forward_headers": ...}} '
         'or "python:module:function"'
     )
 

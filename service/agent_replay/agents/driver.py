@@ -22,7 +22,7 @@ import asyncio
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass
 from datetime import datetime
@@ -98,8 +98,12 @@ class Driver:
         budget: Budget = NONE,
         created_at: datetime | None = None,
         redactor: Redactor | None = None,
+        forwarded: Mapping[str, str] | None = None,
     ) -> None:
         self.log = log
+        # The starting request's headers for an HTTP upstream (`agents.forwarding`): in
+        # this object only, never stored; a run driven elsewhere is reaped, not redriven.
+        self._forwarded = forwarded
         # Counts the upstream's events against the run's budget (None: it has none);
         # its time runs from the log's creation time, not from this driver's start.
         self._meter = Meter(budget) if budget else None
@@ -363,8 +367,9 @@ class Driver:
         try:
             if isinstance(self._agent, HttpAgent):
                 self._upstream = HttpUpstream(
-                    self._agent, self._input, self._idle_seconds, self._limits, self._deliver
-                )
+                    self._agent, self._input, self._idle_seconds, self._limits, self._deliver,
+                    self._forwarded,
+                )  # fmt: skip
                 await self._upstream.run()
             else:
                 # Closed on leaving, so the agent's own cleanup runs when it is stopped.

@@ -16,6 +16,7 @@ import os
 import socket
 import time
 import uuid
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 from agent_replay.agents import budget, policy
@@ -117,6 +118,7 @@ class Drivers:
         run_id: str | None = None,
         on_disconnect: str | None = None,
         budget_header: str | None = None,
+        forwarded: Mapping[str, str] | None = None,
     ) -> tuple[Run, bool]:
         """Create the run and hand it to a driver. (run, False) if it already existed.
 
@@ -124,7 +126,9 @@ class Drivers:
         `X-On-Disconnect` header's (`on_disconnect`), else its agent's. Its budget
         is its agent's, tightened by the input's `budget` and `X-Budget`
         (`budget_header`); it is stored in the run's metadata, where whichever
-        process drives or reaps the run reads it.
+        process drives or reaps the run reads it. `forwarded`: the starting request's
+        headers its HTTP upstream is sent (`agent_replay.agents.forwarding`), held by the
+        driver alone; a join of an existing run drops them (it starts nothing).
         """
         if self.draining:
             raise Draining("this replica is draining before it stops: start the run on another")
@@ -180,6 +184,7 @@ class Drivers:
             next_seq=first.last_seq + 1, on_disconnect=chosen,
             first_reader_seconds=self.first_reader_seconds,
             budget=run_budget, created_at=run.created_at, redactor=redactor,
+            forwarded=forwarded,
         )  # fmt: skip
         self._drivers[run_id] = driver
         if self._keeper is None:  # made in the loop it serves

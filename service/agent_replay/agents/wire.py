@@ -19,7 +19,9 @@ endpoint is configured, not discovered, so a 3xx is an error like a 4xx.
 An agent's URL may carry credentials (`user:pass@`, `?api_key=`), and a run's
 RUN_ERROR is read by everyone who may read the run: errors name the upstream
 by `upstream_name` only, and every error's text has the URL's and the agent
-headers' secret values blanked (an upstream's error page may echo its request).
+headers' secret values blanked (an upstream's error page may echo its request), and
+so are the values of the starting request's headers forwarded to it
+(`agent_replay.agents.forwarding`): those are never stored.
 
 Backpressure: `deliver` returns False when the driver holds enough unappended
 reads (the log is away); reading pauses until `resume()`. Time paused does not
@@ -31,7 +33,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import ssl
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
@@ -78,10 +80,11 @@ def _basic(username: str, password: str | None) -> str:
     return "Basic " + base64.b64encode(user.encode()).decode()
 
 
-def _secrets(agent: HttpAgent) -> list[str]:
+def _secrets(agent: HttpAgent, forwarded: Mapping[str, str]) -> list[str]:
     """The values in the agent's configuration that an error text must not show: the
     URL's userinfo, query and fragment values, and its headers' values (and their
-    last word: the credential after `Bearer`)."""
+    last word: the credential after `Bearer`); and the forwarded headers' values, each
+    cookie's (or list item's) value too."""
     url = urlsplit(agent.url)
     found = [url.username or "", url.password or "", url.query, url.fragment]
     found += [unquote(found[0]), unquote(found[1])]
@@ -92,6 +95,10 @@ def _secrets(agent: HttpAgent) -> list[str]:
         found += [part.partition("=")[2] for part in text.split("&")]
     for value in agent.headers.values():
         found += [value, value.rpartition(" ")[2]]
+    for value in forwarded.values():
+        found += [value, value.rpartition(" ")[2]]
+        for item in value.replace(";", ",").split(","):
+            found += [item.strip(), item.partition("=")[2].strip()]
     # Longest first: a value is blanked whole before any part of it is.
     return sorted({s for s in found if len(s) >= _SHORTEST_SECRET}, key=len, reverse=True)
 
@@ -102,8 +109,11 @@ def _blanked(text: str, secrets: list[str]) -> str:
     return text
 
 
-def _request(agent: HttpAgent, run_input: RunInput) -> tuple[str, int, bool, bytes]:
-    """(host, port, tls, the request's bytes) for `agent`."""
+def _request(
+    agent: HttpAgent, run_input: RunInput, forwarded: Mapping[str, str]
+) -> tuple[str, int, bool, bytes]:
+    """(host, port, tls, the request's bytes) for `agent`, with the starting request's
+    `forwarded` headers (upstream name to value)."""
     url = urlsplit(agent.url)
     where = upstream_name(agent.url)
     if url.scheme not in ("http", "https") or not url.hostname:
@@ -123,9 +133,11 @@ def _request(agent: HttpAgent, run_input: RunInput) -> tuple[str, int, bool, byt
     if url.username is not None:
         headers["authorization"] = ("Authorization", _basic(url.username, url.password))
     fixed = {"Host": host, "Content-Length": str(len(body)), "Connection": "close"}
-    for name, value in (*agent.headers.items(), *fixed.items()):
+    # Forwarded first, so the agent's own headers win a clash (a list that would clash
+    # was refused at start-up: this is the second line of defence).
+    for name, value in (*forwarded.items(), *agent.headers.items(), *fixed.items()):
         headers[name.lower()] = (name, value)
-    if any(c in text for pair in headers.values() for text in pair for c in "\r\n"):
+    if any(c in text for pair in headers.values() for text in pair for c in "\r\n\0"):
         raise UpstreamError(f"agent {agent.name!r} has a header with a line break")
     target = (url.path or "/") + (f"?{url.query}" if url.query else "")
     head = f"POST {target} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.values())
@@ -149,13 +161,16 @@ class HttpUpstream(asyncio.Protocol):
         idle_seconds: float,
         limits: Limits,
         deliver: Deliver,
+        forwarded: Mapping[str, str] | None = None,
     ) -> None:
         self._agent = agent
+        # The starting request's headers for the upstream: held here, for this run only.
+        self._forwarded = forwarded or {}
         self._input = run_input
         self._idle_seconds = idle_seconds
         self._limits = limits
         self._deliver = deliver
-        self._secrets = _secrets(agent)
+        self._secrets = _secrets(agent, self._forwarded)
         self._loop = asyncio.get_running_loop()
         self._done: asyncio.Future[None] = self._loop.create_future()
         self._transport: Any = None  # uvloop's transports are no asyncio.Transport
@@ -181,7 +196,7 @@ class HttpUpstream(asyncio.Protocol):
             raise UpstreamError(_blanked(str(exc), self._secrets)) from None
 
     async def _run(self) -> None:
-        host, port, tls, request = _request(self._agent, self._input)
+        host, port, tls, request = _request(self._agent, self._input, self._forwarded)
         context = ssl.create_default_context() if tls else None
         try:
             async with asyncio.timeout(CONNECT_SECONDS):

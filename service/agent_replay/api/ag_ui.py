@@ -31,6 +31,7 @@ from agent_replay.api.agents import BudgetHeader, OnDisconnectHeader, RunAgentIn
 from agent_replay.api.auth import AG_UI, requires
 from agent_replay.api.bodies import GuardedRoute
 from agent_replay.api.deps import AppState, StateDep
+from agent_replay.api.forwarding import forwarded_headers
 from agent_replay.api.models import ERRORS
 from agent_replay.api.reencoded import events_after, events_upto, sse_frames, sse_response
 from agent_replay.api.responses import refuse_erased
@@ -112,7 +113,11 @@ async def ag_ui(
     x_on_disconnect: OnDisconnectHeader = None,
     x_budget: BudgetHeader = None,
 ) -> Response:
-    """Run an agent as an AG-UI endpoint: start the run (or join it), stream its events."""
+    """Run an agent as an AG-UI endpoint: start the run (or join it), stream its events.
+
+    A start sends the request headers the agent's `forward_headers` names on to its
+    upstream, never stored (431 `forwarded_headers_too_large`, 400 `forwarded_credential`).
+    """
     snapshot = compact_mode(compact)
     known = await state.log.find_run(body.runId) if body.runId else None
     if known is None:
@@ -125,6 +130,7 @@ async def ag_ui(
             body.model_dump(exclude_none=True),
             on_disconnect=x_on_disconnect,
             budget_header=x_budget,
+            forwarded=forwarded_headers(request, agent),
         )
         if started:
             return await agui_stream(state, run.run_id, run.thread_id, 0, snapshot=False)

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Header, Path
+from fastapi import APIRouter, Body, Header, Path, Request
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.responses import Response
 
 from agent_replay.api.auth import CANCEL_RUN, LIST_AGENTS, START_RUN, requires
 from agent_replay.api.bodies import GuardedRoute
 from agent_replay.api.deps import DriversDep
+from agent_replay.api.forwarding import forwarded_headers
 from agent_replay.api.models import ERRORS, RunOut
 from agent_replay.api.responses import JSON
 from agent_replay.log.store import RUN_ID
@@ -96,6 +97,7 @@ async def list_agents(drivers: DriversDep) -> Response:
     dependencies=[requires(START_RUN)],
 )
 async def start_run(
+    request: Request,
     drivers: DriversDep,
     agent: Annotated[str, Path(description="an agent name from GET /v1/agents")],
     body: Annotated[RunAgentInput, Body()],
@@ -106,12 +108,15 @@ async def start_run(
 
     The run belongs to the service, not to this request: it goes on whoever
     listens, until the agent finishes, fails, or `POST /v1/runs/{id}/cancel`.
+    The request headers the agent's `forward_headers` names are sent on to its
+    upstream, never stored (431 `forwarded_headers_too_large`, 400 `forwarded_credential`).
     """
     run, started = await drivers.start(
         agent,
         body.model_dump(exclude_none=True),
         on_disconnect=x_on_disconnect,
         budget_header=x_budget,
+        forwarded=forwarded_headers(request, agent),
     )
     return JSON(
         {"run_id": run.run_id, "thread_id": run.thread_id, "started": started},

@@ -37,6 +37,7 @@ from agent_replay.api.agents import BudgetHeader, OnDisconnectHeader
 from agent_replay.api.auth import AI_SDK_READ, AI_SDK_START, reads_hosted_runs_only, requires
 from agent_replay.api.bodies import GuardedRoute
 from agent_replay.api.deps import AppState, StateDep
+from agent_replay.api.forwarding import forwarded_headers
 from agent_replay.api.models import ERRORS
 from agent_replay.api.reencoded import events_after, events_upto, sse_frames, sse_response
 from agent_replay.api.responses import JSON, refuse_erased
@@ -165,6 +166,7 @@ async def _active_run(state: AppState, chat_id: str, hosted_only: bool) -> Store
     dependencies=[requires(AI_SDK_START)],
 )
 async def send_messages(
+    request: Request,
     state: StateDep,
     agent: AgentName,
     body: Annotated[ChatRequest, Body()],
@@ -172,7 +174,11 @@ async def send_messages(
     x_on_disconnect: OnDisconnectHeader = None,
     x_budget: BudgetHeader = None,
 ) -> Response:
-    """Start a hosted run on the chat's thread; answer with its UI message stream."""
+    """Start a hosted run on the chat's thread; answer with its UI message stream.
+
+    The request headers the agent's `forward_headers` names are sent on to its upstream,
+    never stored (431 `forwarded_headers_too_large`, 400 `forwarded_credential`).
+    """
     extra = dict(body.model_extra or {})
     on_disconnect = extra.pop("onDisconnect", None)
     run_budget = extra.pop("budget", None)
@@ -197,13 +203,14 @@ async def send_messages(
     hosted = state.drivers.catalog.get(agent)
     if isinstance(hosted, HttpAgent) and hosted.protocol == "ai-sdk":
         # An AI SDK upstream is posted this very body (agent_replay.agents.ai_sdk).
-        request = body.model_dump(exclude_unset=True)  # the fields as the client sent them
+        sent = body.model_dump(exclude_unset=True)  # the fields as the client sent them
         for own in ("onDisconnect", "budget", "redact"):  # the service's, not the agent's
-            request.pop(own, None)
-        run_input[REQUEST_KEY] = request
+            sent.pop(own, None)
+        run_input[REQUEST_KEY] = sent
     run, _ = await state.drivers.start(
-        agent, run_input, on_disconnect=x_on_disconnect, budget_header=x_budget
-    )
+        agent, run_input, on_disconnect=x_on_disconnect, budget_header=x_budget,
+        forwarded=forwarded_headers(request, agent),
+    )  # fmt: skip
     outlet = Outlet()
     return sse_response(
         _ui_stream(state, run.run_id, after=0, approvals=approvals, outlet=outlet),

@@ -22,6 +22,7 @@ from starlette.routing import Route
 from agent_replay import ingest, metrics, migrate, tracing
 from agent_replay.access import KeyRing
 from agent_replay.agents import Drivers, load_catalog
+from agent_replay.agents.catalog import HttpAgent
 from agent_replay.agents.demo import demo_agent
 from agent_replay.api import (
     ag_ui,
@@ -81,6 +82,18 @@ def create_app(
     settings = settings or Settings()
     # A malformed key list or token secret fails here, at start.
     gate = Gate(KeyRing(settings.api_keys), settings.token_secret, settings.previous_token_secrets)
+    # So does a malformed REPLAY_AGENTS (the message names the agent); CORS below needs
+    # the headers its agents forward.
+    window = settings.redact_max_window
+    catalog = load_catalog(
+        settings.agents,
+        {"demo": demo_agent(settings.demo_delay_seconds)},
+        redact_max_window=window,
+    )
+    forwarded = sorted(
+        {name for agent in catalog.agents.values() if isinstance(agent, HttpAgent)
+         for name in agent.forward.sources}
+    )  # fmt: skip
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -130,15 +143,10 @@ def create_app(
             # Pushed after the log, so it stops first: readers before their pool.
             stack.push_async_callback(hub.stop)
             # REPLAY_REDACT: every run's rules; an agent's and a run's only add to them.
-            window = settings.redact_max_window
             service_rules = ingest.parse_rules(settings.redact, "REPLAY_REDACT", window)
             drivers = Drivers(
                 event_log,
-                load_catalog(
-                    settings.agents,
-                    {"demo": demo_agent(settings.demo_delay_seconds)},
-                    redact_max_window=window,
-                ),
+                catalog,
                 redact=service_rules,
                 redact_max_window=window,
                 lease_seconds=settings.lease_seconds,
@@ -243,7 +251,7 @@ def create_app(
     app.add_middleware(OriginGuard, origins=settings.cors_origin_list)
     if settings.cors_origin_list:
         # Inside the access log (preflights are logged), outside every route and error.
-        app.add_middleware(Cors, origins=settings.cors_origin_list)
+        app.add_middleware(Cors, origins=settings.cors_origin_list, forwarded=forwarded)
     app.add_middleware(AccessLog, routes=app.router.routes, log_requests=settings.access_log)
     stop_tracing = tracing.instrument(app)
     if stop_tracing is None:

@@ -31,6 +31,7 @@ from agent_replay.api.agents import (
 from agent_replay.api.auth import CHAT, reads_hosted_runs_only, requires
 from agent_replay.api.bodies import GuardedRoute
 from agent_replay.api.deps import StateDep
+from agent_replay.api.forwarding import forwarded_headers
 from agent_replay.api.hydration import hydrate
 from agent_replay.api.models import ERRORS
 from agent_replay.api.responses import refuse_erased
@@ -93,7 +94,11 @@ async def chat_post(
     x_on_disconnect: OnDisconnectHeader = None,
     x_budget: BudgetHeader = None,
 ) -> Response:
-    """Start a run and stream it; with `Last-Event-ID`, resume the run's stream instead."""
+    """Start a run and stream it; with `Last-Event-ID`, resume the run's stream instead.
+
+    A start sends the request headers the agent's `forward_headers` names on to its
+    upstream, never stored (431 `forwarded_headers_too_large`, 400 `forwarded_credential`).
+    """
     if x_run_id is not None:
         check_run_id(x_run_id)  # 422 invalid_run_id, as a bad id anywhere else
     run_id = x_run_id or body.runId
@@ -107,6 +112,7 @@ async def chat_post(
         run_id=run_id,
         on_disconnect=x_on_disconnect,
         budget_header=x_budget,
+        forwarded=forwarded_headers(request, agent),
     )
     # From the start, whether we started it or it already existed (a retried POST):
     # the client de-duplicates by id.

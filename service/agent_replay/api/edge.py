@@ -10,6 +10,7 @@ under `QUERY_CREDENTIAL`, so the access check can refuse an API key there.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from urllib.parse import unquote_to_bytes
 
 import orjson
@@ -58,6 +59,10 @@ CORS_ALLOW_HEADERS = (
     "Authorization, Content-Type, Last-Event-ID, X-Run-Id, X-Request-Id, Accept, "
     "X-Budget, X-On-Disconnect"
 )
+# What a browser sends without a preflight asking for it (the fetch standard's forbidden
+# and safelisted request headers): never listed again for a forwarded one.
+_SENT_ANYWAY = frozenset({"cookie", "accept-language", "content-language", "origin", "referer",
+                          "user-agent"})  # fmt: skip
 CORS_EXPOSE_HEADERS = (
     "WWW-Authenticate, X-Request-Id, Location, Retry-After, x-vercel-ai-ui-message-stream"
 )
@@ -86,14 +91,23 @@ class Cors:
     (itself, with `Vary: Origin`) on every answer, errors included, so a page can
     read a 401 `token_expired` and fetch a fresh token. An unlisted origin's
     preflight is `403 forbidden`; its other requests get no CORS headers, so the
-    browser keeps their answers from the page. No cookies are involved (the
-    credentials are bearer headers), so no `Allow-Credentials`.
+    browser keeps their answers from the page.
+
+    The service's own credentials are bearer headers, never cookies; `forwarded` names
+    the request headers hosted agents hand on to their upstreams
+    (`agent_replay.agents.forwarding`), which a page must be allowed to send. When one
+    is `cookie`, an origin listed by name (never through `*`: that would let any site's
+    page start runs with its visitors' cookies) also gets `Allow-Credentials`, so a
+    page's `credentials: "include"` request carries the cookies its upstream reads.
     """
 
-    def __init__(self, app: ASGIApp, origins: list[str]) -> None:
+    def __init__(self, app: ASGIApp, origins: list[str], forwarded: Sequence[str] = ()) -> None:
         self.app = app
         self.any = "*" in origins
         self.origins = frozenset(o.encode("latin-1") for o in origins if o != "*")
+        extra = [name for name in forwarded if name not in _SENT_ANYWAY]
+        self.allow_headers = ", ".join([CORS_ALLOW_HEADERS, *extra]).encode()
+        self.credentials = "cookie" in forwarded
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -106,8 +120,9 @@ class Cors:
             return
         allowed = self.any or origin in self.origins
         stream = scope["path"].startswith(STREAM_PREFIX)
+        credentials = self.credentials and not stream and origin in self.origins
         if scope["method"] == "OPTIONS" and b"access-control-request-method" in headers:
-            await self._preflight(origin if allowed else None, send, stream)
+            await self._preflight(origin if allowed else None, send, stream, credentials)
             return
         if not allowed:
             await self.app(scope, receive, send)
@@ -118,6 +133,8 @@ class Cors:
             (b"vary", b"Origin"),
             (b"access-control-expose-headers", expose.encode()),
         ]
+        if credentials:
+            cors.append((b"access-control-allow-credentials", b"true"))
 
         async def send_with_cors(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -126,7 +143,9 @@ class Cors:
 
         await self.app(scope, receive, send_with_cors)
 
-    async def _preflight(self, origin: bytes | None, send: Send, stream: bool) -> None:
+    async def _preflight(
+        self, origin: bytes | None, send: Send, stream: bool, credentials: bool
+    ) -> None:
         if origin is None:
             body = (
                 b'{"error":{"code":"forbidden","message":"this origin may not call the service"}}'
@@ -145,10 +164,12 @@ class Cors:
                 ),
                 (
                     b"access-control-allow-headers",
-                    (STREAM_ALLOW_HEADERS if stream else CORS_ALLOW_HEADERS).encode(),
+                    STREAM_ALLOW_HEADERS.encode() if stream else self.allow_headers,
                 ),
                 (b"access-control-max-age", b"600"),
             ]
+            if credentials:
+                headers.append((b"access-control-allow-credentials", b"true"))
         headers.append((b"content-length", str(len(body)).encode()))
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
