@@ -67,6 +67,7 @@ from agent_replay.stream.threadcursor import (
     ThreadOffset,
     ThreadState,
     parse_cursor,
+    resumed,
 )
 from agent_replay.tasks import stopped
 
@@ -115,9 +116,8 @@ async def plan_thread(hub: Hub, thread_id: str, offset: ThreadOffset) -> ThreadP
                 f"offset {seq} is beyond run {run.run_id!r}'s last event ({run.last_seq})",
                 last_seq=run.last_seq,
             )
-        finished = run.closed and seq >= run.last_seq
         position = (run.created_at, run.run_id)
-        entries.append(Entry(run.run_id, position, seq, finished, run.closed))
+        entries.append(resumed(run.run_id, seq, position, run.last_seq, run.closed))
     return ThreadPlan(thread_id, tuple(entries))
 
 

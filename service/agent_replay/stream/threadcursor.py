@@ -85,6 +85,12 @@ def parse_cursor(text: str) -> ThreadOffset:
     return tuple(entries)
 
 
+def resumed(run_id: str, seq: int, position: Position, last_seq: int, closed: bool) -> Entry:
+    """A cursor's entry, its run as the log has it (a seq already checked to be at most
+    `last_seq`): finished when the run is closed and the seq is its last event's."""
+    return Entry(run_id, position, seq, finished=closed and seq >= last_seq, closed=closed)
+
+
 @dataclass(slots=True)
 class Entry:
     """An announced run: its place, the last of its events sent, whether it is over."""
@@ -101,9 +107,10 @@ class Entry:
 class ThreadState:
     """What a thread follower has sent (see the module's docstring); it moves as frames go."""
 
-    __slots__ = ("_entries",)
+    __slots__ = ("_entries", "_max_runs")
 
-    def __init__(self, entries: list[Entry] | None = None) -> None:
+    def __init__(self, entries: list[Entry] | None = None, max_runs: int = MAX_RUNS) -> None:
+        self._max_runs = max_runs
         self._entries = sorted(entries or [], key=lambda e: e.position)
         last = self._entries[-1:]
         # A finished run leaves the list unless it is the last.
@@ -128,7 +135,7 @@ class ThreadState:
     @property
     def slots(self) -> int:
         """How many more runs may be announced now."""
-        return MAX_RUNS - sum(1 for e in self._entries if not e.finished)
+        return self._max_runs - sum(1 for e in self._entries if not e.finished)
 
     def entry(self, run_id: str) -> Entry:
         for e in self._entries:
