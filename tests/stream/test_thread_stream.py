@@ -16,7 +16,8 @@ from typing import Any
 import httpx
 
 from agent_replay.log import EventLog
-from tests.stream.conftest import Served
+from tests.conftest import settings_for
+from tests.stream.conftest import Served, serve_app
 from tests.stream.thread_wire import Item, ThreadNdjsonReader, ThreadSseReader
 
 DEADLINE = 30.0
@@ -549,3 +550,31 @@ async def test_thread_stream_when_cursor_names_many_runs_wrongly_then_refused_be
             )
             assert r.headers["content-type"] == "application/json", (cursor, how)
             assert (r.status_code, r.json()["error"]["code"]) == (status, code), (cursor, how)
+
+
+async def test_thread_stream_when_the_process_drains_with_runs_open_then_it_ends_cleanly(
+    database_url: str,
+) -> None:
+    """Two runs open side by side, never closed: a drain ends the stream at once (the
+    client resumes elsewhere from its last id), not when the runs end."""
+    thread = _thread()
+    settings = settings_for(database_url, heartbeat_seconds=0.3)
+    async with (
+        serve_app(settings) as own,
+        httpx.AsyncClient(base_url=own.base_url, timeout=30) as client,
+    ):
+        for run in (f"{thread}-1", f"{thread}-2"):
+            await _put_run(client, run, thread)
+            await _append(client, run, ["x"], close=False)
+        reader = ThreadSseReader()
+        async with asyncio.timeout(DEADLINE):
+            async with client.stream("GET", f"/v1/threads/{thread}/stream") as r:
+                assert r.status_code == 200
+                async for data in r.aiter_raw():
+                    reader.feed(data)
+                    if len(reader.items) == 4 and not own.hub.draining:
+                        own.hub.drain()
+                # The body ended by itself: the drain, nothing else, ended it.
+        assert own.hub.draining
+        assert _runs(reader.items) == [f"{thread}-1", f"{thread}-2"]
+        assert _deltas(reader.items) == ["x", "x"]
