@@ -203,6 +203,8 @@ async def _pump(
     try:
         async for _ in tail(hub, Plan(run_id, seq, seq, False), relay):
             rows, relay.rows = relay.rows, []
+            if not rows:
+                continue
             taken.clear()
             handed.append((run_id, rows, taken))
             wake.set()
@@ -257,7 +259,9 @@ async def follow_thread(
             look = True
             while True:
                 wake.clear()
-                while handed:
+                # The pages handed over by now, not those handed while they go out: a run
+                # that never pauses must not keep the thread from being looked at.
+                for _ in range(len(handed)):
                     run_id, rows, taken = handed.popleft()
                     if isinstance(rows, BaseException):
                         raise rows
