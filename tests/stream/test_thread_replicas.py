@@ -23,7 +23,7 @@ import httpx
 import pytest
 
 from agent_replay.log import EventLog
-from tests.stream.thread_wire import Item, ThreadNdjsonReader, ThreadSseReader
+from tests.stream.thread_wire import Item, ThreadNdjsonReader, ThreadSseReader, split_cursor
 from tests.support.servers import Replicas, serve_replicas
 
 DEADLINE = 120.0
@@ -181,8 +181,8 @@ def _own(items: list[Item]) -> list[tuple[str, int, str, object]]:
     the chunk re-encoded compactly: compared as values)."""
     out: list[tuple[str, int, str, object]] = []
     for cursor, kind, data in items:
-        run_id, _, seq = cursor.partition("~")[0].rpartition(":")
-        out.append((run_id, int(seq), kind, json.loads(data) if kind == "event" else data))
+        run_id, seq = split_cursor(cursor)
+        out.append((run_id, seq, kind, json.loads(data) if kind == "event" else data))
     return out
 
 

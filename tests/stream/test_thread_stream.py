@@ -18,7 +18,7 @@ import httpx
 from agent_replay.log import EventLog
 from tests.conftest import settings_for
 from tests.stream.conftest import Served, serve_app
-from tests.stream.thread_wire import Item, ThreadNdjsonReader, ThreadSseReader
+from tests.stream.thread_wire import Item, ThreadNdjsonReader, ThreadSseReader, split_cursor
 
 DEADLINE = 30.0
 JSON_TYPE = {"Content-Type": "application/json"}
@@ -475,8 +475,8 @@ def _own(items: list[Item]) -> list[tuple[str, int, str, str]]:
     """Each frame's own run and seq (its id's first entry), kind and data."""
     out = []
     for cursor, kind, data in items:
-        run_id, _, seq = cursor.partition("~")[0].rpartition(":")
-        out.append((run_id, int(seq), kind, data))
+        run_id, seq = split_cursor(cursor)
+        out.append((run_id, seq, kind, data))
     return out
 
 
