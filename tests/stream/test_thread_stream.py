@@ -202,6 +202,35 @@ async def test_thread_stream_when_offset_is_now_then_only_later_events_and_runs(
     ]  # fmt: skip
 
 
+async def test_thread_stream_when_offset_is_now_with_runs_open_then_each_goes_on_from_its_end(
+    http: httpx.AsyncClient,
+) -> None:
+    """`now` with two runs open: the earlier one's later events still come (it is
+    followed from its last event), and so do the later one's."""
+    thread = _thread()
+    first, second = f"{thread}-1", f"{thread}-2"
+    for run in (first, second):
+        await _put_run(http, run, thread)
+        await _append(http, run, ["old"], close=False)
+    reader = ThreadSseReader()
+
+    async def produce() -> None:
+        await _append(http, first, ["one"], close=False)
+        await _append(http, second, ["two"], close=False)
+
+    await _read(
+        http,
+        f"/v1/threads/{thread}/stream?offset=now",
+        reader,
+        lambda: len(reader.items) >= 2,
+        on_open=produce,
+    )
+    assert reader.items == [
+        (f"{first}:2~{second}:1", "event", _chunk("one")),
+        (f"{second}:2~{first}:2", "event", _chunk("two")),
+    ]
+
+
 async def test_thread_stream_when_types_filtered_and_named_then_ids_still_name_the_run(
     http: httpx.AsyncClient,
 ) -> None:
