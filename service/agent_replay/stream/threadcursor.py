@@ -43,7 +43,7 @@ SEPARATOR: Final = "~"
 # each is a lookup before the first byte, and its text rides in every frame's id.
 MAX_RUNS: Final = 32
 _SEQ = re.compile(r"[0-9]{1,20}")
-# The longest text `MAX_RUNS` entries can take (a run id is at most 128 characters).
+# The longest text `MAX_RUNS` entries can take (run ids at their longest, `RUN_ID`).
 _MAX_TEXT = MAX_RUNS * (128 + 1 + 20 + 1)
 
 # A run's place in the thread's order (`ThreadRun.position`).
