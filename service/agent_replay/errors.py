@@ -11,6 +11,7 @@ exc`), and never leak past the log.
     │   ├── InvalidJson            400 invalid_json
     │   ├── InvalidOffset          400 invalid_offset
     │   ├── InvalidCursor          400 invalid_cursor
+    │   ├── CursorTooLarge         400 cursor_too_large  (+ max_runs: a thread cursor too long)
     │   ├── InvalidRunId           422 invalid_run_id
     │   ├── InvalidEvent           422 invalid_event
     │   │   └── NestedTooDeep      422 invalid_event     (nested past MAX_EVENT_DEPTH)
@@ -106,6 +107,13 @@ class InvalidOffset(InvalidInput):
 class InvalidCursor(InvalidInput):
     status = 400
     code = "invalid_cursor"
+
+
+class CursorTooLarge(InvalidInput):
+    """A thread stream's cursor naming more runs than one stream follows at once."""
+
+    status = 400
+    code = "cursor_too_large"
 
 
 class InvalidTypes(InvalidInput):

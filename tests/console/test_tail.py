@@ -390,6 +390,33 @@ async def test_tail_when_thread_has_no_run_yet_then_waits_and_prints_each_run_as
     ]  # fmt: skip
 
 
+async def test_tail_when_thread_runs_open_side_by_side_then_each_printed_once_as_they_come(
+    http: httpx.AsyncClient, service: Running
+) -> None:
+    """A run started while the one before is open is followed at once: its chunks print
+    before the first run ends, and the first run's later chunks after them."""
+    first, second = "tail-side-a", "tail-side:b"
+    thread = "t-tail-side"
+    await _append(http, first, _opening(first, thread)[:2])
+    tail = Piped("--thread", thread, "--from-start", "--json", "--url", service.base_url)
+    try:
+        await _until(lambda: len(tail.lines()) == 2, "the first run's chunks")
+        await _append(http, second, _opening(second, thread)[:3])
+        await _until(lambda: len(tail.lines()) == 5, "the second run, the first still open")
+        await _append(http, first, _opening(first, thread)[2:4])
+        await _until(lambda: len(tail.lines()) == 7, "the first run's later chunks")
+        assert tail.proc.poll() is None
+        tail.proc.send_signal(signal.SIGINT)
+        assert await _wait_exit(tail.proc) == 130
+    finally:
+        tail.close()
+    got = tail.lines()
+    assert [(line["chunk"].get("runId"), line["seq"]) for line in got][:5] == [
+        (first, 1), (None, 2), (second, 1), (None, 2), (None, 3),
+    ]  # fmt: skip
+    assert [line["seq"] for line in got[5:]] == [3, 4]
+
+
 async def _thread_followers(http: httpx.AsyncClient, count: int) -> bool:
     text = (await http.get("/metrics")).text
     line = next(ln for ln in text.splitlines() if ln.startswith("replay_stream_thread_followers "))

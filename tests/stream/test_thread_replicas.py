@@ -2,10 +2,13 @@
 
 Runs of one thread are started on either process (some at the same moment on
 both, some cut before their first event, some left streaming while the next
-begins); readers follow the thread on both processes, cut their connection at
-random points and resume with `Last-Event-ID` (or `?offset=`). Each reader's
-items, concatenated, must be exactly the thread as stored: every run in the
-thread's order, announced once, then each of its events once, in order.
+begins, and two or three at a time open side by side, their appends
+alternating between them and between the processes); readers follow the
+thread on both processes, cut their connection at random points and resume
+with the last id they saw (`Last-Event-ID` or `?offset=`). Each reader's
+items, concatenated, must hold the thread as stored: every run announced
+once, in the thread's order, before its first event, and each run's events
+once, in order, whatever the interleaving between runs.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import httpx
 import pytest
 
 from agent_replay.log import EventLog
-from tests.stream.thread_wire import Item, ThreadNdjsonReader, ThreadSseReader
+from tests.stream.thread_wire import Item, ThreadNdjsonReader, ThreadSseReader, split_cursor
 from tests.support.servers import Replicas, serve_replicas
 
 DEADLINE = 120.0
@@ -63,14 +66,49 @@ async def _run(
     assert r.status_code == 200, r.text
 
 
+async def _side_by_side(
+    http: httpx.AsyncClient, bases: list[str], thread: str, runs: list[str], rng: random.Random
+) -> None:
+    """Runs made together and left open, appends alternating between them (each on
+    either replica), then closed in any order."""
+    for run in runs:
+        r = await http.put(f"{rng.choice(bases)}/v1/runs/{run}", json={"thread_id": thread})
+        assert r.status_code == 201, r.text
+    sent = dict.fromkeys(runs, 0)
+    for turn in range(rng.randrange(6, 30)):
+        run = runs[turn % len(runs)]
+        n = rng.choice([1, 1, 3])
+        events = [
+            {"type": "TEXT_MESSAGE_CONTENT", "messageId": run, "delta": f"{run}/{sent[run] + i}"}
+            for i in range(n)
+        ]
+        r = await http.post(f"{rng.choice(bases)}/v1/runs/{run}/events", json={"events": events})
+        assert r.status_code == 200, r.text
+        sent[run] += n
+        await asyncio.sleep(rng.choice([0, 0.002, 0.01]))
+    for run in rng.sample(runs, len(runs)):
+        r = await http.post(
+            f"{rng.choice(bases)}/v1/runs/{run}/close",
+            headers={"Content-Type": "application/json"},
+        )
+        assert r.status_code == 200, r.text
+
+
 async def _produce(
     http: httpx.AsyncClient, bases: list[str], thread: str, rng: random.Random
 ) -> None:
     """The thread's runs: mostly one after the other, sometimes two started together on
-    both replicas, sometimes the next started while one still streams."""
+    both replicas, sometimes the next started while one still streams, and now and then
+    two or three open side by side."""
     running: list[asyncio.Task[None]] = []
     made = 0
     while made < RUNS:
+        if rng.random() < 0.3 and RUNS - made >= 2:
+            together = min(rng.choice([2, 3]), RUNS - made)
+            names = [f"{thread}:{made + i}" for i in range(together)]
+            made += together
+            await _side_by_side(http, bases, thread, names, random.Random(rng.random()))
+            continue
         together = min(rng.choice([1, 1, 2]), RUNS - made)
         batch = [
             asyncio.create_task(
@@ -94,6 +132,7 @@ async def _follow(
     rng: random.Random,
     mode: str,
     expected: asyncio.Future[int],
+    resumes: list[str] | None = None,
 ) -> tuple[list[Item], int]:
     """Follow until as many items as the stored thread holds have come, cutting the
     connection after a random number of bytes and resuming from the last id."""
@@ -103,6 +142,8 @@ async def _follow(
         headers = {"Accept": "application/x-ndjson"} if mode == "ndjson" else {}
         path = f"{base}/v1/threads/{thread}/stream"
         if items:
+            if resumes is not None:
+                resumes.append(items[-1][0])
             if mode == "offset":
                 path += f"?offset={items[-1][0]}"
             else:
@@ -135,9 +176,26 @@ async def _stored(event_log: EventLog, thread: str) -> list[Item]:
     return out
 
 
-def _comparable(items: list[Item]) -> list[tuple[str, str, object]]:
-    # NDJSON sends the chunk re-encoded compactly: compared as values.
-    return [(c, k, json.loads(d) if k == "event" else d) for c, k, d in items]
+def _own(items: list[Item]) -> list[tuple[str, int, str, object]]:
+    """Each item's own run and seq (its id's first entry), kind and data (NDJSON sends
+    the chunk re-encoded compactly: compared as values)."""
+    out: list[tuple[str, int, str, object]] = []
+    for cursor, kind, data in items:
+        run_id, seq = split_cursor(cursor)
+        out.append((run_id, seq, kind, json.loads(data) if kind == "event" else data))
+    return out
+
+
+def _check(items: list[Item], stored: list[Item], what: str) -> None:
+    """Every run announced once, in the thread's order, before its events; each run's
+    events once and in order; nothing else."""
+    got, want = _own(items), _own(stored)
+    runs = [run for run, _, kind, _ in want if kind == "run"]
+    assert [run for run, _, kind, _ in got if kind == "run"] == runs, what
+    for run in runs:
+        mine = [g for g in got if g[0] == run]
+        assert mine == [w for w in want if w[0] == run], (what, run)
+    assert len(got) == len(want), what
 
 
 async def test_thread_on_two_replicas_when_runs_start_on_either_and_readers_drop_then_exactly_once(
@@ -148,9 +206,12 @@ async def test_thread_on_two_replicas_when_runs_start_on_either_and_readers_drop
     bases = [replicas.a, replicas.b]
     expected: asyncio.Future[int] = asyncio.get_running_loop().create_future()
     modes = ["last-event-id", "offset", "ndjson", "last-event-id"]
+    resumes: list[str] = []
     followers = [
         asyncio.create_task(
-            _follow(http, bases[i % 2], thread, random.Random(rng.random()), modes[i], expected)
+            _follow(
+                http, bases[i % 2], thread, random.Random(rng.random()), modes[i], expected, resumes
+            )
         )
         for i in range(len(modes))
     ]
@@ -161,12 +222,13 @@ async def test_thread_on_two_replicas_when_runs_start_on_either_and_readers_drop
         results = await asyncio.gather(*followers)
     assert len([item for item in stored if item[1] == "run"]) == RUNS
     for i, (items, connections) in enumerate(results):
-        assert _comparable(items) == _comparable(stored), modes[i]
+        _check(items, stored, modes[i])
         assert connections > 3, "the reader was meant to drop and resume many times"
-    # A reader that joins once it is all over gets the same from the start, on either.
+    assert any("~" in cursor for cursor in resumes), "a resume with several runs open"
+    # A reader that joins once it is all over gets the thread run after run, on either.
     for base in bases:
         late: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         late.set_result(len(stored))
         async with asyncio.timeout(DEADLINE):
             items, _ = await _follow(http, base, thread, random.Random(1), "ndjson", late)
-        assert _comparable(items) == _comparable(stored)
+        assert _own(items) == _own(stored)

@@ -9,15 +9,16 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
 
 from agent_replay.log import EventLog
-from tests.stream.conftest import Served
-from tests.stream.thread_wire import Item, ThreadNdjsonReader, ThreadSseReader
+from tests.conftest import settings_for
+from tests.stream.conftest import Served, serve_app
+from tests.stream.thread_wire import Item, ThreadNdjsonReader, ThreadSseReader, split_cursor
 
 DEADLINE = 30.0
 JSON_TYPE = {"Content-Type": "application/json"}
@@ -199,6 +200,35 @@ async def test_thread_stream_when_offset_is_now_then_only_later_events_and_runs(
     assert [item[:2] for item in reader.items] == [
         (f"{thread}-old:2", "event"), (f"{thread}-new:0", "run"), (f"{thread}-new:1", "event"),
     ]  # fmt: skip
+
+
+async def test_thread_stream_when_offset_is_now_with_runs_open_then_each_goes_on_from_its_end(
+    http: httpx.AsyncClient,
+) -> None:
+    """`now` with two runs open: the earlier one's later events still come (it is
+    followed from its last event), and so do the later one's."""
+    thread = _thread()
+    first, second = f"{thread}-1", f"{thread}-2"
+    for run in (first, second):
+        await _put_run(http, run, thread)
+        await _append(http, run, ["old"], close=False)
+    reader = ThreadSseReader()
+
+    async def produce() -> None:
+        await _append(http, first, ["one"], close=False)
+        await _append(http, second, ["two"], close=False)
+
+    await _read(
+        http,
+        f"/v1/threads/{thread}/stream?offset=now",
+        reader,
+        lambda: len(reader.items) >= 2,
+        on_open=produce,
+    )
+    assert reader.items == [
+        (f"{first}:2~{second}:1", "event", _chunk("one")),
+        (f"{second}:2~{first}:2", "event", _chunk("two")),
+    ]
 
 
 async def test_thread_stream_when_types_filtered_and_named_then_ids_still_name_the_run(
@@ -396,3 +426,184 @@ async def test_thread_stream_when_view_decoded_resumed_mid_arguments_then_typing
             f"{run}:{seq}" for seq in range(cut + 1, len(chunks) + 1)
         ]
         assert _typed(before, "/content") + _typed(after, "/content") == content, cut
+
+
+def _cursors(reader: ThreadSseReader | ThreadNdjsonReader) -> list[str]:
+    return [cursor for cursor, _, _ in reader.items]
+
+
+async def test_thread_stream_when_run_accepted_while_previous_open_then_announced_at_once(
+    http: httpx.AsyncClient,
+) -> None:
+    """Neither run is ever closed: the second is announced while the first is open and
+    before its own first event, and their events interleave as they are appended, each
+    frame's id naming its own run first, then the other's place."""
+    thread = _thread()
+    first, second, third = f"{thread}-1", f"{thread}-2", f"{thread}-3"
+    await _put_run(http, first, thread)
+    await _append(http, first, ["a"], close=False)
+    reader = ThreadSseReader()
+    steps: list[tuple[int, Callable[[], Awaitable[None]]]] = [
+        # (items the reader must hold first, what the producer does then)
+        (2, lambda: _put_run(http, second, thread)),
+        (3, lambda: _append(http, first, ["b"], close=False)),
+        (4, lambda: _append(http, second, ["c"], close=False)),
+        (5, lambda: _put_run(http, third, thread)),
+        (6, lambda: _append(http, third, ["d"], close=False)),
+        (7, lambda: _append(http, first, ["e"], close=False)),
+    ]
+    pending = list(steps)
+
+    async def drive() -> None:
+        while pending:
+            need, act = pending[0]
+            async with asyncio.timeout(DEADLINE):
+                while len(reader.items) < need:  # noqa: ASYNC110
+                    await asyncio.sleep(0.01)
+            # Nothing more arrived before the producer acted.
+            assert len(reader.items) == need, reader.items
+            pending.pop(0)
+            await act()
+
+    task = asyncio.create_task(drive())
+    try:
+        await _read(http, f"/v1/threads/{thread}/stream", reader, lambda: len(reader.items) >= 8)
+    finally:
+        await task
+    assert reader.items == [
+        (f"{first}:0", "run", first),
+        (f"{first}:1", "event", _chunk("a")),
+        (f"{second}:0~{first}:1", "run", second),
+        (f"{first}:2~{second}:0", "event", _chunk("b")),
+        (f"{second}:1~{first}:2", "event", _chunk("c")),
+        (f"{third}:0~{first}:2~{second}:1", "run", third),
+        (f"{third}:1~{first}:2~{second}:1", "event", _chunk("d")),
+        (f"{first}:3~{second}:1~{third}:1", "event", _chunk("e")),
+    ]
+    # From each of those ids, on a new connection: exactly what followed it.
+    path = f"/v1/threads/{thread}/stream"
+    for at, (cursor, _, _) in enumerate(reader.items[:-1]):
+        rest = reader.items[at + 1 :]
+        resumed = ThreadSseReader()
+        await _read(
+            http,
+            path,
+            resumed,
+            lambda rest=rest, resumed=resumed: len(resumed.items) >= len(rest),  # type: ignore[misc]
+            headers={"Last-Event-ID": cursor},
+        )
+        # Runs followed side by side come interleaved as they are read, each in order:
+        # what each frame is (its id's first entry) is compared, not the others' places.
+        got, want = _own(resumed.items), _own(rest)
+        assert sorted(got) == sorted(want), cursor
+        for run in (first, second, third):
+            assert [g for g in got if g[0] == run] == [w for w in want if w[0] == run], cursor
+
+
+def _own(items: list[Item]) -> list[tuple[str, int, str, str]]:
+    """Each frame's own run and seq (its id's first entry), kind and data."""
+    out = []
+    for cursor, kind, data in items:
+        run_id, seq = split_cursor(cursor)
+        out.append((run_id, seq, kind, data))
+    return out
+
+
+def _chunk(delta: str) -> str:
+    return f'{{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"{delta}"}}'
+
+
+async def test_thread_stream_when_a_run_closes_then_it_leaves_the_cursor_and_resumes_skip_it(
+    http: httpx.AsyncClient,
+) -> None:
+    thread = _thread()
+    first, second = f"{thread}-1", f"{thread}-2"
+    await _put_run(http, first, thread)
+    await _append(http, first, ["a"], close=False)
+    await _put_run(http, second, thread)
+    await _append(http, second, ["b"], close=False)
+    reader = ThreadNdjsonReader()
+
+    async def produce() -> None:
+        await _append(http, first, ["a2"], close=True)
+        await _append(http, second, ["b2"], close=False)
+
+    ndjson = {"Accept": "application/x-ndjson"}
+    await _read(
+        http,
+        f"/v1/threads/{thread}/stream",
+        reader,
+        lambda: len(reader.items) >= 2,
+        headers={**ndjson, "Last-Event-ID": f"{second}:1~{first}:1"},
+        on_open=produce,
+    )
+    # The first run is closed and delivered after its frame: it leaves the cursor.
+    assert _cursors(reader) == [f"{first}:2~{second}:1", f"{second}:2"]
+    assert _deltas(reader.items) == ["a2", "b2"]
+    # Resumed from there, nothing of the first run again; the second goes on.
+    rest = ThreadNdjsonReader()
+    await _read(
+        http,
+        f"/v1/threads/{thread}/stream",
+        rest,
+        lambda: len(rest.items) >= 1,
+        headers={**ndjson, "Last-Event-ID": f"{second}:2"},
+        on_open=lambda: _append(http, second, ["b3"], close=False),
+    )
+    assert rest.items == [(f"{second}:3", "event", _chunk("b3"))]
+
+
+async def test_thread_stream_when_cursor_names_many_runs_wrongly_then_refused_before_any_byte(
+    http: httpx.AsyncClient,
+) -> None:
+    thread, other = _thread(), _thread()
+    await _put_run(http, f"{thread}-r", thread)
+    await _append(http, f"{thread}-r", ["a"], close=False)
+    await _put_run(http, f"{thread}-s", thread)
+    await _put_run(http, f"{other}-r", other)
+    ok = f"{thread}-r:1~{thread}-s:0"
+    many = "~".join(f"{thread}-r{i}:0" for i in range(33))
+    cases = [
+        (f"{ok}~", 400, "invalid_offset"),
+        (f"{thread}-r:1~{thread}-r:0", 400, "invalid_offset"),  # a run twice
+        (many, 400, "cursor_too_large"),
+        (f"{ok}~{other}-r:0", 409, "cursor_not_in_thread"),
+        (f"{thread}-s:0~{thread}-r:2", 409, "offset_out_of_range"),
+    ]
+    for cursor, status, code in cases:
+        for how in ("header", "query"):
+            r = await http.get(
+                f"/v1/threads/{thread}/stream",
+                headers={"Last-Event-ID": cursor} if how == "header" else {},
+                params={"offset": cursor} if how == "query" else {},
+            )
+            assert r.headers["content-type"] == "application/json", (cursor, how)
+            assert (r.status_code, r.json()["error"]["code"]) == (status, code), (cursor, how)
+
+
+async def test_thread_stream_when_the_process_drains_with_runs_open_then_it_ends_cleanly(
+    database_url: str,
+) -> None:
+    """Two runs open side by side, never closed: a drain ends the stream at once (the
+    client resumes elsewhere from its last id), not when the runs end."""
+    thread = _thread()
+    settings = settings_for(database_url, heartbeat_seconds=0.3)
+    async with (
+        serve_app(settings) as own,
+        httpx.AsyncClient(base_url=own.base_url, timeout=30) as client,
+    ):
+        for run in (f"{thread}-1", f"{thread}-2"):
+            await _put_run(client, run, thread)
+            await _append(client, run, ["x"], close=False)
+        reader = ThreadSseReader()
+        async with asyncio.timeout(DEADLINE):
+            async with client.stream("GET", f"/v1/threads/{thread}/stream") as r:
+                assert r.status_code == 200
+                async for data in r.aiter_raw():
+                    reader.feed(data)
+                    if len(reader.items) == 4 and not own.hub.draining:
+                        own.hub.drain()
+                # The body ended by itself: the drain, nothing else, ended it.
+        assert own.hub.draining
+        assert _runs(reader.items) == [f"{thread}-1", f"{thread}-2"]
+        assert _deltas(reader.items) == ["x", "x"]

@@ -82,5 +82,7 @@ class ThreadNdjsonReader:
 
 
 def split_cursor(cursor: str) -> tuple[str, int]:
-    run_id, _, seq = cursor.rpartition(":")
+    """A frame's own run and seq: its id's first entry (`<run_id>:<seq>`, then `~<entry>`
+    for each other run followed; a run id may hold colons, a seq never does)."""
+    run_id, _, seq = cursor.partition("~")[0].rpartition(":")
     return run_id, int(seq)

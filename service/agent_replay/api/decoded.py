@@ -76,6 +76,11 @@ class DecodedFramer:
             after = events[-1].seq
 
     def frame(self, rows: Sequence[Row]) -> bytes:
+        return self.frame_with(rows, "")
+
+    def frame_with(self, rows: Sequence[Row], suffix: str) -> bytes:
+        """`suffix` goes after each seq in the ids (a thread's stream: the other runs'
+        places, `agent_replay.stream.threadcursor`)."""
         parts: list[str] = []
         skipped = False
         for seq, text in rows:
@@ -87,13 +92,13 @@ class DecodedFramer:
             data = f'{{"seq":{seq},"chunk":{one_line(text)}{extra}}}'
             if self._prefix and self._encoding is Encoding.NDJSON:
                 # A line has no other id: the thread's cursor, as in the plain lines.
-                data = f'{{"id":"{self._prefix}{seq}",{data[1:]}'
+                data = f'{{"id":"{self._prefix}{seq}{suffix}",{data[1:]}'
             if self._encoding is Encoding.SSE:
-                id = f"{self._prefix}{seq}" if self._prefix else seq
+                id = f"{self._prefix}{seq}{suffix}" if self._prefix else seq
                 parts.append(sse.json_frame(data, id=id, event=kind if self._named else None))
             else:
                 parts.append(data + "\n")
         if skipped and rows and self._encoding is Encoding.SSE:
             last = rows[-1][0]
-            parts.append(sse.id_only(f"{self._prefix}{last}" if self._prefix else last))
+            parts.append(sse.id_only(f"{self._prefix}{last}{suffix}" if self._prefix else last))
         return "".join(parts).encode()

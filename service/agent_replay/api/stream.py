@@ -34,6 +34,7 @@ from agent_replay.stream.audience import AudienceFramer, audience_framer
 from agent_replay.stream.framing import Framer
 from agent_replay.stream.outlet import Outlet
 from agent_replay.stream.tail import resolve_offset
+from agent_replay.stream.thread import ThreadFramer
 
 # What a stream response wraps: given the preamble and the response's outlet, the body.
 Follow = Callable[[bytes, Outlet], AsyncIterator[bytes]]
@@ -104,20 +105,44 @@ async def audience_framer_at(
     seq: int,
     encoding: Encoding,
     options: tuple[TypeFilter | None, bool, bool],
-    prefix: str = "",
 ) -> Framer:
     """The framer `audience_options` asks for, for a run followed after `seq`.
 
     A decoded view is primed with the events up to `seq` so that a resumed
-    tool call decodes as it would have from the start; `prefix` goes before
-    each seq in the ids (a thread's stream names the run in them).
+    tool call decodes as it would have from the start.
     """
     types, named, decoded = options
-    only = None if types is None or types.everything else types
     if not decoded:
-        if prefix:
-            return AudienceFramer(encoding, only, named, prefix)
         return audience_framer(encoding, types, named)
+    return await _decoded_at(state, run_id, seq, encoding, options, "")
+
+
+async def thread_framer_at(
+    state: AppState,
+    run_id: str,
+    seq: int,
+    encoding: Encoding,
+    options: tuple[TypeFilter | None, bool, bool],
+) -> ThreadFramer:
+    """As `audience_framer_at`, for a run of a thread's stream: its ids name the run
+    (`<run_id>:<seq>`, then the other runs' places: `agent_replay.stream.thread`)."""
+    types, named, decoded = options
+    if not decoded:
+        only = None if types is None or types.everything else types
+        return AudienceFramer(encoding, only, named, f"{run_id}:")
+    return await _decoded_at(state, run_id, seq, encoding, options, f"{run_id}:")
+
+
+async def _decoded_at(
+    state: AppState,
+    run_id: str,
+    seq: int,
+    encoding: Encoding,
+    options: tuple[TypeFilter | None, bool, bool],
+    prefix: str,
+) -> DecodedFramer:
+    types, named, _ = options
+    only = None if types is None or types.everything else types
     framer = DecodedFramer(encoding, only, named, prefix)
     if seq > 0:
         await framer.prime(state.log, run_id, seq)

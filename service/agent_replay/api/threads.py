@@ -1,4 +1,5 @@
-"""`GET /v1/threads/{thread_id}/stream`: every run of a thread, announced then tailed (SSE, NDJSON).
+"""`GET /v1/threads/{thread_id}/stream`: every run of a thread, each announced as soon as it
+is made, and their events as they come (SSE, NDJSON).
 
 The following is `agent_replay.stream.thread`'s; this route resolves the cursor
 and the audience's options, and frames each run's events with ids that name the run.
@@ -15,10 +16,10 @@ from agent_replay.api.auth import READ_THREAD, requires
 from agent_replay.api.bodies import GuardedRoute
 from agent_replay.api.deps import StateDep
 from agent_replay.api.models import ERRORS
-from agent_replay.api.stream import audience_framer_at, audience_options, stream_reply
+from agent_replay.api.stream import audience_options, stream_reply, thread_framer_at
 from agent_replay.stream import choose_encoding
-from agent_replay.stream.framing import Framer
-from agent_replay.stream.thread import follow_thread, plan_thread, resolve_cursor
+from agent_replay.stream.thread import ThreadFramer, follow_thread, plan_thread, resolve_cursor
+from agent_replay.stream.threadcursor import MAX_RUNS
 
 router = APIRouter(
     prefix="/v1/threads", tags=["stream"], responses=ERRORS, route_class=GuardedRoute
@@ -30,11 +31,15 @@ router = APIRouter(
     responses={
         200: {
             "description": "Every run of the thread in order (by creation: `created_at`, "
-            "then run id), each announced before its events (SSE `event: run`, "
-            '`id: <run_id>:0`, `data: {"run_id": ...}`; NDJSON `{"id": "<run_id>:0", '
-            '"run": {"run_id": ...}}`), then its events as the run stream sends them but '
-            "with ids `<run_id>:<seq>`; runs made later follow on the open stream, which "
-            "stays open (heartbeats while idle)",
+            "then run id), each announced as soon as it is made, before its events (SSE "
+            '`event: run`, `data: {"run_id": ...}`; NDJSON `{"id": ..., "run": {"run_id": '
+            "...}}`), then the events of every announced run as they come, runs "
+            "interleaved, each run's in order, as the run stream sends them but with ids "
+            "that are thread cursors: `<run_id>:<seq>` of the frame's own run, then "
+            "`~<run_id>:<seq>` for each other run still followed (one run followed: just "
+            f"`<run_id>:<seq>`). At most {MAX_RUNS} unfinished runs are followed at once; "
+            "a later run is announced once one of them is closed and delivered. Runs made "
+            "later follow on the open stream, which stays open (heartbeats while idle)",
             "content": {"text/event-stream": {}, "application/x-ndjson": {}},
         },
     },
@@ -48,7 +53,8 @@ async def stream_thread(
         str | None,
         Query(
             description="-1 (from the thread's first run), now (only what comes next), or a "
-            "cursor `<run_id>:<seq>` already delivered; Last-Event-ID wins"
+            f"thread cursor already delivered (`<run_id>:<seq>` entries joined by `~`, at "
+            f"most {MAX_RUNS}); Last-Event-ID wins"
         ),
     ] = None,
     format: Annotated[str | None, Query(description="sse or ndjson; overrides Accept")] = None,
@@ -68,15 +74,15 @@ async def stream_thread(
         Query(description="decoded: each event as the run stream's `view=decoded` frames it"),
     ] = None,
 ) -> Response:
-    """Follow a thread: its runs one after the other, then each new run as it is made."""
+    """Follow a thread: its runs in order, each announced as it is made, their events as
+    they come."""
     cursor = resolve_cursor(request.headers.get("last-event-id"), offset)
     encoding = choose_encoding(request.headers.get("accept"), format)
     options = audience_options(request)
     plan = await plan_thread(state.hub, thread_id, cursor)
 
-    async def framer_for(run_id: str, seq: int) -> Framer:
-        # The ids: `format_cursor(run_id, seq)`.
-        return await audience_framer_at(state, run_id, seq, encoding, options, f"{run_id}:")
+    async def framer_for(run_id: str, seq: int) -> ThreadFramer:
+        return await thread_framer_at(state, run_id, seq, encoding, options)
 
     return stream_reply(
         state,

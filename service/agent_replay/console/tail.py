@@ -1,9 +1,9 @@
 """`agent-replay tail`: follow a run (or a thread's runs) through the HTTP stream.
 
 The follower keeps one cursor, the last seq it printed (following a thread,
-the thread stream's `<run_id>:<seq>`), and after a dropped connection asks
-again with `Last-Event-ID: <cursor>`: the service resumes strictly after it,
-so nothing is printed twice or skipped. Tool-call
+the thread stream's cursor: `<run_id>:<seq>` of each run it follows), and
+after a dropped connection asks again with `Last-Event-ID: <cursor>`: the
+service resumes strictly after it, so nothing is printed twice or skipped. Tool-call
 arguments go through the typewriter decoder here, in the client, whose state
 survives the reconnect. It ends (exit 0) once the service ends the stream,
 which it does when the run is closed and delivered.
@@ -175,10 +175,14 @@ def tail_run(api: Api, run_id: str, options: TailOptions, printer: Printer, stde
     return EXIT_OK
 
 
-def _split(cursor: str) -> tuple[str, int]:
-    """A thread cursor `<run_id>:<seq>`: a run id may hold colons, a seq never does."""
-    run_id, _, seq = cursor.rpartition(":")
-    return run_id, int(seq)
+def _entries(cursor: str) -> list[tuple[str, int]]:
+    """A thread cursor: `<run_id>:<seq>` entries joined by `~`, the frame's own run first
+    (a run id may hold colons, a seq never does: an entry splits at its last colon)."""
+    entries = []
+    for entry in cursor.split("~"):
+        run_id, _, seq = entry.rpartition(":")
+        entries.append((run_id, int(seq)))
+    return entries
 
 
 def follow_thread(
@@ -194,11 +198,14 @@ def follow_thread(
     """Print the thread's runs after `cursor` (`-1`: from its first run) until interrupted.
 
     The service announces each run (`event: run`) before its events, whose ids
-    are thread cursors; after a drop it resumes strictly after the last one.
-    When the next run is announced, the one before is over: its summary goes out.
+    are thread cursors naming every run it still follows (runs made while another
+    is open are followed side by side, their events interleaved); after a drop it
+    resumes strictly after the last one. A run that leaves the cursor is over:
+    its summary goes out.
     """
     path = f"/v1/threads/{quote(thread_id, safe='')}/stream"
-    current: tuple[str, int] | None = None if cursor == "-1" else _split(cursor)
+    # The runs followed, and the last seq of each printed (or announced: 0).
+    printed: dict[str, int] = {} if cursor == "-1" else dict(_entries(cursor))
     reconnects = _Reconnects(stderr, retry_seconds, sleep)
     while True:
         try:
@@ -206,15 +213,20 @@ def follow_thread(
                 reconnects.connected(cursor)
                 if event.id is None:
                     continue
-                run_id, seq = _split(event.id)
+                entries = _entries(event.id)
+                run_id, seq = entries[0]
+                listed = {run for run, _ in entries}
+                for over in [run for run in printed if run not in listed]:
+                    del printed[over]
+                    printer.summary(api.get(f"/v1/runs/{quote(over, safe='')}"))
                 if event.event == "run":
-                    if current is not None and current[0] != run_id:
-                        printer.summary(api.get(f"/v1/runs/{quote(current[0], safe='')}"))
-                elif current is not None and run_id == current[0] and seq <= current[1]:
+                    printed[run_id] = 0
+                elif seq <= printed.get(run_id, 0):
                     continue  # never print twice, whatever a server sends
                 else:
                     printer.event(seq, event.data)
-                current, cursor = (run_id, seq), event.id
+                    printed[run_id] = seq
+                cursor = event.id
             # The service ended the response (a replica draining, a proxy): resume.
         except Unreachable as exc:
             reconnects.lost(cursor, exc)

@@ -52,6 +52,11 @@ class AudienceFramer:
         return self
 
     def frame(self, rows: Sequence[Row]) -> bytes:
+        return self.frame_with(rows, "")
+
+    def frame_with(self, rows: Sequence[Row], suffix: str) -> bytes:
+        """`suffix` goes after each seq in the ids (a thread's stream: the other runs'
+        places, `agent_replay.stream.threadcursor`)."""
         types = self.types
         named = self.named and self.encoding is Encoding.SSE
         parts: list[str] = []
@@ -64,7 +69,7 @@ class AudienceFramer:
                 skipped = True
                 continue
             skipped = False
-            id = f"{prefix}{seq}" if prefix else seq
+            id = f"{prefix}{seq}{suffix}" if prefix else seq
             if sse_out:
                 parts.append(sse.json_frame(chunk, id=id, event=kind if named else None))
             else:
@@ -73,7 +78,7 @@ class AudienceFramer:
             # A browser's EventSource then reconnects after the skipped events (and
             # gets 204 once the run is closed) instead of re-reading them each time.
             last = rows[-1][0]
-            parts.append(sse.id_only(f"{prefix}{last}" if prefix else last))
+            parts.append(sse.id_only(f"{prefix}{last}{suffix}" if prefix else last))
         return "".join(parts).encode()
 
 

@@ -84,13 +84,20 @@ class ThreadWatch:
     `woken` is set whenever a run may have been made on the thread: a notice of
     one (from any process), a reconnect of the LISTEN connection, the slow
     re-check, or a drain. Clear it before reading the thread's runs, so a notice
-    that arrives during the read wakes the next wait.
+    that arrives during the read wakes the next wait. `on_wake` is called each time
+    too (a follower that waits on more than the thread: its runs' pages).
     """
 
-    def __init__(self, hub: Hub, key: str) -> None:
+    def __init__(self, hub: Hub, key: str, on_wake: Callable[[], None] | None = None) -> None:
         self._hub = hub
         self.key = key
         self.woken = asyncio.Event()
+        self._on_wake = on_wake
+
+    def wake(self) -> None:
+        self.woken.set()
+        if self._on_wake is not None:
+            self._on_wake()
 
     def close(self) -> None:
         watches = self._hub._threads.get(self.key)
@@ -251,21 +258,23 @@ class Hub:
             # next await, and its pool connection (if any) is released then.
             channel.retire()
 
-    def watch_thread(self, thread_id: str) -> ThreadWatch:
+    def watch_thread(
+        self, thread_id: str, on_wake: Callable[[], None] | None = None
+    ) -> ThreadWatch:
         """Be woken whenever a run may have been made on `thread_id` (see `ThreadWatch`)."""
-        watch = ThreadWatch(self, thread_key(storable(thread_id)))
+        watch = ThreadWatch(self, thread_key(storable(thread_id)), on_wake)
         self._threads.setdefault(watch.key, set()).add(watch)
         return watch
 
     def _on_threads(self, keys: list[str]) -> None:
         for key in keys:
             for watch in self._threads.get(key, ()):
-                watch.woken.set()
+                watch.wake()
 
     def _wake_threads(self) -> None:
         for watches in self._threads.values():
             for watch in watches:
-                watch.woken.set()
+                watch.wake()
 
     # -- hints --------------------------------------------------------------
 

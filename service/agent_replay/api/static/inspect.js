@@ -853,7 +853,7 @@ async function threadPage(threadId) {
 // The thread's stream, from the end of its last listed run: each run made later is
 // announced (added to the list at once), and a run's end (its RUN_FINISHED or RUN_ERROR,
 // or the next run's announcement) redraws its row and the transcript. Resumed after a
-// drop from the last id seen, a thread cursor `<run_id>:<seq>`.
+// drop from the last id seen, a thread cursor (`<run_id>:<seq>` entries joined by `~`).
 class ThreadView {
   constructor(threadId, runs, list, heading, drawTranscript) {
     this.threadId = threadId;
@@ -891,7 +891,10 @@ class ThreadView {
           const changed = [];
           buffer = parseSse(buffer + value, (id, data, event) => {
             if (id) this.cursor = id;
-            const runId = id ? id.slice(0, id.lastIndexOf(":")) : null;
+            // The id's first entry is the frame's own run (`<run_id>:<seq>`; the other
+            // runs followed side by side come after it, each after a `~`).
+            const own = id ? id.split("~")[0] : null;
+            const runId = own ? own.slice(0, own.lastIndexOf(":")) : null;
             if (event === "run") {
               if (this.current) changed.push(this.current);
               this.current = JSON.parse(data).run_id;
