@@ -247,3 +247,44 @@ def test_rules_naming_the_same_group_still_redact() -> None:
     said = [{"type": "CUSTOM", "name": "n", "value": "A-123 and B-456 and C-789"}]
     (out,) = Redactor(rules).request(_chunks(said))
     assert json.loads(out.text)["value"] == "[REDACTED:a] and [REDACTED:b] and C-789"
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(secret(), FILLER, st.data())
+def test_a_redactor_restored_from_its_state_between_requests_stores_what_one_redactor_would(
+    found: tuple[str, str], clean: str, data: st.DataObject
+) -> None:
+    rule, value = found
+    # Escapes of characters the database's jsonb and text refuse decoded, held and kept.
+    args_text = escaped_json({"q": f"{clean} {value}", "esc": "@"}, data).replace(
+        '"@"', '"\\u0000\\ud800"'
+    )
+    t1 = [{"type": "TOOL_CALL_CHUNK", "toolCallId": "t1", "toolCallName": "s", "delta": ""}]
+    t1 += [{"type": "TOOL_CALL_CHUNK", "delta": d} for d in splits(args_text, data)]
+    m1 = [{"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": d}
+          for d in splits(f"{clean} {value} {clean}", data)]  # fmt: skip
+    m1.append({"type": "TEXT_MESSAGE_END", "messageId": "m1"})
+    events = [*_interleave(data, t1, m1), {"type": "RUN_FINISHED"}]
+    chunks = _chunks(events)
+    whole = Redactor(RULES)
+    expected = list(whole.chunks(chunks))
+
+    out: list[StoredChunk] = []
+    counts: dict[str, int] = {}
+    held: str | None = None
+    at = 0
+    while at < len(chunks):
+        size = data.draw(st.integers(1, len(chunks) - at))
+        state = None if held is None else json.loads(held)
+        redactor = Redactor.restore(RULES, state)
+        out.extend(redactor.append(chunks[at : at + size], close=False))
+        for name, n in redactor.counts.items():
+            counts[name] = counts.get(name, 0) + n
+        kept = redactor.state()
+        # As the log keeps it: JSON text, every non-ASCII character escaped.
+        held = None if kept is None else json.dumps(kept, ensure_ascii=True)
+        at += size
+    assert [c.text for c in out] == [c.text for c in expected]
+    assert counts == dict(whole.counts) == {rule: 2}
+    assert held is None  # the run's end released everything
+    assert all(value not in c.text for c in out)
