@@ -218,6 +218,7 @@ async def _append(
             batch.chunks,
             expected_seq=batch.expected_seq,
             close=batch.close,
+            known=state.holds,
         )
         record(counts)  # committed: /metrics counts what is stored
     return JSON({"run_id": run_id, "first_seq": result.first_seq, "last_seq": result.last_seq})
@@ -295,7 +296,9 @@ async def close_run(state: StateDep, run_id: RunId) -> Response:
     # Text the run still holds back goes out (redacted as complete text) before the close,
     # in the statement that closes it: it was acknowledged when it was appended.
     check_run_id(run_id)
-    _, counts = await append_redacted(state.log, state.redact, run_id, [], close=True, create=False)
+    _, counts = await append_redacted(
+        state.log, state.redact, run_id, [], close=True, create=False, known=state.holds
+    )
     record(counts)
     return JSON((await state.log.get_run(run_id)).to_json())
 

@@ -18,6 +18,10 @@ an append with `expected_seq`, the hold also names that append (its expected seq
 SHA-256 of its chunks and close, the seq it started after): a retry that finds the run
 still where that append left it is answered from that, with nothing written.
 
+A process remembers the hold each of its redacted appends left (`Holds`), so a run's
+producer whose appends reach one replica costs no read of it; a hold remembered wrongly
+(another replica's append since) fails the statement's check like any race, and is read.
+
 The hold's form is this module's alone (the log stores the text and compares it whole):
 JSON with every non-ASCII character escaped, so that text jsonb or PostgreSQL's text
 refuse (U+0000, a lone surrogate of a tool call's escapes) is kept as written.
@@ -33,7 +37,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from agent_replay.errors import RedactionConflict
+from agent_replay.errors import RedactionConflict, RunClosed, SeqConflict
 from agent_replay.ingest.redact import Redactor, Rules
 from agent_replay.log import AppendResult, Appends, Held, Redaction, StoredChunk
 from agent_replay.log.chunks import loads
@@ -47,6 +51,31 @@ _PAUSE_FIRST = 0.002
 _PAUSE_MAX = 0.1
 
 _VERSION = 1
+
+
+class Holds:
+    """The run positions and holds this process's own redacted appends left, by run: a
+    bounded map (the oldest entry goes first), read instead of the log, checked by the
+    append statement."""
+
+    __slots__ = ("_known", "_size")
+
+    def __init__(self, size: int = 10_000) -> None:
+        self._known: dict[str, Held] = {}
+        self._size = size
+
+    def get(self, run_id: str) -> Held | None:
+        return self._known.get(run_id)
+
+    def put(self, run_id: str, held: Held) -> None:
+        known = self._known
+        known.pop(run_id, None)
+        if len(known) >= self._size:
+            del known[next(iter(known))]
+        known[run_id] = held
+
+    def forget(self, run_id: str) -> None:
+        self._known.pop(run_id, None)
 
 
 def _dump(document: dict[str, Any]) -> str:
@@ -83,17 +112,22 @@ async def append_redacted(
     expected_seq: int | None = None,
     close: bool = False,
     create: bool = True,
+    known: Holds | None = None,
 ) -> tuple[AppendResult, Counter[str]]:
     """Redact `chunks` from the run's hold and append them with the new hold and the
     counts, in one statement; answers the append's result and the matches it stored
-    (for `/metrics`, once committed: nothing else counts them)."""
+    (for `/metrics`, once committed: nothing else counts them). `known`: this process's
+    holds, tried first (and kept up to date)."""
     key: str | None = None  # made when first needed: it parses every chunk
     last = 0
     for tried in range(TRIES):
         if tried:
             pause = min(_PAUSE_MAX, _PAUSE_FIRST * 2**tried)
             await asyncio.sleep(random.uniform(0, pause))
-        held = await log.read_hold(run_id) or Held(0, False, None)
+        held = known.get(run_id) if known is not None and not tried else None
+        cached = held is not None
+        if held is None:
+            held = await log.read_hold(run_id) or Held(0, False, None)
         last = held.last_seq
         document = _load(held.hold)
         request = None if document is None else document.get("req")
@@ -138,5 +172,14 @@ async def append_redacted(
         except RedactionConflict as conflict:
             last = int(conflict.extra.get("last_seq", last))
             continue
+        except (RunClosed, SeqConflict):
+            if known is not None:
+                known.forget(run_id)
+            if cached:
+                continue  # perhaps only remembered wrongly: answered from the run as it is
+            raise
+        if known is not None:
+            # Its statement checked the run was at `at` and wrote this hold after it.
+            known.put(run_id, Held(at + len(out), close, redaction.hold))
         return result, redactor.counts
     raise RedactionConflict(run_id, last)
