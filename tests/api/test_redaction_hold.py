@@ -351,3 +351,32 @@ async def test_erasure_and_prune_leave_no_hold(
         query = f'SELECT count(*) FROM "{name}" t WHERE t::text LIKE $1'
         rows = await db.fetchval(query, "%sk-proj%")
         assert rows == 0, name
+
+
+async def test_durable_streams_json_messages_count_in_the_append_that_stores_them(
+    http: httpx.AsyncClient, db: asyncpg.Connection, replicas: Replicas
+) -> None:
+    name = f"ds-{uuid.uuid4().hex}"
+    json_type = {"Content-Type": "application/json"}
+    made = await http.put(f"{replicas.a}/v1/stream/{name}", headers=json_type)
+    assert made.status_code == 201, made.text
+    said = [{"type": "CUSTOM", "name": "n", "value": "mail bob@example.com"}, {"type": "X"}]
+    before = [await _metric(base, "email") for base in (replicas.a, replicas.b)]
+    plain = await http.post(f"{replicas.a}/v1/stream/{name}", headers=json_type, json=said)
+    assert plain.status_code == 204, plain.text
+    await _counted(db, name)
+    # A producer's append (the guarded path on a replica that does not know the stream yet,
+    # the group commit on one that does), then its retry: counted once.
+    send = {**json_type, "Producer-Id": "p", "Producer-Epoch": "0"}
+    for seq, base in enumerate((replicas.b, replicas.a)):
+        headers = {**send, "Producer-Seq": str(seq)}
+        first = await http.post(f"{base}/v1/stream/{name}", headers=headers, json=said)
+        assert first.status_code == 200, first.text
+        again = await http.post(f"{base}/v1/stream/{name}", headers=headers, json=said)
+        assert again.status_code == 204, again.text
+        await _counted(db, name)
+    chunks, counts = await _rows_and_counts(db, name)
+    assert counts == {"email": 3}
+    assert "bob@example.com" not in chunks
+    after = [await _metric(base, "email") for base in (replicas.a, replicas.b)]
+    assert sum(after) - sum(before) == 3

@@ -41,7 +41,7 @@ _PLAIN = sql.QUERIES["citus_append_plain"]
 _EVENTS = sql.QUERIES["citus_append_events"]
 _HEADS = sql.QUERIES["citus_append_heads"]
 _PRODUCERS = sql.QUERIES["citus_append_producers"]
-_REDACTIONS = sql.QUERIES["citus_append_redactions"]
+_REDACTIONS = sql.QUERIES["append_redactions"]
 _NOTIFY = sql.QUERIES["citus_notify"]
 
 # Runs per NOTIFY payload, as `append`'s (PostgreSQL caps a payload's size).

@@ -386,7 +386,7 @@ UPDATE runs SET
         WHEN coalesce($1::jsonb ->> 'terminal', runs.last_terminal) = 'RUN_ERROR'
             THEN 'error'
         ELSE 'finished' END,
-    -- The run's held text, as `append` replaces it (its counts: `citus_append_redactions`).
+    -- The run's held text, as `append` replaces it (its counts: `append_redactions`).
     redaction_hold = CASE WHEN $1::jsonb ? 'at' THEN $1::jsonb ->> 'hold'
         ELSE runs.redaction_hold END
 -- Re-checked on the newest row version after waiting for its lock.
@@ -653,10 +653,11 @@ FROM runs WHERE run_id = $1;
 SELECT last_seq, closed_at IS NOT NULL AS closed, redaction_hold FROM runs WHERE run_id = $1;
 
 
--- name: citus_append_redactions
--- `append`'s count of a run's redactions for Citus, in the group's transaction, after
--- `citus_append_rich` took the run: $1 run id, $2 the counts, a JSON object {rule: n}.
--- Apart from that UPDATE: Citus refuses its set-returning function over a column.
+-- name: append_redactions
+-- Adds an append's matches per rule to run $1's counts ($2, a JSON object {rule: n}), in
+-- the append's transaction, where the append is not `append`: a Citus group's part,
+-- after `citus_append_rich` took the run (Citus refuses this set-returning function over
+-- a column inside that UPDATE), and a Durable Streams guarded append.
 UPDATE runs SET redactions = (
     SELECT jsonb_object_agg(k, coalesce((r.redactions ->> k)::bigint, 0)
                                + coalesce(($2::jsonb ->> k)::bigint, 0))
