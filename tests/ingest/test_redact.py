@@ -288,3 +288,22 @@ def test_a_redactor_restored_from_its_state_between_requests_stores_what_one_red
     assert counts == dict(whole.counts) == {rule: 2}
     assert held is None  # the run's end released everything
     assert all(value not in c.text for c in out)
+
+
+def test_shed_when_over_the_bound_then_the_longest_open_streams_go_out_first_whole() -> None:
+    redactor = Redactor(RULES)
+    events = [
+        {"type": "TEXT_MESSAGE_CONTENT", "messageId": f"m{i}", "delta": f"to bob{i}@exa"}
+        for i in range(3)
+    ]
+    assert [json.loads(c.text)["delta"] for c in redactor.chunks(_chunks(events))] == ["to "] * 3
+    held = len("bob0@exa")
+    assert redactor.shed(3 * held) == []
+    released = redactor.shed(held)
+    # Matched as complete text (no address without its domain's end), oldest first.
+    assert [(json.loads(c.text)["messageId"], json.loads(c.text)["delta"]) for c in released] == [
+        ("m0", "bob0@exa"),
+        ("m1", "bob1@exa"),
+    ]
+    state = redactor.state()
+    assert state is not None and [s[1] for s in state["streams"]] == ["m2"]

@@ -52,6 +52,13 @@ _PAUSE_MAX = 0.1
 
 _VERSION = 1
 
+# The most characters a run holds back at the end of an append (its streams' held text,
+# a tool call's raw text counted too): past it, the longest-open streams are released
+# (matched as complete text) by that append. A run's hold is rewritten, and compared, by
+# its every append, so this bounds what a producer opening many messages at once can
+# make each of them cost; a message holds at most the longest rule's window.
+MAX_HELD = 65_536
+
 
 class Holds:
     """The run positions and holds this process's own redacted appends left, by run: a
@@ -146,6 +153,7 @@ async def append_redacted(
         previous = None if document is None else document.get("s")
         redactor = Redactor.restore(rules, previous)
         out = list(redactor.append(chunks, close))
+        out += redactor.shed(MAX_HELD)
         # A closed run holds nothing: what it held went out before the close.
         state = None if close else redactor.state()
         at = held.last_seq if expected_seq is None else expected_seq - 1

@@ -265,6 +265,12 @@ class _Json:
 _Stream = _Text | _Json
 
 
+def _held_size(stream: _Stream) -> int:
+    if isinstance(stream, _Text):
+        return len(stream.held)
+    return len(stream.text) + len(stream.escape) + (0 if stream.raw is None else len(stream.raw))
+
+
 class Redactor:
     """Redacts one run's chunks, fed in order; `counts` says how many matches per rule."""
 
@@ -346,6 +352,21 @@ class Redactor:
         if not streams and not self._last:
             return None
         return {"streams": streams, "last": dict(self._last)}
+
+    def shed(self, most: int) -> list[StoredChunk]:
+        """Release whole streams, the longest-open first, until at most `most` characters
+        are held: what an append keeps with its run is bounded whatever the producer opens
+        (each stream released is matched as complete text, as at its END)."""
+        out: list[StoredChunk] = []
+        held = {key: _held_size(entry[0]) for key, entry in self._streams.items()}
+        total = sum(held.values())
+        for key, size in held.items():
+            if total <= most:
+                break
+            if size:
+                out.extend(self._close(key))
+                total -= size
+        return out
 
     @classmethod
     def restore(cls, rules: Rules, state: dict[str, Any] | None) -> Redactor:
