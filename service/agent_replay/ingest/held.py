@@ -14,9 +14,12 @@ it is now, a bounded number of times, then refused with `RedactionConflict`.
 A producer's retry (the same `expected_seq` and body) must get the first try's answer
 and add nothing. The log recognizes one by the chunks stored at its seq, but those were
 redacted from the hold as it was before it, so while anything is held before or after
-an append with `expected_seq`, the hold also names that append (its expected seq, a
-SHA-256 of its chunks and close, the seq it started after): a retry that finds the run
-still where that append left it is answered from that, with nothing written.
+an append with `expected_seq` that stored events, the hold also names that append (its
+expected seq, a SHA-256 of its chunks and close, the seq it started after): a retry that
+finds the run still where that append left it is answered from that, with nothing
+written. An append that stored nothing (all it sent was held) leaves the run's seq where
+it was, so the producer's next append, perhaps with the same chunks, comes at the same
+expected seq: nothing tells it from a retry, and it is taken as a new append.
 
 A process remembers the hold each of its redacted appends left (`Holds`), so a run's
 producer whose appends reach one replica costs no read of it; a hold remembered wrongly
@@ -160,7 +163,10 @@ async def append_redacted(
         hold: dict[str, Any] = {"v": _VERSION, "seq": at + len(out)}
         if state is not None:
             hold["s"] = state
-        if expected_seq is not None and (state is not None or previous is not None):
+        if out and expected_seq is not None and (state is not None or previous is not None):
+            # Not for an append that stored nothing (all it sent held): the producer's
+            # next append comes at the same expected seq, and one with the same chunks
+            # (a digit, a repeated token) must not be taken for its retry.
             key = key or _request_key(chunks, close)
             hold["req"] = [expected_seq, key, at]
         redaction = Redaction(
