@@ -347,14 +347,20 @@ class Driver:
             raise self._failure
 
     async def _close(self, reason: EndReason, detail: str) -> None:
-        """Close the run as `reason` says, retried like an append."""
+        """Close the run as `reason` says, retried like an append; matches no append
+        carried (its input's, when the upstream sent nothing) count with the close."""
         delay = _RETRY_FIRST_SECONDS
+        counts = self._pending_counts
         while True:
             try:
                 await close_run(
                     self.log, self.run_id, self.thread_id, reason, detail,
                     expected_seq=self._next_seq,
+                    redaction=Redaction(counts) if counts else None,
                 )  # fmt: skip
+                if counts:
+                    record(counts)
+                    self._pending_counts = Counter()
                 return
             except Unavailable as exc:
                 log.warning("run %s: closing failed (%s); retrying", self.run_id, exc)
