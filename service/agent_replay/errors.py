@@ -276,6 +276,21 @@ class SeqConflict(Conflict):
         )
 
 
+class RedactionConflict(Conflict):
+    """An append redacted from its run's held text (`agent_replay.ingest.held`) found the
+    run moved on before it committed: nothing of it was stored. Redacted again from the
+    run as it is now, a bounded number of times, then answered with this."""
+
+    code = "redaction_conflict"
+
+    def __init__(self, run_id: str, last_seq: int) -> None:
+        super().__init__(
+            f"run {run_id!r} kept changing while this append was redacted (it is at seq "
+            f"{last_seq}); nothing was stored: send it again",
+            last_seq=last_seq,
+        )
+
+
 class RunAltered(Conflict):
     """A run whose events no longer hash to the chain head the log stored with them: an
     export would carry a chain rebuilt over the altered events, so none is written."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -37,3 +38,16 @@ async def scripted(run_input: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
     """The events its input's `forwardedProps.events` lists, one read each."""
     for event in run_input["forwardedProps"]["events"]:
         yield event
+
+
+# Gates of `gated` runs, by run id: set by a test to let the run finish.
+GATES: dict[str, asyncio.Event] = {}
+
+
+async def gated(run_input: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
+    """Its input's `forwardedProps.events`, then RUN_FINISHED once its gate is set."""
+    gate = GATES.setdefault(run_input["runId"], asyncio.Event())
+    for event in run_input["forwardedProps"]["events"]:
+        yield event
+    await gate.wait()
+    yield {"type": "RUN_FINISHED", "threadId": run_input["threadId"], "runId": run_input["runId"]}

@@ -4,7 +4,10 @@ by SQL), no stream encoding, no export and no transcript; clean text is stored a
 
 from __future__ import annotations
 
+import asyncio
 import json
+import re
+import time
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -15,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.agents import pyagents
 from tests.agents.conftest import follow
 from tests.conftest import settings_for
 from tests.ingest.secrets import FILLER, escaped_json, secret, splits
@@ -27,6 +31,7 @@ pytestmark = pytest.mark.asyncio
 async def redacting(database_url: str) -> AsyncIterator[Running]:
     agents = {
         "scripted": "python:tests.agents.pyagents:scripted",
+        "gated": "python:tests.agents.pyagents:gated",
         "ticketed": {"url": "python:tests.agents.pyagents:scripted", "redact": ["t=T-[0-9]{6}"]},
     }
     settings = settings_for(
@@ -214,6 +219,41 @@ async def test_a_run_adds_rules_to_its_agents_and_the_services(http: httpx.Async
     )
     metrics = (await http.get("/metrics")).text
     assert 'replay_redactions_total{rule="o"}' in metrics
+
+
+async def test_a_hosted_runs_matches_are_on_its_record_once_metrics_count_them(
+    http: httpx.AsyncClient,
+) -> None:
+    run_id = f"r-{uuid.uuid4().hex}"
+    events = [
+        {"type": "RUN_STARTED", "threadId": "th", "runId": run_id},
+        {"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant"},
+        {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "code G-123456 ok"},
+        {"type": "TEXT_MESSAGE_END", "messageId": "m"},
+    ]
+    started = await http.post(
+        "/v1/agents/gated/runs",
+        json={"runId": run_id, "threadId": "th", "forwardedProps": {"events": events},
+              "redact": ["gate=G-[0-9]{6}"]},
+    )  # fmt: skip
+    assert started.status_code == 201, started.text
+    counted = re.compile(r'^replay_redactions_total\{rule="gate"\} (\S+)$', re.M)
+    deadline = time.monotonic() + 30
+    while True:
+        found = counted.search((await http.get("/metrics")).text)
+        if found and float(found.group(1)) >= 2:  # the run's input and its message
+            break
+        assert time.monotonic() < deadline, "the match was never counted in /metrics"
+        await asyncio.sleep(0.02)
+    # /metrics counts a match once its append committed, with the run's count in it: the
+    # run, still running (its agent waits), has it already.
+    record = (await http.get(f"/v1/runs/{run_id}")).json()
+    assert record["closed"] is False
+    assert record["redactions"] == {"gate": 2}
+    pyagents.GATES.setdefault(run_id, asyncio.Event()).set()
+    streamed = await follow(http, run_id)
+    assert _message_text(streamed, "m") == "code [REDACTED:gate] ok"
+    assert (await http.get(f"/v1/runs/{run_id}")).json()["redactions"] == {"gate": 2}
 
 
 @pytest.mark.parametrize(

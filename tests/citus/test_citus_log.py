@@ -13,7 +13,8 @@ import asyncpg
 import pytest
 
 from agent_replay import migrate
-from agent_replay.log import EventLog, Notice, partitions
+from agent_replay.errors import RedactionConflict
+from agent_replay.log import EventLog, Held, Notice, Redaction, partitions
 from tests.log.test_migrations import _diff
 from tests.log.test_partitions import _run
 from tests.support.citus import CitusCluster
@@ -91,6 +92,25 @@ async def test_appends_when_many_runs_then_rows_on_both_workers_and_read_back(
     assert all(held), "each worker holds some of the runs"
     assert held[0] | held[1] == set(runs)
     assert not held[0] & held[1]
+
+
+async def test_redacted_appends_when_on_citus_then_hold_guarded_and_counts_in_their_commit(
+    log: EventLog,
+) -> None:
+    runs = [f"held-{uuid.uuid4().hex[:12]}" for _ in range(8)]
+    for run in runs:
+        first = Redaction({"email": 1}, Held(0, False, None), f"h-{run}")
+        await log.append(run, [{"type": "CUSTOM", "value": 1}], redaction=first)
+    for run in runs:
+        assert await log.read_hold(run) == Held(1, False, f"h-{run}")
+        assert (await log.get_run(run)).redactions == {"email": 1}
+        with pytest.raises(RedactionConflict):
+            stale = Redaction({"email": 5}, Held(1, False, None), None)
+            await log.append(run, [{"type": "CUSTOM", "value": 2}], redaction=stale)
+        current = Redaction({"card": 2}, Held(1, False, f"h-{run}"), None)
+        await log.append(run, [{"type": "CUSTOM", "value": 3}], redaction=current)
+        assert await log.read_hold(run) == Held(2, False, None)
+        assert (await log.get_run(run)).redactions == {"email": 1, "card": 2}
 
 
 async def test_group_commit_when_runs_on_both_workers_then_no_two_phase_commit(

@@ -247,3 +247,63 @@ def test_rules_naming_the_same_group_still_redact() -> None:
     said = [{"type": "CUSTOM", "name": "n", "value": "A-123 and B-456 and C-789"}]
     (out,) = Redactor(rules).request(_chunks(said))
     assert json.loads(out.text)["value"] == "[REDACTED:a] and [REDACTED:b] and C-789"
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(secret(), FILLER, st.data())
+def test_a_redactor_restored_from_its_state_between_requests_stores_what_one_redactor_would(
+    found: tuple[str, str], clean: str, data: st.DataObject
+) -> None:
+    rule, value = found
+    # Escapes of characters the database's jsonb and text refuse decoded, held and kept.
+    args_text = escaped_json({"q": f"{clean} {value}", "esc": "@"}, data).replace(
+        '"@"', '"\\u0000\\ud800"'
+    )
+    t1 = [{"type": "TOOL_CALL_CHUNK", "toolCallId": "t1", "toolCallName": "s", "delta": ""}]
+    t1 += [{"type": "TOOL_CALL_CHUNK", "delta": d} for d in splits(args_text, data)]
+    m1 = [{"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": d}
+          for d in splits(f"{clean} {value} {clean}", data)]  # fmt: skip
+    m1.append({"type": "TEXT_MESSAGE_END", "messageId": "m1"})
+    events = [*_interleave(data, t1, m1), {"type": "RUN_FINISHED"}]
+    chunks = _chunks(events)
+    whole = Redactor(RULES)
+    expected = list(whole.chunks(chunks))
+
+    out: list[StoredChunk] = []
+    counts: dict[str, int] = {}
+    held: str | None = None
+    at = 0
+    while at < len(chunks):
+        size = data.draw(st.integers(1, len(chunks) - at))
+        state = None if held is None else json.loads(held)
+        redactor = Redactor.restore(RULES, state)
+        out.extend(redactor.append(chunks[at : at + size], close=False))
+        for name, n in redactor.counts.items():
+            counts[name] = counts.get(name, 0) + n
+        kept = redactor.state()
+        # As the log keeps it: JSON text, every non-ASCII character escaped.
+        held = None if kept is None else json.dumps(kept, ensure_ascii=True)
+        at += size
+    assert [c.text for c in out] == [c.text for c in expected]
+    assert counts == dict(whole.counts) == {rule: 2}
+    assert held is None  # the run's end released everything
+    assert all(value not in c.text for c in out)
+
+
+def test_shed_when_over_the_bound_then_the_longest_open_streams_go_out_first_whole() -> None:
+    redactor = Redactor(RULES)
+    events = [
+        {"type": "TEXT_MESSAGE_CONTENT", "messageId": f"m{i}", "delta": f"to bob{i}@exa"}
+        for i in range(3)
+    ]
+    assert [json.loads(c.text)["delta"] for c in redactor.chunks(_chunks(events))] == ["to "] * 3
+    held = len("bob0@exa")
+    assert redactor.shed(3 * held) == []
+    released = redactor.shed(held)
+    # Matched as complete text (no address without its domain's end), oldest first.
+    assert [(json.loads(c.text)["messageId"], json.loads(c.text)["delta"]) for c in released] == [
+        ("m0", "bob0@exa"),
+        ("m1", "bob1@exa"),
+    ]
+    state = redactor.state()
+    assert state is not None and [s[1] for s in state["streams"]] == ["m2"]

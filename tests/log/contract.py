@@ -46,6 +46,7 @@ from agent_replay.chain import fold
 from agent_replay.errors import (
     Erased,
     InvalidRunId,
+    RedactionConflict,
     ReplayError,
     RunClosed,
     RunConflict,
@@ -54,7 +55,7 @@ from agent_replay.errors import (
     ThreadNotFound,
 )
 from agent_replay.ingest import Limits, chunk_from_text
-from agent_replay.log import MAX_SEQ, LogStore, Notice
+from agent_replay.log import MAX_SEQ, Held, LogStore, Notice, Redaction
 from agent_replay.log.chunks import stored
 from agent_replay.log.filters import EventFilter, RunFilter
 from agent_replay.log.notifications import thread_key
@@ -141,7 +142,7 @@ class LogStoreContract:
         run = await store.get_run(run_id)
         assert (run.last_seq, run.closed, run.status) == (3, False, "running")
 
-    async def test_add_redactions_when_added_twice_then_summed_per_rule_and_listed_as_redacted(
+    async def test_append_when_redaction_counts_then_summed_per_rule_in_it_and_listed(
         self, store: LogStore
     ) -> None:
         thread = new_run("c-red-thread")
@@ -149,9 +150,11 @@ class LogStoreContract:
         for run_id in (plain, redacted):
             await store.append(run_id, [{"type": "RUN_STARTED", "threadId": thread}])
         assert (await store.get_run(redacted)).redactions is None
-        await store.add_redactions(redacted, {})
-        await store.add_redactions(redacted, {"email": 2})
-        await store.add_redactions(redacted, {"email": 1, "card": 4})
+        await store.append(redacted, [chunk("A")], redaction=Redaction({}))
+        assert (await store.get_run(redacted)).redactions is None
+        await store.append(redacted, [chunk("B")], redaction=Redaction({"email": 2}))
+        assert (await store.get_run(redacted)).redactions == {"email": 2}
+        await store.append(redacted, [chunk("C")], redaction=Redaction({"email": 1, "card": 4}))
         run = await store.get_run(redacted)
         assert run.redactions == {"email": 3, "card": 4}
         assert run.to_json()["redactions"] == {"email": 3, "card": 4}
@@ -159,6 +162,71 @@ class LogStoreContract:
         for wanted, found in ((True, [redacted]), (False, [plain])):
             page = await store.list_runs(RunFilter(thread_id=thread, redacted=wanted), 10, None)
             assert [r.run_id for r in page] == found
+
+    async def test_append_when_hold_read_is_current_then_stored_with_hold_and_counts(
+        self, store: LogStore
+    ) -> None:
+        run_id = new_run("c-hold")
+        assert await store.read_hold(run_id) is None
+        first = await store.append(
+            run_id, [chunk("A")], redaction=Redaction({}, Held(0, False, None), "h1")
+        )
+        assert (first.first_seq, first.last_seq) == (1, 1)
+        assert await store.read_hold(run_id) == Held(1, False, "h1")
+        # Nothing stored, the hold moved: the run's last seq stays, its hold does not.
+        empty = await store.append(
+            run_id, [], redaction=Redaction({"email": 1}, Held(1, False, "h1"), "h2")
+        )
+        assert (empty.first_seq, empty.last_seq) == (None, 1)
+        assert await store.read_hold(run_id) == Held(1, False, "h2")
+        await store.append(run_id, [chunk("B")], redaction=Redaction({}, Held(1, False, "h2")))
+        assert await store.read_hold(run_id) == Held(2, False, None)
+        assert (await store.get_run(run_id)).redactions == {"email": 1}
+
+    async def test_append_when_hold_moved_since_read_then_redaction_conflict_and_nothing_written(
+        self, store: LogStore
+    ) -> None:
+        run_id = new_run("c-hold-moved")
+        await store.append(
+            run_id, [chunk("A")], redaction=Redaction({}, Held(0, False, None), "h1")
+        )
+        stale = [
+            Held(0, False, None),  # the seq moved
+            Held(1, False, None),  # the hold moved at the same seq
+            Held(1, False, "h0"),
+        ]
+        for read in stale:
+            with pytest.raises(RedactionConflict):
+                await store.append(run_id, [chunk("X")], redaction=Redaction({"email": 1}, read))
+        # With the seq the producer expects, at that seq: the same conflict, not a seq one.
+        with pytest.raises(RedactionConflict):
+            await store.append(
+                run_id,
+                [chunk("X")],
+                expected_seq=2,
+                redaction=Redaction({"email": 1}, Held(1, False, "h0")),
+            )
+        with pytest.raises(SeqConflict):
+            await store.append(
+                run_id,
+                [chunk("X")],
+                expected_seq=5,
+                redaction=Redaction({"email": 1}, Held(4, False, "h1")),
+            )
+        assert await store.read_hold(run_id) == Held(1, False, "h1")
+        assert (await store.get_run(run_id)).redactions is None
+        assert [e.type for e in await store.read_events(run_id)] == ["A"]
+
+    async def test_append_when_guarded_retry_already_stored_then_same_answer(
+        self, store: LogStore
+    ) -> None:
+        run_id = new_run("c-hold-retry")
+        guard = Redaction({"email": 1}, Held(0, False, None), "h1")
+        first = await store.append(run_id, [chunk("A")], expected_seq=1, redaction=guard)
+        again = await store.append(run_id, [chunk("A")], expected_seq=1, redaction=guard)
+        assert again == first
+        assert (await store.get_run(run_id)).redactions == {"email": 1}
+        assert await store.read_hold(run_id) == Held(1, False, "h1")
 
     async def test_append_when_create_false_and_run_missing_then_run_not_found(
         self, store: LogStore

@@ -38,7 +38,7 @@ from agent_replay.agents.wire import HttpUpstream
 from agent_replay.errors import Erased, ReplayError, RunClosed, SeqConflict, Unavailable
 from agent_replay.event_types import TERMINAL
 from agent_replay.ingest import Limits, Redactor, record
-from agent_replay.log import AppendResult, Appends, ReaderPresence, StoredChunk
+from agent_replay.log import AppendResult, Appends, ReaderPresence, Redaction, StoredChunk
 from agent_replay.tasks import wait_set
 
 log = logging.getLogger("replay.agents")
@@ -116,7 +116,10 @@ class Driver:
         # connection dies with it and a reaper closes the run, exactly as for the reads
         # waiting in `_pending`.
         self._redactor = redactor
-        self._redacted: Counter[str] = Counter()  # the run's matches, stored at its end
+        # Matches in the chunks waiting (`_pending`) and in flight: each append carries
+        # its own to the run's counts, and /metrics counts them once it committed.
+        self._pending_counts: Counter[str] = Counter()
+        self._inflight_counts: Counter[str] = Counter()
         self.on_disconnect = on_disconnect
         self._first_reader_seconds = first_reader_seconds
         # Set when a notification says the run's last reader left (any process).
@@ -211,16 +214,10 @@ class Driver:
                 # What is still held (a message the upstream left open) goes before the
                 # close, redacted as complete text.
                 held = self._redactor.finish()
-                self._redacted.update(self._redactor.counts)
-                record(self._redactor.take_counts())
+                self._pending_counts.update(self._redactor.take_counts())
                 if held:
                     self._deliver(held)
             await self._settled()
-            if self._redacted:
-                try:
-                    await self.log.add_redactions(self.run_id, self._redacted)
-                except Unavailable:
-                    log.warning("run %s: redaction counts not stored", self.run_id)
             reason = end.reason
             if reason is EndReason.FINISHED and self._last_type not in TERMINAL:
                 reason = EndReason.INCOMPLETE
@@ -269,8 +266,7 @@ class Driver:
         if redactor is not None:
             chunks = list(redactor.chunks(chunks))
             if redactor.counts:
-                self._redacted.update(redactor.counts)
-                record(redactor.take_counts())
+                self._pending_counts.update(redactor.take_counts())
             if not chunks:  # all held back: nothing to append yet
                 return self._pending_reads < _PENDING_READS
         if self._meter is not None:
@@ -290,6 +286,7 @@ class Driver:
     def _send(self) -> None:
         chunks, self._pending, self._pending_reads = self._pending, [], 0
         self._inflight = chunks
+        self._inflight_counts, self._pending_counts = self._pending_counts, Counter()
         self._submit()
         _resolve(self._room)
         if self._upstream is not None:
@@ -298,9 +295,15 @@ class Driver:
     def _submit(self) -> None:
         self._retry = None
         assert self._inflight is not None
+        counts = self._inflight_counts
         try:
             future = self.log.submit_append(
-                self.run_id, self._inflight, expected_seq=self._next_seq
+                self.run_id,
+                self._inflight,
+                expected_seq=self._next_seq,
+                # The matches count in the statement that stores them (a retry found
+                # stored already adds nothing: its first try counted them).
+                redaction=Redaction(counts) if counts else None,
             )
         except Exception as exc:  # from a callback: nothing else would hear of it
             self._fail(exc)
@@ -322,6 +325,9 @@ class Driver:
             self._fail(error)
             return
         self._retry_delay = _RETRY_FIRST_SECONDS
+        if self._inflight_counts:
+            record(self._inflight_counts)  # committed: /metrics counts what is stored
+            self._inflight_counts = Counter()
         self._next_seq = future.result().last_seq + 1
         self._last_type = chunks[-1].type
         self._inflight = None
@@ -345,14 +351,20 @@ class Driver:
             raise self._failure
 
     async def _close(self, reason: EndReason, detail: str) -> None:
-        """Close the run as `reason` says, retried like an append."""
+        """Close the run as `reason` says, retried like an append; matches no append
+        carried (its input's, when the upstream sent nothing) count with the close."""
         delay = _RETRY_FIRST_SECONDS
+        counts = self._pending_counts
         while True:
             try:
                 await close_run(
                     self.log, self.run_id, self.thread_id, reason, detail,
                     expected_seq=self._next_seq,
+                    redaction=Redaction(counts) if counts else None,
                 )  # fmt: skip
+                if counts:
+                    record(counts)
+                    self._pending_counts = Counter()
                 return
             except Unavailable as exc:
                 log.warning("run %s: closing failed (%s); retrying", self.run_id, exc)

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from agent_replay.log import Appends
+from agent_replay.log import Appends, Redaction
 
 
 class EndReason(enum.Enum):
@@ -87,13 +87,15 @@ async def close_run(
     detail: str = "",
     *,
     expected_seq: int | None = None,
+    redaction: Redaction | None = None,
 ) -> None:
     """Close the run as `reason` says: with its RUN_ERROR (at `expected_seq`, when given),
-    or (FINISHED) as it is."""
+    or (FINISHED) as it is. `redaction`: matches not counted yet (a hosted run's input,
+    when its upstream sent nothing), counted by the close."""
     ending = ENDINGS[reason]
     if ending is None:
         if reason is EndReason.FINISHED:
-            await log.append(run_id, [], close=True, create=False)
+            await log.append(run_id, [], close=True, create=False, redaction=redaction)
         return
     chunk = run_error(run_id, thread_id, ending, detail)
     await log.append(
@@ -103,4 +105,5 @@ async def close_run(
         close=True,
         close_status=ending.status,
         create=False,
+        redaction=redaction,
     )

@@ -11,7 +11,7 @@ from agent_replay.agents import Drivers
 from agent_replay.api.auth import Gate
 from agent_replay.config import Settings
 from agent_replay.durable.protocol import Streams
-from agent_replay.ingest import Limits, Rules
+from agent_replay.ingest import Holds, Limits, Rules
 from agent_replay.log import LogStore
 from agent_replay.stream import Hub
 
@@ -34,6 +34,8 @@ class AppState:
     gate: Gate
     # REPLAY_REDACT's rules, compiled (None: nothing to redact on pushed appends).
     redact: Rules | None = field(default=None)
+    # The holds this process's redacted appends left (agent_replay.ingest.held).
+    holds: Holds = field(default_factory=Holds)
 
     @property
     def limits(self) -> Limits:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import Counter
 from datetime import datetime
 from types import TracebackType
 from typing import Annotated, Any
@@ -48,6 +47,7 @@ from agent_replay.ingest import (
     Batch,
     UIBatch,
     UIChunkMapper,
+    append_redacted,
     expected_from_query,
     map_ui_batch,
     needs_history,
@@ -55,7 +55,6 @@ from agent_replay.ingest import (
     parse_ndjson_batch,
     read_ui_batch,
     record,
-    redact_request,
 )
 from agent_replay.log import MAX_SEQ, check_run_id
 from agent_replay.log.chunks import dumps, loads
@@ -205,23 +204,24 @@ async def _append(
     if not batch.chunks:
         # Nothing to store: an empty append names an existing run, it never creates one.
         await state.log.get_run(run_id)
-    chunks, redacted = redact_request(state.redact, batch.chunks)
-    result = await state.log.append(
-        run_id, chunks, expected_seq=batch.expected_seq, close=batch.close
-    )
-    if redacted:
-        record(redacted)
-        await _count_redactions(state, run_id, redacted)
+    if state.redact is None:
+        result = await state.log.append(
+            run_id, batch.chunks, expected_seq=batch.expected_seq, close=batch.close
+        )
+    else:
+        # Redacted from the text the run holds back, which the append replaces, with
+        # the run's counts, in its own statement (docs/concepts/redaction.md).
+        result, counts = await append_redacted(
+            state.log,
+            state.redact,
+            run_id,
+            batch.chunks,
+            expected_seq=batch.expected_seq,
+            close=batch.close,
+            known=state.holds,
+        )
+        record(counts)  # committed: /metrics counts what is stored
     return JSON({"run_id": run_id, "first_seq": result.first_seq, "last_seq": result.last_seq})
-
-
-async def _count_redactions(state: AppState, run_id: str, counts: Counter[str]) -> None:
-    """The run's counts, after its append committed: a failure here is logged, not
-    answered (the append is stored; a retry would store it twice)."""
-    try:
-        await state.log.add_redactions(run_id, counts)
-    except ReplayError as exc:
-        log.warning("run %s: redaction counts not stored (%s)", run_id, exc.message)
 
 
 # The append route's OpenAPI entry. The route itself is a plain Starlette
@@ -288,10 +288,19 @@ def document_append(schema: dict[str, Any]) -> None:
 
 
 @router.post("/{run_id}/close", responses={200: {"model": RunOut}}, dependencies=[requires(APPEND)])
-async def close_run(log: LogDep, run_id: RunId) -> Response:
+async def close_run(state: StateDep, run_id: RunId) -> Response:
     """Close the run's log (idempotent). Appends after this get 409 run_closed."""
-    run = await log.close_run(run_id)
-    return JSON(run.to_json())
+    if state.redact is None:
+        run = await state.log.close_run(run_id)
+        return JSON(run.to_json())
+    # Text the run still holds back goes out (redacted as complete text) before the close,
+    # in the statement that closes it: it was acknowledged when it was appended.
+    check_run_id(run_id)
+    _, counts = await append_redacted(
+        state.log, state.redact, run_id, [], close=True, create=False, known=state.holds
+    )
+    record(counts)
+    return JSON((await state.log.get_run(run_id)).to_json())
 
 
 @router.post(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field, replace
 from operator import attrgetter
@@ -42,7 +43,7 @@ from agent_replay.errors import (
 from agent_replay.ingest import Rules, record, redact_request
 from agent_replay.log.chunks import dumps
 from agent_replay.log.streams import NewStream, Producer, StreamState, StreamStore
-from agent_replay.log.values import RunState, StoredChunk
+from agent_replay.log.values import Redaction, RunState, StoredChunk
 from agent_replay.stream import Hub
 from agent_replay.stream.channel import Channel
 from agent_replay.tasks import wait_set
@@ -301,7 +302,7 @@ class Streams:
         self.known.remember(state)
         if producer is not None or stream_seq is not None:
             return await self._append_guarded(state, h, body, close, producer, stream_seq)
-        chunks = self._body_chunks(name, state, h, body, producer)
+        chunks, counts = self._body_chunks(name, state, h, body, producer)
         if not chunks:
             if state.closed:
                 return self._appended(state.last_seq, True, False, None, None)
@@ -313,11 +314,14 @@ class Streams:
         if state.last_seq == (state.fork_seq or 0) and any(c.type == "RUN_STARTED" for c in chunks):
             await self.store.adopt_thread(state.run_id, chunks)
         try:
-            result = await self.log.append(state.run_id, chunks, close=close, create=False)
+            result = await self.log.append(
+                state.run_id, chunks, close=close, create=False, redaction=_counted(counts)
+            )
         except RunClosed as exc:
             raise StreamClosed(name, int(exc.extra.get("last_seq", state.last_seq))) from None
         except RunNotFound:
             raise StreamNotFound(name) from None
+        record(counts)  # committed, with the run's counts
         return self._appended(result.last_seq, close, False, None, None)
 
     def _body_chunks(
@@ -327,11 +331,13 @@ class Streams:
         h: Mapping[str, str],
         body: bytes,
         producer: Producer | None,
-    ) -> list[StoredChunk]:
+    ) -> tuple[list[StoredChunk], Counter[str]]:
         """An append's body as events, checked against the stream (none for a bare close,
-        or for a producer's retry of a closed stream, which the guarded append answers)."""
+        or for a producer's retry of a closed stream, which the guarded append answers),
+        and the matches redaction replaced in them: counted by the append that stores
+        them, in its statement, and in /metrics once it committed."""
         if not body or (state.closed and producer is not None):
-            return []
+            return [], Counter()
         if state.closed:
             raise StreamClosed(name, state.last_seq)
         requested = headers.content_type(h)
@@ -344,13 +350,10 @@ class Streams:
                 body, allow_empty=False, max_messages=self.limits.max_messages
             )
             if self.redact is None:
-                return messages
-            # Counted as redacted (a refused append's matches count too: nothing of
-            # them is stored either way).
+                return messages, Counter()
             redacted, counts = redact_request(self.redact, messages)
-            record(counts)
-            return list(redacted)
-        return [bodies.bytes_chunk(body)]
+            return list(redacted), counts
+        return [bodies.bytes_chunk(body)], Counter()
 
     async def _append_guarded(
         self,
@@ -361,10 +364,12 @@ class Streams:
         producer: Producer | None,
         stream_seq: str | None,
     ) -> Reply:
-        chunks = self._body_chunks(state.name, state, h, body, producer)
+        chunks, counts = self._body_chunks(state.name, state, h, body, producer)
         written = await self.store.append_guarded(
-            state, chunks, close=close, producer=producer, stream_seq=stream_seq
+            state, chunks, close=close, producer=producer, stream_seq=stream_seq, counts=counts
         )
+        if not written.duplicate:
+            record(counts)  # committed, with the run's counts
         reply = self._appended(
             written.last_seq, written.closed, written.duplicate, producer, written.producer_seq
         )
@@ -414,7 +419,7 @@ class Streams:
         """Through the group commit, to the run of `state`'s life only (and, for a
         producer, only what its stored state admits); None when refused."""
         try:
-            chunks = self._body_chunks(state.name, state, h, body, producer)
+            chunks, counts = self._body_chunks(state.name, state, h, body, producer)
         except ReplayError:
             return None
         if "RUN_STARTED" in map(_TYPE, chunks):
@@ -427,9 +432,11 @@ class Streams:
                 create=False,
                 created_at=state.created_at,
                 producer=None if producer is None else producer.key_parts(),
+                redaction=_counted(counts),
             )
         except (RunClosed, RunNotFound, ProducerRefused):
             return None  # refused by the statement, so nothing was appended
+        record(counts)  # committed, with the run's counts
         return self._appended(
             result.last_seq, close, False, producer, None if producer is None else producer.seq
         )
@@ -763,3 +770,8 @@ class Streams:
 
 def _upto(state: StreamState, last_seq: int) -> StreamState:
     return state if last_seq == state.last_seq else replace(state, last_seq=last_seq)
+
+
+def _counted(counts: Counter[str]) -> Redaction | None:
+    """An append's matches, for its statement to add to the run's counts."""
+    return Redaction(counts) if counts else None

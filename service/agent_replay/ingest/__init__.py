@@ -13,6 +13,7 @@ from agent_replay.ingest.batch import (
     whole_number,
 )
 from agent_replay.ingest.events import chunk_from_text, chunk_from_value
+from agent_replay.ingest.held import Holds, append_redacted
 from agent_replay.ingest.redact import Redactor, Rules, record, redact_request
 from agent_replay.ingest.rules import DEFAULT_MAX_WINDOW, NONE, RuleSet, parse_rules
 from agent_replay.ingest.ui_batch import UIBatch, map_ui_batch, read_ui_batch
@@ -23,12 +24,14 @@ __all__ = [
     "HISTORY_EVENTS",
     "NONE",
     "Batch",
+    "Holds",
     "Limits",
     "Redactor",
     "RuleSet",
     "Rules",
     "UIBatch",
     "UIChunkMapper",
+    "append_redacted",
     "chunk_from_text",
     "chunk_from_value",
     "expected_from_query",

@@ -265,6 +265,12 @@ class _Json:
 _Stream = _Text | _Json
 
 
+def _held_size(stream: _Stream) -> int:
+    if isinstance(stream, _Text):
+        return len(stream.held)
+    return len(stream.text) + len(stream.escape) + (0 if stream.raw is None else len(stream.raw))
+
+
 class Redactor:
     """Redacts one run's chunks, fed in order; `counts` says how many matches per rule."""
 
@@ -318,6 +324,69 @@ class Redactor:
         tail = self.finish()
         return [*out, *tail] if tail else out
 
+    def append(self, chunks: Sequence[StoredChunk], close: bool) -> Sequence[StoredChunk]:
+        """One pushed append's chunks, what they settle of the run's held text with them;
+        what is still held stays (`state`), but for a closing append, which releases all
+        of it before the close."""
+        out = self.chunks(chunks)
+        if not close:
+            return out
+        tail = self.finish()
+        return [*out, *tail] if tail else out
+
+    def state(self) -> dict[str, Any] | None:
+        """What the redactor holds for the run's open streams, as JSON (None: nothing,
+        so a fresh redactor carries on exactly as this one would): each stream's held
+        text (a tool call's also its lexer's place and the raw text kept), and the last
+        CHUNK ids. `Redactor.restore` reads it back."""
+        streams: list[list[Any]] = []
+        for (name, ident), (stream, kind, field) in self._streams.items():
+            if isinstance(stream, _Text):
+                if stream.held:
+                    streams.append([name, ident, kind, field, stream.held])
+            elif stream.in_string or stream.escape or stream.text:
+                streams.append(
+                    [name, ident, kind, field, stream.text, stream.raw, stream.in_string,
+                     stream.escape]
+                )  # fmt: skip
+        if not streams and not self._last:
+            return None
+        return {"streams": streams, "last": dict(self._last)}
+
+    def shed(self, most: int) -> list[StoredChunk]:
+        """Release whole streams, the longest-open first, until at most `most` characters
+        are held: what an append keeps with its run is bounded whatever the producer opens
+        (each stream released is matched as complete text, as at its END)."""
+        out: list[StoredChunk] = []
+        held = {key: _held_size(entry[0]) for key, entry in self._streams.items()}
+        total = sum(held.values())
+        for key, size in held.items():
+            if total <= most:
+                break
+            if size:
+                out.extend(self._close(key))
+                total -= size
+        return out
+
+    @classmethod
+    def restore(cls, rules: Rules, state: dict[str, Any] | None) -> Redactor:
+        """A redactor holding what `state` (from `Redactor.state`) says."""
+        redactor = cls(rules)
+        if state is None:
+            return redactor
+        for entry in state["streams"]:
+            name, ident, kind, field = entry[:4]
+            stream: _Stream
+            if len(entry) == 5:
+                stream = _Text()
+                stream.held = entry[4]
+            else:
+                stream = _Json()
+                stream.text, stream.raw, stream.in_string, stream.escape = entry[4:8]
+            redactor._streams[(name, ident)] = (stream, kind, field)
+        redactor._last = dict(state["last"])
+        return redactor
+
     def chunks(self, chunks: Sequence[StoredChunk]) -> Sequence[StoredChunk]:
         """`chunks` as they may be stored: the same object when nothing changed."""
         out: list[StoredChunk] | None = None
@@ -331,10 +400,12 @@ class Redactor:
         return chunks if out is None else out
 
     def finish(self) -> list[StoredChunk]:
-        """Every stream's held text, released (at the end of what the redactor is fed)."""
+        """Every stream's held text, released (at the end of what the redactor is fed, or
+        of the run): every stream ends, CHUNK events' last ids included."""
         out: list[StoredChunk] = []
         for key in list(self._streams):
             out.extend(self._close(key))
+        self._last.clear()
         return out
 
     def _close(self, key: tuple[str, str | None]) -> list[StoredChunk]:

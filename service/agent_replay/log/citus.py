@@ -41,6 +41,7 @@ _PLAIN = sql.QUERIES["citus_append_plain"]
 _EVENTS = sql.QUERIES["citus_append_events"]
 _HEADS = sql.QUERIES["citus_append_heads"]
 _PRODUCERS = sql.QUERIES["citus_append_producers"]
+_REDACTIONS = sql.QUERIES["append_redactions"]
 _NOTIFY = sql.QUERIES["citus_notify"]
 
 # Runs per NOTIFY payload, as `append`'s (PostgreSQL caps a payload's size).
@@ -123,6 +124,12 @@ class Sharded:
             ]
             if producers:
                 await conn.execute(_PRODUCERS, rich, producers, timeout=statement_seconds)
+            for run in taken:
+                # A run's matches count in the transaction that stores its redacted text.
+                redaction = group.shares[run].redaction
+                if redaction is not None and redaction.counts:
+                    counts_json = orjson.dumps(dict(redaction.counts)).decode()
+                    await conn.execute(_REDACTIONS, run, counts_json, timeout=statement_seconds)
             for payload in _payloads(updated):
                 await conn.execute(_NOTIFY, payload, timeout=statement_seconds)
         return [(r["run_id"], r["base"]) for r in updated]

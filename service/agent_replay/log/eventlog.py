@@ -64,12 +64,14 @@ from agent_replay.log.values import (
     CommitHook,
     CommitRowsHook,
     Event,
+    Held,
     LoadedRun,
     LoadReport,
     Notice,
     Page,
     PoolStats,
     PruneReport,
+    Redaction,
     Run,
     RunRecord,
     RunState,
@@ -82,7 +84,7 @@ from agent_replay.log.writer import COMMIT_SETTINGS, GroupCommitter
 
 _CREATE_RUN = QUERIES["create_run"]
 _GET_RUN = QUERIES["get_run"]
-_ADD_REDACTIONS = QUERIES["add_redactions"]
+_READ_HOLD = QUERIES["read_hold"]
 _RUN_INPUT = QUERIES["run_input"]
 _RUN_STATES = QUERIES["run_states"]
 _THREAD_RUNS = QUERIES["thread_runs"]
@@ -413,6 +415,7 @@ class EventLog:
         close_status: str | None = None,
         created_at: datetime | None = None,
         producer: tuple[str, int, int] | None = None,
+        redaction: Redaction | None = None,
     ) -> AppendResult:
         """Append chunks durably; returns once committed.
 
@@ -425,17 +428,34 @@ class EventLog:
         `RunNotFound`, checked by the append statement itself. `producer`
         (id, epoch, seq) appends only what that idempotent producer's stored
         state admits next and records it in the same statement; anything else
-        is `ProducerRefused`, with nothing written.
+        is `ProducerRefused`, with nothing written. `redaction` is written in the
+        same statement (`Redaction`).
         """
         # Positional: this runs per append, and a call by keywords costs more.
         return await self._queue(
-            run_id, chunks, expected_seq, close, create, close_status, created_at, producer
+            run_id,
+            chunks,
+            expected_seq,
+            close,
+            create,
+            close_status,
+            created_at,
+            producer,
+            redaction,
         )
 
     def submit_append(
-        self, run_id: str, chunks: Sequence[StoredChunk], *, expected_seq: int, create: bool = False
+        self,
+        run_id: str,
+        chunks: Sequence[StoredChunk],
+        *,
+        expected_seq: int,
+        create: bool = False,
+        redaction: Redaction | None = None,
     ) -> asyncio.Future[AppendResult]:
-        return self._queue(run_id, chunks, expected_seq=expected_seq, create=create)
+        return self._queue(
+            run_id, chunks, expected_seq=expected_seq, create=create, redaction=redaction
+        )
 
     def _queue(
         self,
@@ -447,6 +467,7 @@ class EventLog:
         close_status: str | None = None,
         created_at: datetime | None = None,
         producer: tuple[str, int, int] | None = None,
+        redaction: Redaction | None = None,
     ) -> asyncio.Future[AppendResult]:
         """An append checked and queued: its commit's outcome, or `Unavailable` once
         `answer_seconds` have passed.
@@ -474,6 +495,7 @@ class EventLog:
             close_status,
             created_at,
             producer,
+            redaction,
         )
         self._deadlines.add(future)
         return future
@@ -483,12 +505,12 @@ class EventLog:
         await self._queue(run_id, [], close=True, create=False)
         return await self.get_run(run_id)
 
-    async def add_redactions(self, run_id: str, counts: Mapping[str, int]) -> None:
-        if not counts:
-            return
-        with translated("the run's redaction counts cannot be stored"):
-            async with self.pool.acquire() as conn:
-                await conn.execute(_ADD_REDACTIONS, run_id, dumps(dict(counts)))
+    async def read_hold(self, run_id: str) -> Held | None:
+        with translated("the run's redaction hold cannot be read"):
+            row = await self.pool.fetchrow(_READ_HOLD, run_id)
+        if row is None:
+            return None
+        return Held(row["last_seq"], row["closed"], row["redaction_hold"])
 
     async def create_run(
         self,

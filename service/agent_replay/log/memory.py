@@ -35,6 +35,7 @@ from agent_replay.chain import fold
 from agent_replay.errors import (
     Erased,
     InvalidRequest,
+    RedactionConflict,
     RunClosed,
     RunConflict,
     RunNotFound,
@@ -53,12 +54,14 @@ from agent_replay.log.values import (
     CommitHook,
     CommitRowsHook,
     Event,
+    Held,
     LoadedRun,
     LoadReport,
     Notice,
     Page,
     PoolStats,
     PruneReport,
+    Redaction,
     Row,
     Run,
     RunRecord,
@@ -110,6 +113,8 @@ class _Run:
     grace_seconds: float | None = None
     reader_left_at: datetime | None = None
     redactions: dict[str, int] = field(default_factory=dict)
+    # Text redaction holds back for the run's open messages (`Redaction`), never read out.
+    redaction_hold: str | None = None
     events: list[tuple[StoredChunk, datetime]] = field(default_factory=list)
     # holder -> its last heartbeat (`readers_heartbeat`).
     readers: dict[str, datetime] = field(default_factory=dict)
@@ -296,15 +301,23 @@ class MemoryStore:
         close: bool = False,
         create: bool = True,
         close_status: str | None = None,
+        redaction: Redaction | None = None,
     ) -> AppendResult:
-        return self._append(run_id, chunks, expected_seq, close, create, close_status)
+        return self._append(run_id, chunks, expected_seq, close, create, close_status, redaction)
 
     def submit_append(
-        self, run_id: str, chunks: Sequence[StoredChunk], *, expected_seq: int, create: bool = False
+        self,
+        run_id: str,
+        chunks: Sequence[StoredChunk],
+        *,
+        expected_seq: int,
+        create: bool = False,
+        redaction: Redaction | None = None,
     ) -> asyncio.Future[AppendResult]:
         future: asyncio.Future[AppendResult] = asyncio.get_running_loop().create_future()
         try:
-            future.set_result(self._append(run_id, chunks, expected_seq, False, create, None))
+            result = self._append(run_id, chunks, expected_seq, False, create, None, redaction)
+            future.set_result(result)
         except Exception as exc:  # the future carries it, as `append` would raise it
             future.set_exception(exc)
         return future
@@ -313,11 +326,11 @@ class MemoryStore:
         self._append(run_id, [], None, True, False, None)
         return await self.get_run(run_id)
 
-    async def add_redactions(self, run_id: str, counts: Mapping[str, int]) -> None:
+    async def read_hold(self, run_id: str) -> Held | None:
         run = self.log.runs.get(run_id)
-        if run is not None:
-            for rule, n in counts.items():
-                run.redactions[rule] = run.redactions.get(rule, 0) + n
+        if run is None:
+            return None
+        return Held(run.last_seq, run.closed_at is not None, run.redaction_hold)
 
     def _append(
         self,
@@ -327,6 +340,7 @@ class MemoryStore:
         close: bool,
         create: bool,
         close_status: str | None,
+        redaction: Redaction | None = None,
     ) -> AppendResult:
         check_run_id(run_id)
         if expected_seq is not None and not 1 <= expected_seq <= MAX_SEQ:
@@ -346,16 +360,27 @@ class MemoryStore:
             self.log.runs[run_id] = run
             self.log.notify_thread(run.thread_id)
         count, last, closed = len(to_store), run.last_seq, run.closed_at is not None
-        if expected_seq is not None and (closed or expected_seq != last + 1):
+        read = redaction.read if redaction is not None else None
+        moved = read is not None and (read.last_seq, read.hold) != (last, run.redaction_hold)
+        if expected_seq is not None and (closed or expected_seq != last + 1 or moved):
             if count and self._stored_at(run, expected_seq, to_store):
                 return AppendResult(run_id, expected_seq, expected_seq + count - 1)
             if closed:
                 raise RunClosed(run_id, last)
+            if moved and expected_seq == last + 1:
+                raise RedactionConflict(run_id, last)
             raise SeqConflict(run_id, expected_seq, last)
         if closed:
             if close and not count:
                 return AppendResult(run_id, None, last)  # closing a closed run: a no-op
             raise RunClosed(run_id, last)
+        if moved:
+            raise RedactionConflict(run_id, last)
+        if redaction is not None:
+            for rule, n in redaction.counts.items():
+                run.redactions[rule] = run.redactions.get(rule, 0) + n
+            if read is not None:
+                run.redaction_hold = redaction.hold
         now = _now()
         run.add(to_store, now)
         if close:

@@ -137,11 +137,25 @@ rich AS (
             WHEN ($3::jsonb -> runs.run_id) ? 'status' THEN ($3::jsonb -> runs.run_id) ->> 'status'
             WHEN coalesce(($3::jsonb -> runs.run_id) ->> 'terminal', runs.last_terminal) = 'RUN_ERROR'
                 THEN 'error'
-            ELSE 'finished' END
+            ELSE 'finished' END,
+        -- Redaction (agent_replay.log.values.Redaction): the matches added per rule, and
+        -- the run's held text replaced, in the statement that stores what it redacted.
+        redactions = CASE WHEN ($3::jsonb -> runs.run_id) ? 'redactions' THEN (
+            SELECT jsonb_object_agg(k, coalesce((runs.redactions ->> k)::bigint, 0)
+                + coalesce((($3::jsonb -> runs.run_id) -> 'redactions' ->> k)::bigint, 0))
+            FROM jsonb_object_keys(coalesce(runs.redactions, jsonb_build_object())
+                || (($3::jsonb -> runs.run_id) -> 'redactions')) AS k)
+            ELSE runs.redactions END,
+        redaction_hold = CASE WHEN ($3::jsonb -> runs.run_id) ? 'at'
+            THEN ($3::jsonb -> runs.run_id) ->> 'hold' ELSE runs.redaction_hold END
     -- Re-checked on the newest row version after waiting for its lock.
     WHERE runs.run_id = ANY($4::text[]) AND (runs.closed_at IS NULL) IS TRUE
       AND (NOT ($3::jsonb -> runs.run_id) ? 'expected'
            OR runs.last_seq = (($3::jsonb -> runs.run_id) ->> 'expected')::bigint - 1)
+      -- A redacted append: only onto the run as its hold was read.
+      AND (NOT ($3::jsonb -> runs.run_id) ? 'at'
+           OR (runs.last_seq = (($3::jsonb -> runs.run_id) ->> 'at')::bigint
+               AND runs.redaction_hold IS NOT DISTINCT FROM ($3::jsonb -> runs.run_id) ->> 'was'))
       AND (NOT ($3::jsonb -> runs.run_id) ? 'born'
            OR runs.created_at = (($3::jsonb -> runs.run_id) ->> 'born')::timestamptz)
       -- An idempotent producer's append: only what its stored state admits next, and
@@ -371,11 +385,17 @@ UPDATE runs SET
         WHEN $1::jsonb ? 'status' THEN $1::jsonb ->> 'status'
         WHEN coalesce($1::jsonb ->> 'terminal', runs.last_terminal) = 'RUN_ERROR'
             THEN 'error'
-        ELSE 'finished' END
+        ELSE 'finished' END,
+    -- The run's held text, as `append` replaces it (its counts: `append_redactions`).
+    redaction_hold = CASE WHEN $1::jsonb ? 'at' THEN $1::jsonb ->> 'hold'
+        ELSE runs.redaction_hold END
 -- Re-checked on the newest row version after waiting for its lock.
 WHERE runs.run_id = $2 AND (runs.closed_at IS NULL) IS TRUE
   AND (NOT $1::jsonb ? 'expected'
        OR runs.last_seq = ($1::jsonb ->> 'expected')::bigint - 1)
+  AND (NOT $1::jsonb ? 'at'
+       OR (runs.last_seq = ($1::jsonb ->> 'at')::bigint
+           AND runs.redaction_hold IS NOT DISTINCT FROM $1::jsonb ->> 'was'))
   AND ($3::timestamptz IS NULL OR runs.created_at = $3::timestamptz)
   -- An idempotent producer's append: only what its stored state admits next, and
   -- only if the run row is as this statement's snapshot saw it (after waiting for
@@ -627,9 +647,17 @@ SELECT run_id, thread_id, agent, status, last_seq, closed_at IS NOT NULL AS clos
 FROM runs WHERE run_id = $1;
 
 
--- name: add_redactions
--- Adds a request's or a run's matches per rule to the run's counts. $1 run id, $2 the
--- counts, a JSON object {rule: n}.
+-- name: read_hold
+-- Run $1's redaction hold (agent_replay.log.values.Held) with its last seq, from the
+-- primary: what the run's next redacted append is redacted from and guarded by.
+SELECT last_seq, closed_at IS NOT NULL AS closed, redaction_hold FROM runs WHERE run_id = $1;
+
+
+-- name: append_redactions
+-- Adds an append's matches per rule to run $1's counts ($2, a JSON object {rule: n}), in
+-- the append's transaction, where the append is not `append`: a Citus group's part,
+-- after `citus_append_rich` took the run (Citus refuses this set-returning function over
+-- a column inside that UPDATE), and a Durable Streams guarded append.
 UPDATE runs SET redactions = (
     SELECT jsonb_object_agg(k, coalesce((r.redactions ->> k)::bigint, 0)
                                + coalesce(($2::jsonb ->> k)::bigint, 0))

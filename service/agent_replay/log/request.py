@@ -35,7 +35,14 @@ from typing import Any
 
 import orjson
 
-from agent_replay.errors import ProducerRefused, ReplayError, RunClosed, RunNotFound, SeqConflict
+from agent_replay.errors import (
+    ProducerRefused,
+    RedactionConflict,
+    ReplayError,
+    RunClosed,
+    RunNotFound,
+    SeqConflict,
+)
 from agent_replay.log import rows as layout
 from agent_replay.log import sql
 from agent_replay.log.chunks import Chunks, loads, storable, text_at, types_of
@@ -46,7 +53,7 @@ from agent_replay.log.summary import (
     summarize_parts,
     tool_name,
 )
-from agent_replay.log.values import AppendResult, RunState, StoredChunk
+from agent_replay.log.values import AppendResult, Redaction, RunState, StoredChunk
 
 
 @dataclass(slots=True)
@@ -68,11 +75,18 @@ class Pending:
     # (producer id, epoch, seq): appended only if that idempotent producer's stored
     # state admits it, recorded in the same statement (see `ProducerRefused`).
     producer: tuple[str, int, int] | None = None
+    # Redaction's counts, and its guarded hold, written in the same statement.
+    redaction: Redaction | None = None
 
     @property
     def ends_group(self) -> bool:
         """Whether a later append of the same run may join this one's group."""
-        return self.expected_seq is not None or self.close or self.producer is not None
+        return (
+            self.expected_seq is not None
+            or self.close
+            or self.producer is not None
+            or self.redaction is not None
+        )
 
 
 # An AppendResult made directly: a named tuple's own constructor is a Python call, and
@@ -102,6 +116,9 @@ class RunShare:
     born: datetime | None = None
     # The share's one append's producer (`Pending.producer`).
     producer: tuple[str, int, int] | None = None
+    # The share's one append's redaction (`Pending.redaction`): an append carrying one
+    # is alone in its run's share (`take`).
+    redaction: Redaction | None = None
 
     @classmethod
     def of(cls, items: list[Pending]) -> RunShare:
@@ -112,6 +129,7 @@ class RunShare:
             and not head.close
             and head.created_at is None
             and head.producer is None
+            and head.redaction is None
             and not adds_to_summary(head.chunks)
         ):
             # Most shares of a busy log's groups: one append with nothing to record.
@@ -123,9 +141,11 @@ class RunShare:
             close=last.close,
             status=last.close_status if last.close else None,
         )
-        if head.created_at is None and head.producer is None:
+        if head.created_at is None and head.producer is None and head.redaction is None:
             return share
-        return replace(share, born=head.created_at, producer=head.producer)
+        return replace(
+            share, born=head.created_at, producer=head.producer, redaction=head.redaction
+        )
 
     @classmethod
     def called(cls, tool: str | None, expected: int | None = None) -> RunShare:
@@ -185,6 +205,7 @@ class RunShare:
             and self.usage == _NO_USAGE
             and self.born is None
             and self.producer is None
+            and self.redaction is None
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -211,6 +232,18 @@ class RunShare:
             share["born"] = self.born.isoformat()
         if self.producer is not None:
             share["producer"] = list(self.producer)
+        redaction = self.redaction
+        if redaction is not None:
+            if redaction.counts:
+                share["redactions"] = dict(redaction.counts)
+            read = redaction.read
+            if read is not None:
+                # The guard: the run as the hold was read (`was` absent: none held).
+                share["at"] = read.last_seq
+                if read.hold is not None:
+                    share["was"] = read.hold
+                if redaction.hold is not None:
+                    share["hold"] = redaction.hold
         return share
 
 
@@ -335,6 +368,7 @@ class Group:
                 and not item.close
                 and item.created_at is None
                 and item.producer is None
+                and item.redaction is None
             ):
                 # Most shares of a busy log's groups: one token of a run. Its row and
                 # share are made here (`EventRows.add`'s and `RunShare.of`'s own paths
@@ -461,6 +495,7 @@ def take(
                 and (
                     item.expected_seq is not None
                     or item.producer is not None
+                    or item.redaction is not None
                     or item.created_at != taken[0].created_at
                 )
             )
@@ -553,6 +588,7 @@ def explain(
                 outcomes.errors.extend((item, RunNotFound(run)) for item in items)
             continue
         head = items[0]
+        guarded = head.redaction is not None and head.redaction.read is not None
         if head.expected_seq is not None:
             # A group holds one append with expected_seq per run, and it heads its share.
             count = len(head.chunks)
@@ -561,6 +597,10 @@ def explain(
                 outcomes.results.append((head, AppendResult(run, first, first + count - 1)))
             elif state.closed:
                 outcomes.errors.append((head, RunClosed(run, state.last_seq)))
+            elif guarded and state.last_seq == head.expected_seq - 1:
+                # At the seq expected, but its hold moved (an append that stored
+                # nothing but held text): redacted again from the hold as it is now.
+                outcomes.errors.append((head, RedactionConflict(run, state.last_seq)))
             else:
                 outcomes.errors.append((head, SeqConflict(run, head.expected_seq, state.last_seq)))
             continue
@@ -571,6 +611,11 @@ def explain(
                     outcomes.results.append((item, AppendResult(run, None, state.last_seq)))
                 else:
                     outcomes.errors.append((item, RunClosed(run, state.last_seq)))
+            continue
+        if guarded:
+            # Another append moved the run or its hold since it was read: what this one
+            # holds and releases must be redacted again from the run as it is now.
+            outcomes.errors.extend((item, RedactionConflict(run, state.last_seq)) for item in items)
             continue
         # Open, no expectation, yet not applied: it was closed or created
         # between our read and the statement. Try again.

@@ -83,6 +83,12 @@ runs = Table(
     ),
     # Matches replaced per redaction rule, {rule: count}; NULL: none (revision 0013_redaction).
     Column("redactions", JSONB, nullable=True),
+    # Text redaction holds back for the run's open messages, as ingest serialized it
+    # (agent_replay.ingest.held); NULL: nothing held. Written and guarded by the append
+    # statement, read only by the next redacted append, never served (revision
+    # 0015_redaction_hold). Text, not jsonb: held text may decode to characters jsonb
+    # refuses (U+0000), which the serialization keeps escaped.
+    Column("redaction_hold", Text, nullable=True),
     # The UTC month the run row was created in (an import's: its created_at's),
     # its events' partition (revision 0006_partitioned_events,
     # agent_replay.log.partitions). Set once, never updated: not generated from

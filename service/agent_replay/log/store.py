@@ -47,12 +47,14 @@ from agent_replay.log.values import (
     CommitHook,
     CommitRowsHook,
     Event,
+    Held,
     LoadedRun,
     LoadReport,
     Notice,
     Page,
     PoolStats,
     PruneReport,
+    Redaction,
     Run,
     RunRecord,
     RunState,
@@ -108,10 +110,21 @@ class Appends(Protocol):
         close: bool = False,
         create: bool = True,
         close_status: str | None = None,
-    ) -> AppendResult: ...
+        redaction: Redaction | None = None,
+    ) -> AppendResult:
+        """`redaction`: counts added to the run's, and a hold guarded and replaced, in
+        the append's own statement (see `Redaction`); the matches count only if the
+        append stores something or moves the hold."""
+        ...
 
     def submit_append(
-        self, run_id: str, chunks: Sequence[StoredChunk], *, expected_seq: int, create: bool = False
+        self,
+        run_id: str,
+        chunks: Sequence[StoredChunk],
+        *,
+        expected_seq: int,
+        create: bool = False,
+        redaction: Redaction | None = None,
     ) -> asyncio.Future[AppendResult]:
         """`append` without waiting: the append is queued now (in submission order
         with every other) and the future settles as `append` would return or raise.
@@ -123,8 +136,9 @@ class Appends(Protocol):
         """Close a run (idempotent), after the appends queued before it."""
         ...
 
-    async def add_redactions(self, run_id: str, counts: Mapping[str, int]) -> None:
-        """Add matches redacted in the run, per rule, to its counts (none: nothing)."""
+    async def read_hold(self, run_id: str) -> Held | None:
+        """The run's redaction hold and position, from the primary (None: no such run).
+        Never served to a reader: it is possibly secret text (`Redaction`)."""
         ...
 
 

@@ -22,7 +22,7 @@ protocol's rules (which header means what, which status) live in
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, TypeVar
@@ -73,6 +73,7 @@ _SET_PRODUCER = QUERIES["stream_set_producer"]
 _DELETE_RUN = QUERIES["stream_delete_run"]
 _ORPHANED = QUERIES["stream_orphaned"]
 _LAST_SEQ = QUERIES["stream_last_seq"]
+_ADD_REDACTIONS = QUERIES["append_redactions"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -359,9 +360,11 @@ class StreamStore:
         close: bool,
         producer: Producer | None,
         stream_seq: str | None,
+        counts: Mapping[str, int] | None = None,
     ) -> Written:
         """Append (and/or close) under the run's lock, checking and recording the
-        producer's and the writer's sequence in the same transaction."""
+        producer's and the writer's sequence in the same transaction; `counts`: the
+        matches redaction replaced in `chunks`, added to the run's in it too."""
         run_id = state.run_id
 
         async def attempt() -> tuple[Written, bool]:
@@ -408,6 +411,10 @@ class StreamStore:
                     thread = thread_of(list(chunks))
                     if thread is not None:
                         await conn.execute(_SET_THREAD, run_id, thread)
+                    if counts:
+                        await conn.execute(
+                            _ADD_REDACTIONS, run_id, orjson.dumps(dict(counts)).decode()
+                        )
                 if producer is not None:
                     await conn.execute(
                         _SET_PRODUCER, run_id, producer.producer_id, producer.epoch, producer.seq

@@ -8,7 +8,7 @@ from nothing of each other.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any, NamedTuple
@@ -128,6 +128,31 @@ class Run:
             },
             "redactions": self.redactions or {},
         }
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """A run's redaction hold as the primary has it (`Appends.read_hold`): the text
+    redaction holds back for the run's open messages, as ingest wrote it (opaque to the
+    log; None: nothing held), with the run's last seq and whether it is closed."""
+
+    last_seq: int
+    closed: bool
+    hold: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Redaction:
+    """What redaction writes with an append, in the append's own statement.
+
+    `counts`: matches replaced per rule, added to the run's. `read`: the run as the hold
+    was read; given, the append is stored only if the run's last seq and hold are still
+    exactly those (else `RedactionConflict`, or what `expected_seq` answers), and `hold`
+    becomes the run's hold (None: nothing held)."""
+
+    counts: Mapping[str, int]
+    read: Held | None = None
+    hold: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -70,6 +70,7 @@ from agent_replay.log.values import (
     AppendResult,
     CommitHook,
     CommitRowsHook,
+    Redaction,
     Row,
     RunState,
     StoredChunk,
@@ -345,10 +346,20 @@ class GroupCommitter:
         close_status: str | None = None,
         created_at: datetime | None = None,
         producer: tuple[str, int, int] | None = None,
+        redaction: Redaction | None = None,
     ) -> asyncio.Future[AppendResult]:
         future: asyncio.Future[AppendResult] = self._loop.create_future()
         item = Pending(
-            run_id, chunks, expected_seq, close, create, close_status, future, created_at, producer
+            run_id,
+            chunks,
+            expected_seq,
+            close,
+            create,
+            close_status,
+            future,
+            created_at,
+            producer,
+            redaction,
         )
         self._queue.append(item)
         self._queued += len(chunks)
