@@ -8,7 +8,7 @@ from nothing of each other.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any, NamedTuple
@@ -207,6 +207,8 @@ class LoggedEvent(NamedTuple):
 class LoadedRun:
     record: RunRecord
     events: Sequence[LoggedEvent]  # seq 1..n in order
+    # Matches the import's redaction replaced, per rule (agent_replay.ingest.imported).
+    redactions: Mapping[str, int] | None = None
 
 
 @dataclass(frozen=True, slots=True)
