@@ -568,7 +568,12 @@ def _add_offline(sub: _Subparsers, common: argparse.ArgumentParser) -> None:
     _add_database(verify)
     verify.set_defaults(run=_failing(_verify))
 
-    load = _command(sub, common, "import", "load an export file (idempotent, all or nothing)")
+    load = _command(
+        sub,
+        common,
+        "import",
+        "load an export file (idempotent, all or nothing; REPLAY_REDACT applies)",
+    )
     load.add_argument("file", type=Path, help="an export file (from agent-replay export)")
     load.add_argument(
         "--public-key",
