@@ -10,8 +10,10 @@ import json
 import logging
 import os
 import sys
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,6 +22,9 @@ from agent_replay import logs
 from agent_replay.config import Settings
 
 if TYPE_CHECKING:  # generic only to the type checker
+    from agent_replay.ingest import Rules
+    from agent_replay.log.values import RunRecord
+
     _Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
 EXAMPLES = """\
@@ -288,13 +293,19 @@ def _verify_stored(args: argparse.Namespace) -> int:
 def _import(args: argparse.Namespace) -> int:
     from agent_replay.archive.commands import import_archive, read_signed
     from agent_replay.archive.signing import public_key
+    from agent_replay.ingest.imported import redact_loaded
 
     key = None if args.public_key is None else public_key(args.public_key.read_bytes())
     # A bad file (or one not signed by the key) never reaches the database.
     archive = read_signed(args.file.read_bytes(), key)
+    # Stored text like any producer's: the service's redaction rules apply (and the run's
+    # agent's, as on a hosted run), before the database is touched.
+    runs, renumbered = redact_loaded(archive.runs, _import_rules())
+    archive = replace(archive, runs=runs)
     with _database(args) as url:
         report = asyncio.run(import_archive(url, archive))
-    events = sum(len(run.events) for run in archive.runs if run.record.run_id in report.created)
+    loaded = [run for run in archive.runs if run.record.run_id in report.created]
+    events = sum(len(run.events) for run in loaded)
     chain = (
         "chain checked"
         if archive.chained
@@ -305,7 +316,38 @@ def _import(args: argparse.Namespace) -> int:
         f"({_plural(events, 'event')}), {len(report.unchanged)} already stored and unchanged; "
         f"{chain}"
     )
+    counts: Counter[str] = Counter()
+    for run in loaded:
+        counts.update(run.redactions or {})
+    if counts:
+        matches = ", ".join(f"{rule} {n}" for rule, n in sorted(counts.items()))
+        changed = [run_id for run_id in renumbered if run_id in report.created]
+        print(
+            f"agent-replay import: redacted by REPLAY_REDACT before storing ({matches}); "
+            f"{_plural(len(changed), 'run')} renumbered from seq 1: {', '.join(changed)}"
+        )
     return 0
+
+
+def _import_rules() -> Callable[[RunRecord], Rules | None]:
+    """The rules an import applies to a run: the service's, plus its agent's if known."""
+    from agent_replay.agents.catalog import load_catalog
+    from agent_replay.ingest import Rules, parse_rules
+
+    settings = Settings()
+    window = settings.redact_max_window
+    service = parse_rules(settings.redact, "REPLAY_REDACT", window)
+    agents = load_catalog(settings.agents, {}, redact_max_window=window).agents
+    compiled: dict[str | None, Rules | None] = {}
+
+    def rules_for(record: RunRecord) -> Rules | None:
+        name = record.agent if record.agent in agents else None
+        if name not in compiled:
+            rules = service if name is None else service.plus(agents[name].redact)
+            compiled[name] = Rules(rules) if rules else None
+        return compiled[name]
+
+    return rules_for
 
 
 def _verify_file(args: argparse.Namespace) -> int:
@@ -526,7 +568,12 @@ def _add_offline(sub: _Subparsers, common: argparse.ArgumentParser) -> None:
     _add_database(verify)
     verify.set_defaults(run=_failing(_verify))
 
-    load = _command(sub, common, "import", "load an export file (idempotent, all or nothing)")
+    load = _command(
+        sub,
+        common,
+        "import",
+        "load an export file (idempotent, all or nothing; REPLAY_REDACT applies)",
+    )
     load.add_argument("file", type=Path, help="an export file (from agent-replay export)")
     load.add_argument(
         "--public-key",

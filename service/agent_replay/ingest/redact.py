@@ -24,9 +24,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any
-
-import regex
+from typing import Any, NamedTuple
 
 from agent_replay.event_types import TERMINAL
 from agent_replay.ingest.rules import Rule, RuleSet
@@ -60,27 +58,19 @@ _STREAM_FIELDS = {"type", "messageId", "toolCallId", "delta", "timestamp", "role
 
 
 class Rules:
-    """A `RuleSet` compiled for matching: one combined pattern to pass clean text fast."""
+    """A `RuleSet` compiled for matching."""
 
-    __slots__ = ("_any", "_first", "rules", "window")
+    __slots__ = ("rules", "window")
 
     def __init__(self, rules: RuleSet) -> None:
         self.rules = rules.rules
         self.window = rules.window
-        self._any: re.Pattern[str] | None
-        self._first: regex.Pattern[str] | None
-        either = "|".join(f"(?:{r.source})" for r in self.rules)
-        try:
-            self._any = re.compile(either)
-            self._first = regex.compile(either, regex.VERSION0)
-        except (re.error, regex.error):  # two rules naming one group: every text matched
-            self._any = self._first = None
 
     def clean(self, text: str) -> bool:
         """Whether `text` holds no match of any rule, whole (a cheap first look)."""
-        if not self.rules:
-            return True
-        return self._any is not None and self._any.search(text) is None
+        # One search per rule: an alternation of all of them would cost more, as neither
+        # engine can then skip ahead to a rule's literal prefix.
+        return not any(rule.pattern.search(text) for rule in self.rules)
 
     def cut(self, text: str, final: bool) -> tuple[int, list[Span]]:
         """How much of `text` can go out now, and the matches in that part.
@@ -88,21 +78,20 @@ class Rules:
         Not final: a match that more text could still change, or a partial one (text that
         more text could turn into a match), holds back from its start.
         """
-        if self._first is not None:
-            # One look for all rules first: the leftmost place any rule matches or may
-            # match. None: all of it goes out as it is; a partial match: all before it does
-            # (no rule matches anything starting earlier).
-            first = self._first.search(text, partial=not final)
-            if first is None:
-                return len(text), []
-            if first.partial:
-                return first.start(), []
         release = len(text)
         spans: list[Span] = []
         for rule in self.rules:
             pattern, pos = rule.pattern, 0
+            # A rule matches at most `window` characters, so only a match starting in the
+            # last `window` could still grow or be cut short by the text's end: partial
+            # matching (costly) looks there only.
+            tail = max(0, len(text) - rule.window)
             while pos <= len(text):
-                m = pattern.search(text, pos, partial=not final)
+                m = pattern.search(text, pos)
+                if not final:
+                    p = pattern.search(text, max(pos, tail), partial=True)
+                    if p is not None and (m is None or p.start() < m.start()):
+                        m = p
                 if m is None:
                     break
                 start, end = m.span()
@@ -110,7 +99,8 @@ class Rules:
                 # match that ends early may grow too (`a@b.co` then `.uk`): it waits while
                 # all that follows it could still be part of it.
                 if not final and (
-                    m.partial or pattern.fullmatch(text, start, partial=True) is not None
+                    m.partial
+                    or (start >= tail and pattern.fullmatch(text, start, partial=True) is not None)
                 ):
                     release = min(release, start)
                     break
@@ -153,14 +143,19 @@ class _Text:
 
 
 def _render(
-    text: str, upto: int, spans: list[Span], raw: list[str] | None, counts: Counter[str]
+    text: str,
+    upto: int,
+    spans: list[Span],
+    raw: list[str] | None,
+    counts: Counter[str],
+    start: int = 0,
 ) -> str:
-    """`text[:upto]` with each span replaced by its rule's marker; characters kept are
+    """`text[start:upto]` with each span replaced by its rule's marker; characters kept are
     written as the producer wrote them (`raw`, where it differs from the decoded text)."""
     out: list[str] = []
-    at = 0
-    for start, end, rule in spans:
-        out.append(text[at:start] if raw is None else "".join(raw[at:start]))
+    at = start
+    for begin, end, rule in spans:
+        out.append(text[at:begin] if raw is None else "".join(raw[at:begin]))
         out.append(rule.marker)
         counts[rule.name] += 1
         at = end
@@ -388,16 +383,88 @@ class Redactor:
         return redactor
 
     def chunks(self, chunks: Sequence[StoredChunk]) -> Sequence[StoredChunk]:
-        """`chunks` as they may be stored: the same object when nothing changed."""
+        """`chunks` as they may be stored: the same object when nothing changed.
+
+        A text stream's deltas are matched together, once per stretch of them (up to its
+        END, the run's terminal event, the stream's last delta of a request, or the end of
+        `chunks`), not once per delta: what a stretch holds is known whole, so each delta
+        keeps its own text unless a match crosses into it, and matching costs a search of
+        the stretch rather than of every delta's held text again.
+        """
+        results: list[list[StoredChunk] | None] = [None] * len(chunks)
+        waiting: dict[tuple[str, str | None], list[_Waiting]] = {}
+        for index, chunk in enumerate(chunks):
+            kind = chunk.type
+            streamed = _TEXT_STREAMS.get(kind)
+            if streamed is not None and streamed[0] != "args":
+                parsed = self._parse_delta(chunk, *streamed)
+                if parsed is None:
+                    results[index] = self._whole(chunk, index)
+                    continue
+                value, delta, key = parsed
+                if key not in self._streams:
+                    self._streams[key] = (_Text(), kind, streamed[1])
+                waiting.setdefault(key, []).append(_Waiting(index, chunk, value, delta))
+                if index in self._final:
+                    self._flush(key, waiting, results, final=True)
+                    del self._streams[key]
+                continue
+            ending = _ENDS.get(kind)
+            if ending is not None and ending[0] != "args":
+                name, field = ending
+                ident = chunk.message_id if field == "messageId" else chunk.tool_call_id
+                self._flush((name, ident if field else None), waiting, results, final=True)
+            elif kind in TERMINAL:
+                for key in list(waiting):
+                    self._flush(key, waiting, results, final=True)
+            results[index] = self._one(chunk, index)
+        for key in list(waiting):
+            self._flush(key, waiting, results, final=False)
         out: list[StoredChunk] | None = None
         for index, chunk in enumerate(chunks):
-            result = self._one(chunk, index)
+            result = results[index]
+            assert result is not None  # every index was given its result above
             if out is None:
                 if len(result) == 1 and result[0] is chunk:
                     continue
                 out = list(chunks[:index])
             out.extend(result)
         return chunks if out is None else out
+
+    def _flush(
+        self,
+        key: tuple[str, str | None],
+        waiting: dict[tuple[str, str | None], list[_Waiting]],
+        results: list[list[StoredChunk] | None],
+        final: bool,
+    ) -> None:
+        """A text stream's waiting deltas matched as one text (after what it held): each
+        delta's result, and what the stream holds after them."""
+        entries = waiting.pop(key, None)
+        if not entries:
+            return
+        entry = self._streams[key]
+        stream, field = entry[0], entry[2]
+        assert isinstance(stream, _Text)  # only text streams wait
+        bound = len(stream.held)  # each delta's end in the text
+        text = stream.held + "".join(e.delta for e in entries)
+        release, spans = self._rules.cut(text, final)
+        stream.held = text[release:]
+        # Each delta's part of the text (the first's starts with what was held), cut back to
+        # the start of a match that crosses its end: a match goes out whole, with the delta
+        # it ends in.
+        lo, j = 0, 0
+        for e in entries:
+            bound += len(e.delta)
+            hi = min(bound, release)
+            k = j
+            while k < len(spans) and spans[k][1] <= hi:
+                k += 1
+            if k < len(spans) and spans[k][0] < hi:
+                hi = spans[k][0]
+            out = _render(text, hi, spans[j:k], None, self.counts, lo)
+            results[e.at] = self._emit(e.chunk, e.at, e.value, e.delta, out, field)
+            lo, j = hi, k
 
     def finish(self) -> list[StoredChunk]:
         """Every stream's held text, released (at the end of what the redactor is fed, or
@@ -476,11 +543,14 @@ class Redactor:
             return (fields, True) if changed else (value, False)
         return value, False
 
-    def _delta(self, chunk: StoredChunk, index: int, name: str, field: str) -> list[StoredChunk]:
+    def _parse_delta(
+        self, chunk: StoredChunk, name: str, field: str
+    ) -> tuple[dict[str, Any], str, tuple[str, str | None]] | None:
+        """A streamed event's value, delta and stream key; None if its delta is no string."""
         value = loads(chunk.text)
         delta = value.get("delta") if isinstance(value, dict) else None
         if not isinstance(delta, str):
-            return self._whole(chunk, index)
+            return None
         ident: str | None = None
         if field:
             ident = value.get(field) if isinstance(value.get(field), str) else None
@@ -489,7 +559,14 @@ class Redactor:
                 if ident is None:
                     ident = self._last.get(name)
                 self._last[name] = ident
-        key = (name, ident)
+        return value, delta, (name, ident)
+
+    def _delta(self, chunk: StoredChunk, index: int, name: str, field: str) -> list[StoredChunk]:
+        """A tool call's arguments delta, fed to its stream's JSON lexer."""
+        parsed = self._parse_delta(chunk, name, field)
+        if parsed is None:
+            return self._whole(chunk, index)
+        value, delta, key = parsed
         entry = self._streams.get(key)
         if entry is None:
             entry = (_Json() if name == "args" else _Text(), chunk.type, field)
@@ -498,6 +575,18 @@ class Redactor:
         out = entry[0].feed(self._rules, delta, self.counts, final)
         if final:
             del self._streams[key]
+        return self._emit(chunk, index, value, delta, out, field)
+
+    def _emit(
+        self,
+        chunk: StoredChunk,
+        index: int,
+        value: dict[str, Any],
+        delta: str,
+        out: str,
+        field: str,
+    ) -> list[StoredChunk]:
+        """The event to store for a streamed event whose delta became `out`."""
         extra = {k: v for k, v in value.items() if k not in _STREAM_FIELDS}
         if out == delta and not extra:
             return [chunk]
@@ -514,6 +603,15 @@ class Redactor:
         else:
             value["delta"] = out
         return [stored(value, index)]
+
+
+class _Waiting(NamedTuple):
+    """A text delta waiting for its stretch's match (`Redactor.chunks`)."""
+
+    at: int  # its index in what is being fed
+    chunk: StoredChunk
+    value: dict[str, Any]
+    delta: str
 
 
 def redact_request(

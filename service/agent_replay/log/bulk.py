@@ -106,7 +106,7 @@ async def _insert(conn: asyncpg.pool.PoolConnectionProxy, run: LoadedRun) -> Non
             _INSERT_RUN,
             r.run_id, r.thread_id, r.agent, r.status, r.created_at, r.updated_at, r.closed_at,
             r.last_seq, r.error_message, dumps(r.metadata), r.input, terminal, tools, *usage,
-            r.error_code, head,
+            r.error_code, head, dumps(dict(run.redactions)) if run.redactions else None,
         )  # fmt: skip
     if created is None:
         raise RunConflict(f"run {r.run_id!r} was created while importing; import again")

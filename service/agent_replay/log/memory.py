@@ -915,6 +915,7 @@ def _loaded(loaded: LoadedRun) -> _Run:
         tool_names=summary.tools,
         usage=list(summary.usage),
         events=[(event.chunk, event.received_at) for event in loaded.events],
+        redactions=dict(loaded.redactions or {}),
     )
 
 

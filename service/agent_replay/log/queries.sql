@@ -903,15 +903,17 @@ WHERE run_id = $1 AND run_month = (SELECT run_month FROM runs WHERE run_id = $1)
 
 
 -- name: insert_run
--- An imported run with its maintained columns and chain head ($18, its events'
--- hashes computed by agent_replay.log.bulk); returns its month (its events'
+-- An imported run with its maintained columns, chain head ($18, its events'
+-- hashes computed by agent_replay.log.bulk) and the import's redaction counts
+-- ($19, NULL: none); returns its month (its events'
 -- partition key: the month of its created_at, as agent_replay.log.partitions.month_of
 -- has it) unless it existed.
 INSERT INTO runs (run_id, thread_id, agent, status, created_at, updated_at, closed_at, last_seq,
                   error_message, metadata, input, last_terminal, tool_names,
-                  prompt_tokens, completion_tokens, total_tokens, error_code, run_month, chain_head)
+                  prompt_tokens, completion_tokens, total_tokens, error_code, run_month, chain_head,
+                  redactions)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::jsonb, $11, $12, $13, $14, $15, $16, $17,
-        (date_trunc('month', $5::timestamptz AT TIME ZONE 'UTC'))::date, $18)
+        (date_trunc('month', $5::timestamptz AT TIME ZONE 'UTC'))::date, $18, $19::jsonb)
 ON CONFLICT (run_id) DO NOTHING
 RETURNING run_month;
 

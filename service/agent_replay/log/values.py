@@ -232,6 +232,8 @@ class LoggedEvent(NamedTuple):
 class LoadedRun:
     record: RunRecord
     events: Sequence[LoggedEvent]  # seq 1..n in order
+    # Matches the import's redaction replaced, per rule (agent_replay.ingest.imported).
+    redactions: Mapping[str, int] | None = None
 
 
 @dataclass(frozen=True, slots=True)
