@@ -15,6 +15,8 @@ import pytest
 from agent_replay import migrate
 from agent_replay.errors import RedactionConflict
 from agent_replay.log import EventLog, Held, Notice, Redaction, partitions
+from agent_replay.log.chunks import stored as stored_chunk
+from agent_replay.log.values import LoadedRun, LoggedEvent, RunRecord
 from tests.log.test_migrations import _diff
 from tests.log.test_partitions import _run
 from tests.support.citus import CitusCluster
@@ -199,6 +201,15 @@ async def test_pg_notify_when_in_a_statement_routed_to_a_worker_then_runs_on_tha
             await conn.close()
 
 
+def _loaded(run_id: str, events: int, *, closed: bool) -> LoadedRun:
+    at = datetime.now(UTC)
+    record = RunRecord(run_id, None, None, "finished" if closed else "running", at, at,
+                       at if closed else None, events, None, {}, None)  # fmt: skip
+    chunks = [stored_chunk({"type": "TEXT_MESSAGE_CONTENT", "delta": f"{run_id}:{k}"}, k)
+              for k in range(events)]  # fmt: skip
+    return LoadedRun(record, [LoggedEvent(chunk, at) for chunk in chunks])
+
+
 async def test_migrate_when_a_populated_log_moves_onto_citus_then_every_event_kept(
     citus: CitusCluster,
 ) -> None:
@@ -210,9 +221,11 @@ async def test_migrate_when_a_populated_log_moves_onto_citus_then_every_event_ke
     runs = [f"moved-{uuid.uuid4().hex[:12]}" for _ in range(12)]
     async with EventLog.connect(url, pool_size=2) as before:
         assert not before.citus
-        for i, run in enumerate(runs):
-            chunks = [{"type": "TEXT_MESSAGE_CONTENT", "delta": f"{run}:{k}"} for k in range(i + 1)]
-            await before.append(run, chunks, close=i % 3 == 0)
+        # Loaded, not appended: this code's append statement writes columns of revisions
+        # after 0014 (as a log used before it was written by the code of its day).
+        await before.load_runs(
+            [_loaded(run, i + 1, closed=i % 3 == 0) for i, run in enumerate(runs)]
+        )
         stored = {run: await before.read_events(run, 0, 100) for run in runs}
     await asyncio.to_thread(migrate.upgrade, url)
     async with EventLog.connect(url, pool_size=2) as after:
