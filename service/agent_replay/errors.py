@@ -64,6 +64,7 @@ exc`), and never leak past the log.
         ├── ForkThreadConflict     409 fork_thread_conflict (a fork's body names another thread)
         ├── StreamClosed           409 stream_closed       (+ next_offset)
         ├── ContentTypeMismatch    409 content_type_mismatch
+        ├── UnredactableStream     415 unredactable_stream (REPLAY_REDACT set: JSON streams only)
         ├── StreamSeqConflict      409 stream_seq_conflict
         ├── ProducerSeqGap         409 producer_seq_gap    (+ expected_seq, received_seq)
         └── ProducerRefused        409 producer_refused    (internal: a group-committed producer
@@ -514,6 +515,13 @@ class StreamClosed(Conflict):
 
 class ContentTypeMismatch(Conflict):
     code = "content_type_mismatch"
+
+
+class UnredactableStream(UnsupportedMediaType):
+    """With redaction rules (`REPLAY_REDACT`), a Durable Stream of any type but JSON: its
+    bytes are opaque, so no rule could be applied to them."""
+
+    code = "unredactable_stream"
 
 
 class StreamSeqConflict(Conflict):

@@ -26,6 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agent_replay.log import EventLog
+from agent_replay.log.streams import NewStream, StreamStore
 from tests.agents.conftest import follow
 from tests.agents.test_redaction import (
     _everything_served,
@@ -382,3 +383,37 @@ async def test_durable_streams_json_messages_count_in_the_append_that_stores_the
     assert "bob@example.com" not in chunks
     after = [await _metric(base, "email") for base in (replicas.a, replicas.b)]
     assert sum(after) - sum(before) == 3
+
+
+async def test_byte_streams_when_rules_are_set_then_refused_415_and_nothing_stored(
+    http: httpx.AsyncClient, db: asyncpg.Connection, database_url: str
+) -> None:
+    # Made before the rules were set (by this log directly): appends are refused, its close
+    # is not (a close adds no bytes).
+    older = f"bytes-{uuid.uuid4().hex}"
+    log = await EventLog.open(database_url)
+    try:
+        await StreamStore(log).create(NewStream(older, "text/plain", None, None, False), [])
+    finally:
+        await log.close()
+    for name, headers in (
+        (f"bytes-{uuid.uuid4().hex}", {"Content-Type": "text/plain"}),
+        (f"bytes-{uuid.uuid4().hex}", {}),  # application/octet-stream, the default
+    ):
+        made = await http.put(f"/v1/stream/{name}", headers=headers, content=KEY_VALUE)
+        assert made.status_code == 415, made.text
+        assert made.json()["error"]["code"] == "unredactable_stream"
+        assert await db.fetchval("SELECT count(*) FROM streams WHERE name = $1", name) == 0
+    said = await http.post(
+        f"/v1/stream/{older}", headers={"Content-Type": "text/plain"}, content=KEY_VALUE
+    )
+    assert said.status_code == 415, said.text
+    assert said.json()["error"]["code"] == "unredactable_stream"
+    run_id = await db.fetchval("SELECT run_id FROM streams WHERE name = $1", older)
+    assert await db.fetchval("SELECT last_seq FROM runs WHERE run_id = $1", run_id) == 0
+    closed = await http.post(f"/v1/stream/{older}", headers={"Stream-Closed": "true"})
+    assert closed.status_code in (200, 204), closed.text
+    json_made = await http.put(
+        f"/v1/stream/json-{uuid.uuid4().hex}", headers={"Content-Type": "application/json"}
+    )
+    assert json_made.status_code == 201, json_made.text

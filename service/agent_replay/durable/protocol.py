@@ -39,6 +39,7 @@ from agent_replay.errors import (
     StreamGone,
     StreamNotFound,
     Unavailable,
+    UnredactableStream,
 )
 from agent_replay.ingest import Rules, record, redact_request
 from agent_replay.log.chunks import dumps
@@ -180,6 +181,7 @@ class Streams:
         else:
             new, chunks = await self._fork(name, fork, requested_type, expiry, closed)
             content_type = new.content_type
+        self._refuse_opaque(content_type)
         if body:
             if bodies.is_json(content_type):
                 chunks += bodies.json_messages(
@@ -353,7 +355,18 @@ class Streams:
                 return messages, Counter()
             redacted, counts = redact_request(self.redact, messages)
             return list(redacted), counts
+        self._refuse_opaque(state.content_type)
         return [bodies.bytes_chunk(body)], Counter()
+
+    def _refuse_opaque(self, content_type: str) -> None:
+        """With redaction rules, only JSON streams: a byte stream's content is opaque (any
+        encoding, cut anywhere), so storing it would let text past every rule unmatched."""
+        if self.redact is not None and not bodies.is_json(content_type):
+            raise UnredactableStream(
+                f"redaction rules are set (REPLAY_REDACT) and a {content_type[:80]} stream "
+                "holds bytes no rule can be applied to: create the stream as "
+                "application/json, whose messages are redacted"
+            )
 
     async def _append_guarded(
         self,
