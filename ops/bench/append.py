@@ -126,6 +126,7 @@ from common import (
     ROOT,
     RawPoster,
     backends,
+    checkpoint,
     command,
     cpu_seconds,
     free_port,
@@ -686,15 +687,6 @@ def line(label: str, rate: float, lat: list[float], base: float | None) -> str:
     ratio = f"{rate / base:6.1%} of raw" if base else ""
     p50, p99 = pct(lat, 50), pct(lat, 99)
     return f"  {label:<28} {rate:>10,.0f} ev/s   p50 {p50:6.2f} ms  p99 {p99:6.2f} ms  {ratio}"
-
-
-async def checkpoint(url: str) -> None:
-    """Start a phase with the previous phase's dirty pages written out."""
-    conn = await asyncpg.connect(url)
-    try:
-        await conn.execute("CHECKPOINT")
-    finally:
-        await conn.close()
 
 
 def measure(

@@ -166,6 +166,15 @@ def free_port() -> int:
         return port
 
 
+async def checkpoint(url: str) -> None:
+    """Start a phase with the previous phase's dirty pages written out."""
+    conn = await asyncpg.connect(url)
+    try:
+        await conn.execute("CHECKPOINT")
+    finally:
+        await conn.close()
+
+
 def write_json(path: str | None, figures: dict[str, Any]) -> None:
     """A script's figures and ratios as one JSON object (`--json FILE`), when asked for.
 

@@ -53,6 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (
     RawPoster,
     backends,
+    checkpoint,
     cpu_seconds,
     pct,
     scratch_database,
@@ -157,14 +158,6 @@ async def push(port: int, requests: list[list[Request]]) -> tuple[float, list[fl
     finally:
         gc.unfreeze()
         await poster.close()
-
-
-async def checkpoint(url: str) -> None:
-    conn = await asyncpg.connect(url)
-    try:
-        await conn.execute("CHECKPOINT")
-    finally:
-        await conn.close()
 
 
 async def stored_events(url: str, prefix: str) -> int:
