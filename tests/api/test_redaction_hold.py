@@ -385,6 +385,122 @@ async def test_durable_streams_json_messages_count_in_the_append_that_stores_the
     assert sum(after) - sum(before) == 3
 
 
+async def _stream_messages(http: httpx.AsyncClient, name: str) -> list[dict[str, Any]]:
+    """Every message the stream serves, read from its start."""
+    messages: list[dict[str, Any]] = []
+    offset = "-1"
+    while True:
+        page = await http.get(f"/v1/stream/{name}", params={"offset": offset})
+        assert page.status_code == 200, page.text
+        messages += page.json()
+        offset = page.headers["Stream-Next-Offset"]
+        if page.headers.get("Stream-Up-To-Date") == "true":
+            return messages
+
+
+@pytest.mark.parametrize("producer", [False, True], ids=["plain", "producer"])
+@pytest.mark.parametrize("rule", sorted(SECRETS))
+@settings(
+    max_examples=2,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(FILLER, st.data())
+async def test_a_secret_split_over_durable_streams_appends_to_two_replicas_is_stored_nowhere(
+    http: httpx.AsyncClient,
+    db: asyncpg.Connection,
+    replicas: Replicas,
+    rule: str,
+    producer: bool,
+    clean: str,
+    data: st.DataObject,
+) -> None:
+    value = data.draw(SECRETS[rule])
+    name = f"ds-{uuid.uuid4().hex}"
+    json_type = {"Content-Type": "application/json"}
+    made = await http.put(f"{replicas.b}/v1/stream/{name}", headers=json_type)
+    assert made.status_code == 201, made.text
+    events = _run_events(value, clean, data, name)
+    close_with_body = data.draw(st.booleans())
+    at, seq = 0, 0
+    while at < len(events):
+        size = data.draw(st.integers(1, 3))
+        part, at = events[at : at + size], at + size
+        last = at >= len(events)
+        sent = dict(json_type)
+        if last and close_with_body:
+            sent["Stream-Closed"] = "true"
+        if producer:
+            sent |= {"Producer-Id": "p", "Producer-Epoch": "0", "Producer-Seq": str(seq)}
+        base = (replicas.a, replicas.b)[seq % 2]
+        answer = await http.post(f"{base}/v1/stream/{name}", headers=sent, json=part)
+        assert answer.status_code == (200 if producer else 204), answer.text
+        seq += 1
+        await _counted(db, name)
+        stored = await _rows_and_counts(db, name)
+        hold = await _hold(db, name)
+        assert value not in stored[0]  # held text (the run's hold) is not stored yet
+        if producer and data.draw(st.booleans()):
+            # The producer's retry, on the other replica: a duplicate, nothing added.
+            other = (replicas.b, replicas.a)[(seq - 1) % 2]
+            again = await http.post(f"{other}/v1/stream/{name}", headers=sent, json=part)
+            assert again.status_code == 204, again.text
+            assert again.headers["Producer-Seq"] == str(seq - 1)
+            assert await _rows_and_counts(db, name) == stored
+            assert await _hold(db, name) == hold
+    if not close_with_body:
+        closing = {"Stream-Closed": "true"}
+        if producer:
+            closing |= {"Producer-Id": "p", "Producer-Epoch": "0", "Producer-Seq": str(seq)}
+        closed = await http.post(f"{replicas.a}/v1/stream/{name}", headers=closing)
+        assert closed.status_code == 204, closed.text
+        assert closed.headers["Stream-Closed"] == "true"
+
+    assert await _hold(db, name) is None  # the close released everything
+    await _counted(db, name)
+    chunks, counts = await _rows_and_counts(db, name)
+    _no_trace(chunks, value)
+    served = await _stream_messages(http, name)
+    assert value not in json.dumps(served, ensure_ascii=False)
+    assert _message_text(served, "m1") == f"it is [REDACTED:{rule}] ok"
+    assert _message_text(served, "m2") == clean  # byte for byte
+    args = "".join(e["delta"] for e in served if e["type"] == "TOOL_CALL_ARGS")
+    assert json.loads(args) == {"query": f"find [REDACTED:{rule}] now", "n": 1}
+    assert counts == {rule: 4}
+
+
+async def test_durable_streams_held_text_then_bare_close_is_released_and_counted_once(
+    http: httpx.AsyncClient, db: asyncpg.Connection, replicas: Replicas
+) -> None:
+    name = f"ds-{uuid.uuid4().hex}"
+    json_type = {"Content-Type": "application/json"}
+    # The stream's first content, in its PUT, ends with a key's start: held with the run.
+    head = [{"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": f"a {KEY_VALUE[:12]}"}]
+    made = await http.put(f"{replicas.a}/v1/stream/{name}", headers=json_type, json=head)
+    assert made.status_code == 201, made.text
+    assert await _hold(db, name) is not None
+    tail = [{"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": KEY_VALUE[12:]}]
+    said = await http.post(f"{replicas.b}/v1/stream/{name}", headers=json_type, json=tail)
+    assert said.status_code == 204, said.text
+    chunks, counts = await _rows_and_counts(db, name)
+    assert "sk-proj" not in chunks and not counts
+    assert await _hold(db, name) is not None
+    before = await _metric(replicas.a, "openai_key")
+    closed = await http.post(f"{replicas.a}/v1/stream/{name}", headers={"Stream-Closed": "true"})
+    assert closed.status_code == 204, closed.text
+    assert await _hold(db, name) is None
+    await _counted(db, name)
+    chunks, counts = await _rows_and_counts(db, name)
+    assert counts == {"openai_key": 1} and "sk-proj" not in chunks
+    served = await _stream_messages(http, name)
+    assert _message_text(served, "m") == "a [REDACTED:openai_key]"
+    assert await _metric(replicas.a, "openai_key") == before + 1
+    # Closing again: nothing released twice, nothing counted.
+    again = await http.post(f"{replicas.b}/v1/stream/{name}", headers={"Stream-Closed": "true"})
+    assert again.status_code == 204, again.text
+    assert await _rows_and_counts(db, name) == (chunks, counts)
+
+
 async def test_byte_streams_when_rules_are_set_then_refused_415_and_nothing_stored(
     http: httpx.AsyncClient, db: asyncpg.Connection, database_url: str
 ) -> None:

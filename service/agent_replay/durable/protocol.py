@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from operator import attrgetter
 
@@ -41,10 +41,10 @@ from agent_replay.errors import (
     Unavailable,
     UnredactableStream,
 )
-from agent_replay.ingest import Rules, record, redact_request
+from agent_replay.ingest import Rules, record, redact_locked
 from agent_replay.log.chunks import dumps
-from agent_replay.log.streams import NewStream, Producer, StreamState, StreamStore
-from agent_replay.log.values import Redaction, RunState, StoredChunk
+from agent_replay.log.streams import NewStream, Producer, Redact, StreamState, StreamStore
+from agent_replay.log.values import Held, Redaction, RunState, StoredChunk
 from agent_replay.stream import Hub
 from agent_replay.stream.channel import Channel
 from agent_replay.tasks import wait_set
@@ -189,7 +189,11 @@ class Streams:
                 )
             else:
                 chunks.append(bodies.bytes_chunk(body))
-        state, created = await self.store.create(new, chunks)
+        counts: Counter[str] = Counter()
+        redact = self._redaction(new.content_type, counts)
+        state, created = await self.store.create(new, chunks, redact)
+        if created:
+            record(counts)  # committed, with the run's counts
         self.known.remember(state)
         reply = Reply(201 if created else 200, _tail_headers(state, state.last_seq))
         if created:
@@ -302,9 +306,9 @@ class Streams:
             self.known.forget(name)
         state = await self._existing(name, touch=True)
         self.known.remember(state)
-        if producer is not None or stream_seq is not None:
+        if producer is not None or stream_seq is not None or self.redact is not None:
             return await self._append_guarded(state, h, body, close, producer, stream_seq)
-        chunks, counts = self._body_chunks(name, state, h, body, producer)
+        chunks = self._body_chunks(name, state, h, body, producer)
         if not chunks:
             if state.closed:
                 return self._appended(state.last_seq, True, False, None, None)
@@ -316,14 +320,11 @@ class Streams:
         if state.last_seq == (state.fork_seq or 0) and any(c.type == "RUN_STARTED" for c in chunks):
             await self.store.adopt_thread(state.run_id, chunks)
         try:
-            result = await self.log.append(
-                state.run_id, chunks, close=close, create=False, redaction=_counted(counts)
-            )
+            result = await self.log.append(state.run_id, chunks, close=close, create=False)
         except RunClosed as exc:
             raise StreamClosed(name, int(exc.extra.get("last_seq", state.last_seq))) from None
         except RunNotFound:
             raise StreamNotFound(name) from None
-        record(counts)  # committed, with the run's counts
         return self._appended(result.last_seq, close, False, None, None)
 
     def _body_chunks(
@@ -333,13 +334,12 @@ class Streams:
         h: Mapping[str, str],
         body: bytes,
         producer: Producer | None,
-    ) -> tuple[list[StoredChunk], Counter[str]]:
+    ) -> list[StoredChunk]:
         """An append's body as events, checked against the stream (none for a bare close,
-        or for a producer's retry of a closed stream, which the guarded append answers),
-        and the matches redaction replaced in them: counted by the append that stores
-        them, in its statement, and in /metrics once it committed."""
+        or for a producer's retry of a closed stream, which the guarded append answers);
+        as sent: with rules set, the guarded append redacts them (`_redaction`)."""
         if not body or (state.closed and producer is not None):
-            return [], Counter()
+            return []
         if state.closed:
             raise StreamClosed(name, state.last_seq)
         requested = headers.content_type(h)
@@ -348,15 +348,31 @@ class Streams:
         if media_type(requested) != media_type(state.content_type):
             raise ContentTypeMismatch(f"stream {name!r} is {state.content_type}, not {requested}")
         if _json_mode(state):
-            messages = bodies.json_messages(
+            return bodies.json_messages(
                 body, allow_empty=False, max_messages=self.limits.max_messages
             )
-            if self.redact is None:
-                return messages, Counter()
-            redacted, counts = redact_request(self.redact, messages)
-            return list(redacted), counts
         self._refuse_opaque(state.content_type)
-        return [bodies.bytes_chunk(body)], Counter()
+        return [bodies.bytes_chunk(body)]
+
+    def _redaction(self, content_type: str, counts: Counter[str]) -> Redact | None:
+        """With rules set, a JSON stream's appends (and a PUT's content) are redacted from
+        its run's hold, as pushed appends are: what a message's end may still complete is
+        held with the run, by the append's own statement, for the stream's next append on
+        any replica. `counts`: becomes the matches of the last redaction made (a
+        transaction tried again redacts again), for /metrics once it committed."""
+        rules = self.redact
+        if rules is None or not bodies.is_json(content_type):
+            return None
+
+        def redact(
+            held: Held, chunks: Sequence[StoredChunk], close: bool
+        ) -> tuple[Sequence[StoredChunk], Redaction]:
+            out, redaction = redact_locked(rules, held, chunks, close)
+            counts.clear()
+            counts.update(redaction.counts)
+            return out, redaction
+
+        return redact
 
     def _refuse_opaque(self, content_type: str) -> None:
         """With redaction rules, only JSON streams: a byte stream's content is opaque (any
@@ -377,9 +393,15 @@ class Streams:
         producer: Producer | None,
         stream_seq: str | None,
     ) -> Reply:
-        chunks, counts = self._body_chunks(state.name, state, h, body, producer)
+        chunks = self._body_chunks(state.name, state, h, body, producer)
+        counts: Counter[str] = Counter()
         written = await self.store.append_guarded(
-            state, chunks, close=close, producer=producer, stream_seq=stream_seq, counts=counts
+            state,
+            chunks,
+            close=close,
+            producer=producer,
+            stream_seq=stream_seq,
+            redact=self._redaction(state.content_type, counts),
         )
         if not written.duplicate:
             record(counts)  # committed, with the run's counts
@@ -405,13 +427,16 @@ class Streams:
         (the caller looks it up): any refusal, a first RUN_STARTED, a bare close.
         Never None once it may have appended.
         """
-        if body and stream_seq is None and (producer is None or not close):
+        redacted = self.redact is not None
+        if body and stream_seq is None and (producer is None or not close) and not redacted:
             # Plain, or an idempotent producer's next append: it commits with the group.
             reply = await self._append_grouped(state, h, body, close, producer)
             if reply is not None or producer is None:
                 return reply
-        if producer is None and stream_seq is None:
+        if producer is None and stream_seq is None and not redacted:
             return None
+        # With rules set every append takes the guarded path: it reads the run's hold
+        # under the run's lock, after a producer's retry is recognized.
         # The guarded append re-reads the stream under its run's lock; any refusal
         # is answered again from the stream as it is now.
         try:
@@ -432,7 +457,7 @@ class Streams:
         """Through the group commit, to the run of `state`'s life only (and, for a
         producer, only what its stored state admits); None when refused."""
         try:
-            chunks, counts = self._body_chunks(state.name, state, h, body, producer)
+            chunks = self._body_chunks(state.name, state, h, body, producer)
         except ReplayError:
             return None
         if "RUN_STARTED" in map(_TYPE, chunks):
@@ -445,11 +470,9 @@ class Streams:
                 create=False,
                 created_at=state.created_at,
                 producer=None if producer is None else producer.key_parts(),
-                redaction=_counted(counts),
             )
         except (RunClosed, RunNotFound, ProducerRefused):
             return None  # refused by the statement, so nothing was appended
-        record(counts)  # committed, with the run's counts
         return self._appended(
             result.last_seq, close, False, producer, None if producer is None else producer.seq
         )
@@ -783,8 +806,3 @@ class Streams:
 
 def _upto(state: StreamState, last_seq: int) -> StreamState:
     return state if last_seq == state.last_seq else replace(state, last_seq=last_seq)
-
-
-def _counted(counts: Counter[str]) -> Redaction | None:
-    """An append's matches, for its statement to add to the run's counts."""
-    return Redaction(counts) if counts else None

@@ -13,7 +13,7 @@ from agent_replay.ingest.batch import (
     whole_number,
 )
 from agent_replay.ingest.events import chunk_from_text, chunk_from_value
-from agent_replay.ingest.held import Holds, append_redacted
+from agent_replay.ingest.held import Holds, append_redacted, redact_locked
 from agent_replay.ingest.redact import Redactor, Rules, record, redact_request
 from agent_replay.ingest.rules import DEFAULT_MAX_WINDOW, NONE, RuleSet, parse_rules
 from agent_replay.ingest.ui_batch import UIBatch, map_ui_batch, read_ui_batch
@@ -42,6 +42,7 @@ __all__ = [
     "parse_rules",
     "read_ui_batch",
     "record",
+    "redact_locked",
     "redact_request",
     "whole_number",
 ]

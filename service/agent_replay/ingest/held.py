@@ -113,6 +113,28 @@ def _request_key(chunks: Sequence[StoredChunk], close: bool) -> str:
     return digest.hexdigest()
 
 
+def redact_locked(
+    rules: Rules, held: Held, chunks: Sequence[StoredChunk], close: bool
+) -> tuple[list[StoredChunk], Redaction]:
+    """`chunks` redacted from the run's hold as `held` (read under the run row's lock,
+    as Durable Streams' guarded append reads it): what to store, and the `Redaction`
+    that writes the counts and the new hold in the append's statement. Under the lock
+    the run cannot move between the read and the statement, so its guard always holds
+    and no try is lost; it still guards, as for any redacted append.
+
+    No retry key (`req`): a Durable Streams producer's retries are recognized by its
+    stored producer state, under the same lock, before anything is redacted."""
+    document = _load(held.hold)
+    redactor = Redactor.restore(rules, None if document is None else document.get("s"))
+    out = list(redactor.append(chunks, close))
+    out += redactor.shed(MAX_HELD)
+    state = None if close else redactor.state()
+    hold: dict[str, Any] = {"v": _VERSION, "seq": held.last_seq + len(out)}
+    if state is not None:
+        hold["s"] = state
+    return out, Redaction(redactor.counts, held, _dump(hold) if len(hold) > 2 else None)
+
+
 async def append_redacted(
     log: Appends,
     rules: Rules,

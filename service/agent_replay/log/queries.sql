@@ -657,7 +657,7 @@ SELECT last_seq, closed_at IS NOT NULL AS closed, redaction_hold FROM runs WHERE
 -- Adds an append's matches per rule to run $1's counts ($2, a JSON object {rule: n}), in
 -- the append's transaction, where the append is not `append`: a Citus group's part,
 -- after `citus_append_rich` took the run (Citus refuses this set-returning function over
--- a column inside that UPDATE), and a Durable Streams guarded append.
+-- a column inside that UPDATE).
 UPDATE runs SET redactions = (
     SELECT jsonb_object_agg(k, coalesce((r.redactions ->> k)::bigint, 0)
                                + coalesce(($2::jsonb ->> k)::bigint, 0))
@@ -1110,7 +1110,8 @@ SELECT
 FOR UPDATE OF s, r;
 
 -- name: stream_lock_run
--- A run and its stream settings (if any), the run row locked. $1 run id.
+-- A run and its stream settings (if any) and its redaction hold, the run row locked.
+-- $1 run id.
 SELECT 
     r.run_id, r.last_seq, r.closed_at IS NOT NULL AS closed,
     s.name IS NOT NULL AS stored, s.content_type, s.ttl_seconds, s.expires_at, s.stream_seq,
@@ -1121,7 +1122,7 @@ SELECT
 ), false) AS expired,
     EXISTS (SELECT 1 FROM run_forks f WHERE f.source_run_id = r.run_id) AS forked,
     (SELECT f.fork_seq FROM run_forks f WHERE f.run_id = r.run_id) AS fork_seq,
-    r.created_at
+    r.created_at, r.redaction_hold
  FROM runs r LEFT JOIN streams s ON s.run_id = r.run_id WHERE r.run_id = $1
 FOR UPDATE OF r;
 

@@ -343,11 +343,15 @@ class Group:
         *,
         close: bool = False,
         batch_min: int | None = layout.BATCH_MIN,
+        redaction: Redaction | None = None,
     ) -> Group:
         """A group of one run's chunks (for a caller holding its own transaction)."""
         events = EventRows(batch_min=batch_min)
         events.add(run_id, list(chunks), 0)
-        return cls({run_id: RunShare.of_chunks(chunks, close=close)}, events)
+        share = RunShare.of_chunks(chunks, close=close)
+        if redaction is not None:
+            share = replace(share, redaction=redaction)
+        return cls({run_id: share}, events)
 
     @classmethod
     def of(

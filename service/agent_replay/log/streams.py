@@ -22,7 +22,7 @@ protocol's rules (which header means what, which status) live in
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, TypeVar
@@ -49,9 +49,14 @@ from agent_replay.log.faults import translated
 from agent_replay.log.request import Group, thread_of
 from agent_replay.log.sql import QUERIES
 from agent_replay.log.store import RUN_ID
-from agent_replay.log.values import StoredChunk
+from agent_replay.log.values import Held, Redaction, StoredChunk
 
 _T = TypeVar("_T")
+
+# An append's redaction from its run's hold (`agent_replay.ingest.redact_locked` with the
+# rules): (the hold as read under the run's lock, the chunks, close) -> (what to store,
+# what its statement writes).
+Redact = Callable[[Held, Sequence[StoredChunk], bool], tuple[Sequence[StoredChunk], Redaction]]
 
 _LOOKUP = QUERIES["stream_lookup"]
 _LOCK = QUERIES["stream_lock"]
@@ -73,7 +78,6 @@ _SET_PRODUCER = QUERIES["stream_set_producer"]
 _DELETE_RUN = QUERIES["stream_delete_run"]
 _ORPHANED = QUERIES["stream_orphaned"]
 _LAST_SEQ = QUERIES["stream_last_seq"]
-_ADD_REDACTIONS = QUERIES["append_redactions"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,15 +236,17 @@ class StreamStore:
     # -- creation -------------------------------------------------------------
 
     async def create(
-        self, new: NewStream, chunks: Sequence[StoredChunk]
+        self, new: NewStream, chunks: Sequence[StoredChunk], redact: Redact | None = None
     ) -> tuple[StreamState, bool]:
         """Create the stream (and its run), or find it already there as asked: (state, created).
 
         An existing stream with another configuration, a soft-deleted one, or
         an expired one that forks still read is a `StreamConflict`. An expired
-        stream nobody reads is replaced.
+        stream nobody reads is replaced. `redact`: as for `append_guarded`, over the
+        initial content, from the new run (which holds nothing yet).
         """
         run_id = run_id_for(new.name)
+        stored: list[Sequence[StoredChunk]] = [chunks]  # what the last attempt stored
 
         async def attempt() -> tuple[StreamState, bool]:
             async with self.pool.acquire() as conn, conn.transaction():
@@ -303,10 +309,23 @@ class StreamStore:
                     if new.fork_seq:
                         head = await reading.hash_at(conn, new.fork_source_run, new.fork_seq)
                         await conn.execute(_SET_CHAIN_HEAD, run_id, head)
+                out: Sequence[StoredChunk] = chunks
                 if chunks or new.closed:
+                    redaction: Redaction | None = None
+                    if redact is not None:
+                        made = await conn.fetchrow(_LOCK_RUN, run_id)
+                        assert made is not None
+                        held = Held(made["last_seq"], False, made["redaction_hold"])
+                        out, redaction = redact(held, chunks, new.closed)
                     await _append(
-                        conn, run_id, chunks, close=new.closed, batch_min=self.log.batch_min
+                        conn,
+                        run_id,
+                        out,
+                        close=new.closed,
+                        batch_min=self.log.batch_min,
+                        redaction=redaction,
                     )
+                stored[0] = out
                 row = await conn.fetchrow(_LOCK, new.name)
             assert row is not None
             return StreamState.of(new.name, row), True
@@ -314,7 +333,7 @@ class StreamStore:
         with translated("the event log cannot be written"):
             state, created = await self._made_partitions(run_id, attempt)
         if created:
-            _committed(chunks)
+            _committed(stored[0])
             self.log.announce(run_id, state.last_seq, state.closed)
         return state, created
 
@@ -360,12 +379,15 @@ class StreamStore:
         close: bool,
         producer: Producer | None,
         stream_seq: str | None,
-        counts: Mapping[str, int] | None = None,
+        redact: Redact | None = None,
     ) -> Written:
         """Append (and/or close) under the run's lock, checking and recording the
-        producer's and the writer's sequence in the same transaction; `counts`: the
-        matches redaction replaced in `chunks`, added to the run's in it too."""
+        producer's and the writer's sequence in the same transaction. `redact`: the
+        redaction of `chunks` from the run's hold, read under that lock once the append
+        is known to be no retry (a producer's duplicate is answered before it); what it
+        makes is stored, and its counts and new hold written, by the append's statement."""
         run_id = state.run_id
+        stored: list[Sequence[StoredChunk]] = [chunks]  # what the last attempt stored
 
         async def attempt() -> tuple[Written, bool]:
             async with self.pool.acquire() as conn, conn.transaction():
@@ -404,17 +426,24 @@ class StreamStore:
                 if needs_row and not now.stored:
                     await conn.execute(_ADOPT_RUN, run_id)
                 last_seq = now.last_seq
+                out: Sequence[StoredChunk] = chunks
+                redaction: Redaction | None = None
                 if chunks or close:
+                    if redact is not None:
+                        held = Held(now.last_seq, now.closed, row["redaction_hold"])
+                        out, redaction = redact(held, chunks, close)
+                    # Run even when redaction held all it was sent: the hold is written.
                     last_seq = await _append(
-                        conn, run_id, chunks, close=close, batch_min=self.log.batch_min
+                        conn,
+                        run_id,
+                        out,
+                        close=close,
+                        batch_min=self.log.batch_min,
+                        redaction=redaction,
                     )
-                    thread = thread_of(list(chunks))
+                    thread = thread_of(list(out))
                     if thread is not None:
                         await conn.execute(_SET_THREAD, run_id, thread)
-                    if counts:
-                        await conn.execute(
-                            _ADD_REDACTIONS, run_id, orjson.dumps(dict(counts)).decode()
-                        )
                 if producer is not None:
                     await conn.execute(
                         _SET_PRODUCER, run_id, producer.producer_id, producer.epoch, producer.seq
@@ -423,12 +452,13 @@ class StreamStore:
                         await conn.execute(_SET_CLOSED_BY, run_id, producer.key())
                 if stream_seq is not None:
                     await conn.execute(_SET_STREAM_SEQ, run_id, stream_seq)
+            stored[0] = out
             return Written(last_seq, close, False, accepted_seq), True
 
         with translated("the event log cannot be written"):
             written, appended = await self._made_partitions(run_id, attempt)
         if appended:
-            _committed(chunks)
+            _committed(stored[0])
             self.log.announce(run_id, written.last_seq, close)
         return written
 
@@ -571,10 +601,11 @@ async def _append(
     *,
     close: bool,
     batch_min: int | None,
+    redaction: Redaction | None = None,
 ) -> int:
     """The log's append statement for one run, inside the caller's transaction, in the
-    log's layout (`batch_min`, see EventLog)."""
-    group = Group.one(run_id, chunks, close=close, batch_min=batch_min)
+    log's layout (`batch_min`, see EventLog); `redaction` written by it too."""
+    group = Group.one(run_id, chunks, close=close, batch_min=batch_min, redaction=redaction)
     n = len(chunks)
     statement, params = group.statement()
     rows = await conn.fetch(statement, *params)
